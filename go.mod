@@ -1,0 +1,3 @@
+module github.com/formica-run/formica
+
+go 1.26

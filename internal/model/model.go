@@ -1,0 +1,86 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Model produces the next assistant turn of a conversation.
+//
+// Implementations must be safe for concurrent use: helpers of one run share a
+// model value and call it from many goroutines.
+type Model interface {
+	Generate(ctx context.Context, req Request) (Response, error)
+}
+
+// Role is the author of a message.
+type Role string
+
+// The four roles a conversation holds.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation.
+type Message struct {
+	Role    Role   `json:"role" msgpack:"role"`
+	Content string `json:"content,omitempty" msgpack:"content,omitempty"`
+	// ToolCalls are the calls an assistant message asks for, in order.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty" msgpack:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to the call it answers.
+	ToolCallID string `json:"tool_call_id,omitempty" msgpack:"tool_call_id,omitempty"`
+	// ToolName is the name of the tool a tool message answers for; some
+	// providers need it alongside the call id.
+	ToolName string `json:"tool_name,omitempty" msgpack:"tool_name,omitempty"`
+}
+
+// ToolCall is one tool invocation asked for by the model.
+type ToolCall struct {
+	ID   string `json:"id" msgpack:"id"`
+	Name string `json:"name" msgpack:"name"`
+	// Arguments is the raw JSON text the model produced; it may be invalid and
+	// is validated by the tool, never by the provider.
+	Arguments string `json:"arguments" msgpack:"arguments"`
+}
+
+// ToolSchema describes a tool to the model.
+type ToolSchema struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one model call.
+type Request struct {
+	// Model is the provider's model name (the part of the reference after the colon).
+	Model    string
+	Messages []Message
+	Tools    []ToolSchema
+	Args     Args
+	// ParallelToolCalls tells providers that support it whether the model may ask
+	// for several tool calls in one response.
+	ParallelToolCalls bool
+}
+
+// Response is the model's turn: final text, tool calls, or both.
+type Response struct {
+	Text      string
+	ToolCalls []ToolCall
+	Usage     Usage
+	// StopReason is the provider's own word for why the turn ended, for logs.
+	StopReason string
+}
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens" msgpack:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens" msgpack:"output_tokens"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
+}
