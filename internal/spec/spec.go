@@ -43,7 +43,7 @@ type Harness struct {
 	Cwd string `json:"cwd,omitempty" yaml:"cwd,omitempty" msgpack:"cwd,omitempty"`
 	// Tools lists which base tools the harness offers; nil means all of them,
 	// an empty list none.
-	Tools       []string               `json:"tools,omitempty" yaml:"tools" msgpack:"tools"`
+	Tools       []string               `json:"tools" yaml:"tools" msgpack:"tools"`
 	Permissions tools.PermissionPolicy `json:"permissions,omitzero" yaml:"permissions,omitempty" msgpack:"permissions,omitempty"`
 }
 

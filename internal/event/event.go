@@ -1,0 +1,99 @@
+// Package event defines what happens in a run, as seen by everything that
+// watches one: the CLI's live tree, run records, and (in a cluster) the events
+// stream. Producers emit through a Sink and never wait on their watchers.
+package event
+
+import (
+	"time"
+
+	"github.com/formica-run/formica/internal/model"
+)
+
+// Type names an event.
+type Type string
+
+// Every event DESIGN lists.
+const (
+	RunQueued         Type = "run.queued"
+	RunStarted        Type = "run.started"
+	RunFinished       Type = "run.finished"
+	ThreadSpawned     Type = "thread.spawned"
+	ThreadRefused     Type = "thread.refused"
+	ThreadStarted     Type = "thread.started"
+	ThreadFinished    Type = "thread.finished"
+	ThreadHandoff     Type = "thread.handoff"
+	ModelCall         Type = "model.call"
+	ToolCall          Type = "tool.call"
+	ToolResult        Type = "tool.result"
+	ApprovalRequested Type = "approval.requested"
+	ApprovalResolved  Type = "approval.resolved"
+	WorkerJoined      Type = "worker.joined"
+	WorkerLost        Type = "worker.lost"
+)
+
+// Status of a thread or run.
+type Status string
+
+// Statuses; the last three are final.
+const (
+	Running   Status = "running"
+	Succeeded Status = "succeeded"
+	Failed    Status = "failed"
+	Cancelled Status = "cancelled"
+)
+
+// Event is one thing that happened. Every event names its run and, where it
+// concerns a thread, the thread, its parent, depth and name.
+type Event struct {
+	Type     Type      `json:"type" msgpack:"type"`
+	Time     time.Time `json:"time" msgpack:"time"`
+	RunID    string    `json:"run_id" msgpack:"run_id"`
+	ThreadID string    `json:"thread_id,omitempty" msgpack:"thread_id,omitempty"`
+	ParentID string    `json:"parent_id,omitempty" msgpack:"parent_id,omitempty"`
+	Depth    int       `json:"depth" msgpack:"depth"`
+	Name     string    `json:"name,omitempty" msgpack:"name,omitempty"`
+
+	// Status is the final status (thread.finished, run.finished).
+	Status Status `json:"status,omitempty" msgpack:"status,omitempty"`
+	// Reason explains a refusal, failure, handoff or approval decision.
+	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	// Worker is where the thread runs (thread.started) in a cluster.
+	Worker string `json:"worker,omitempty" msgpack:"worker,omitempty"`
+	// Model is the model reference (model.call).
+	Model   string      `json:"model,omitempty" msgpack:"model,omitempty"`
+	Usage   model.Usage `json:"usage,omitzero" msgpack:"usage,omitempty"`
+	Latency Duration    `json:"latency_ms,omitempty" msgpack:"latency_ms,omitempty"`
+	// Tool, CallID and Arguments describe a tool call; Output its result.
+	Tool      string `json:"tool,omitempty" msgpack:"tool,omitempty"`
+	CallID    string `json:"call_id,omitempty" msgpack:"call_id,omitempty"`
+	Arguments string `json:"arguments,omitempty" msgpack:"arguments,omitempty"`
+	Output    string `json:"output,omitempty" msgpack:"output,omitempty"`
+	// Decision is allow or deny (approval.resolved).
+	Decision string `json:"decision,omitempty" msgpack:"decision,omitempty"`
+}
+
+// Final reports whether s ends a thread or run.
+func (s Status) Final() bool { return s == Succeeded || s == Failed || s == Cancelled }
+
+// Sink receives events. Emit must not block for long: it runs on the agent loop.
+type Sink interface {
+	Emit(Event)
+}
+
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(Event)
+
+// Emit calls f.
+func (f SinkFunc) Emit(e Event) { f(e) }
+
+// Discard drops every event.
+var Discard Sink = SinkFunc(func(Event) {})
+
+// Tee sends each event to every sink in order.
+func Tee(sinks ...Sink) Sink {
+	return SinkFunc(func(e Event) {
+		for _, s := range sinks {
+			s.Emit(e)
+		}
+	})
+}

@@ -1,0 +1,157 @@
+// Package record builds the record of a run — its status, output, every thread
+// of its tree, refusals and token usage — from the run's events. The same
+// record is what `formica run --json` prints and, in a cluster, what the run
+// store keeps.
+package record
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+)
+
+// Run is the record of one run.
+type Run struct {
+	RunID    string       `json:"run_id"`
+	Status   event.Status `json:"status"`
+	Output   string       `json:"output"`
+	Error    string       `json:"error"`
+	Threads  []Thread     `json:"threads"`
+	Refusals Refusals     `json:"refusals"`
+	Usage    model.Usage  `json:"usage"`
+}
+
+// Thread is one thread of a run's tree.
+type Thread struct {
+	ID       string       `json:"id"`
+	ParentID string       `json:"parent_id"`
+	Name     string       `json:"name"`
+	Depth    int          `json:"depth"`
+	Status   event.Status `json:"status"`
+	Worker   string       `json:"worker,omitempty"`
+	// Error says why the thread failed or was cancelled.
+	Error string `json:"error,omitempty"`
+	// Usage is the thread's own model calls, not its helpers'.
+	Usage      model.Usage `json:"usage"`
+	StartedAt  time.Time   `json:"started_at,omitzero"`
+	FinishedAt time.Time   `json:"finished_at,omitzero"`
+}
+
+// Refusals counts spawns turned away, by limit.
+type Refusals struct {
+	Depth   int `json:"depth"`
+	Threads int `json:"threads"`
+}
+
+// Recorder is an event.Sink that keeps a run's record up to date. It is safe
+// for concurrent use.
+type Recorder struct {
+	mu      sync.Mutex
+	run     Run
+	threads map[string]*Thread
+	order   []string // thread ids in order of first sight
+	changed func()
+}
+
+// NewRecorder returns a recorder. changed, if not nil, is called (outside the
+// lock) after each event that alters the record.
+func NewRecorder(changed func()) *Recorder {
+	return &Recorder{threads: map[string]*Thread{}, changed: changed}
+}
+
+// Emit folds one event into the record.
+func (r *Recorder) Emit(e event.Event) {
+	r.mu.Lock()
+	altered := r.apply(e)
+	r.mu.Unlock()
+	if altered && r.changed != nil {
+		r.changed()
+	}
+}
+
+func (r *Recorder) apply(e event.Event) bool {
+	if r.run.RunID == "" {
+		r.run.RunID = e.RunID
+	}
+	switch e.Type {
+	case event.RunStarted:
+		r.run.Status = event.Running
+	case event.RunFinished:
+		r.run.Status, r.run.Error, r.run.Usage = e.Status, e.Reason, e.Usage
+	case event.ThreadRefused:
+		if e.Reason == "depth" {
+			r.run.Refusals.Depth++
+		} else {
+			r.run.Refusals.Threads++
+		}
+	case event.ThreadSpawned:
+		r.thread(e)
+	case event.ThreadStarted:
+		t := r.thread(e)
+		t.Status = event.Running
+		t.StartedAt = e.Time
+		if e.Worker != "" {
+			t.Worker = e.Worker
+		}
+	case event.ThreadFinished:
+		t := r.thread(e)
+		t.Status, t.Error, t.FinishedAt = e.Status, e.Reason, e.Time
+	case event.ModelCall:
+		t := r.thread(e)
+		t.Usage = t.Usage.Add(e.Usage)
+	default:
+		return false
+	}
+	return true
+}
+
+func (r *Recorder) thread(e event.Event) *Thread {
+	t, ok := r.threads[e.ThreadID]
+	if !ok {
+		t = &Thread{ID: e.ThreadID, ParentID: e.ParentID, Name: e.Name, Depth: e.Depth, Status: "pending"}
+		r.threads[e.ThreadID] = t
+		r.order = append(r.order, e.ThreadID)
+	}
+	return t
+}
+
+// SetResult records the run's final output (events carry no outputs of runs).
+func (r *Recorder) SetResult(status event.Status, output, errText string, usage model.Usage) {
+	r.mu.Lock()
+	r.run.Status, r.run.Output, r.run.Error, r.run.Usage = status, output, errText, usage
+	r.mu.Unlock()
+}
+
+// Snapshot returns a copy of the record, threads root first, then in tree
+// order (each thread followed by its helpers, in the order they were seen).
+func (r *Recorder) Snapshot() Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.run
+	out.Threads = make([]Thread, 0, len(r.order))
+	children := map[string][]string{}
+	var roots []string
+	for _, id := range r.order {
+		t := r.threads[id]
+		if _, ok := r.threads[t.ParentID]; t.ParentID == "" || !ok {
+			roots = append(roots, id)
+		} else {
+			children[t.ParentID] = append(children[t.ParentID], id)
+		}
+	}
+	sort.SliceStable(roots, func(i, j int) bool { return r.threads[roots[i]].Depth < r.threads[roots[j]].Depth })
+	var walk func(id string)
+	walk = func(id string) {
+		out.Threads = append(out.Threads, *r.threads[id])
+		for _, c := range children[id] {
+			walk(c)
+		}
+	}
+	for _, id := range roots {
+		walk(id)
+	}
+	return out
+}

@@ -1,0 +1,12 @@
+package runner
+
+import "errors"
+
+// Sentinel errors of the runner.
+var (
+	ErrBadRequest   = errors.New("bad run request")
+	ErrUnknownRun   = errors.New("unknown run")
+	ErrMaxTurns     = errors.New("max turns reached")
+	ErrSchema       = errors.New("output did not match schema")
+	ErrUnknownAgent = errors.New("unknown agent")
+)

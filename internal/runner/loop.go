@@ -1,0 +1,185 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// RunThread runs one thread's agent loop to its end. It never panics on bad
+// model output or failing tools: every way a thread can end is a Result.
+func (r *Runner) RunThread(ctx context.Context, th Thread) Result {
+	start := r.cfg.Now()
+	r.emit(th.event(event.ThreadStarted))
+	st := &threadState{r: r, th: &th}
+	res := st.run(ctx)
+	res.Usage = st.totalUsage()
+	e := th.event(event.ThreadFinished)
+	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
+	e.Latency = event.Duration(r.cfg.Now().Sub(start))
+	r.emit(e)
+	return res
+}
+
+// threadState is one thread's conversation and current agent.
+type threadState struct {
+	r  *Runner
+	th *Thread
+
+	agent     spec.Agent
+	ref       model.Ref
+	mdl       model.Model
+	visible   []tools.Tool
+	byName    map[string]tools.Tool
+	handoffs  map[string]string // tool name -> agent name
+	schema    *compiledSchema
+	messages  []model.Message
+	permStack tools.Permissions
+
+	mu    sync.Mutex
+	usage model.Usage // own model calls plus every helper's subtree
+}
+
+func (st *threadState) addUsage(u model.Usage) {
+	st.mu.Lock()
+	st.usage = st.usage.Add(u)
+	st.mu.Unlock()
+}
+
+func (st *threadState) totalUsage() model.Usage {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.usage
+}
+
+func (st *threadState) run(ctx context.Context) Result {
+	st.permStack = st.th.Permissions
+	if err := st.become(st.th.Agent); err != nil {
+		return failed(err)
+	}
+	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: st.th.Task})
+
+	maxTurns := st.agent.Turns()
+	schemaRetried := false
+	for turn := 0; ; turn++ {
+		if err := ctx.Err(); err != nil {
+			return cancelled(ctx)
+		}
+		if turn >= maxTurns {
+			return failed(fmt.Errorf("%w (%d)", ErrMaxTurns, maxTurns))
+		}
+		resp, err := st.generate(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return cancelled(ctx)
+			}
+			return failed(fmt.Errorf("model error: %w", err))
+		}
+		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
+
+		if len(resp.ToolCalls) == 0 {
+			if st.schema == nil {
+				return Result{Status: event.Succeeded, Output: resp.Text}
+			}
+			out, verr := st.schema.check(resp.Text)
+			if verr == nil {
+				return Result{Status: event.Succeeded, Output: out}
+			}
+			if schemaRetried {
+				return failed(fmt.Errorf("%w: %v", ErrSchema, verr))
+			}
+			schemaRetried = true
+			st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: correction(verr)})
+			continue
+		}
+
+		outputs, target := st.callTools(ctx, resp.ToolCalls)
+		for i, c := range resp.ToolCalls {
+			st.messages = append(st.messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: outputs[i]})
+		}
+		if ctx.Err() != nil {
+			return cancelled(ctx)
+		}
+		if target != "" {
+			if err := st.handoff(target); err != nil {
+				return failed(err)
+			}
+		}
+	}
+}
+
+func (st *threadState) generate(ctx context.Context) (model.Response, error) {
+	start := st.r.cfg.Now()
+	resp, err := st.mdl.Generate(ctx, model.Request{
+		Model:             st.ref.Name,
+		Messages:          st.messages,
+		Tools:             tools.Schemas(st.visible),
+		Args:              st.agent.ModelArgs,
+		ParallelToolCalls: st.agent.ParallelCalls(),
+	})
+	e := st.th.event(event.ModelCall)
+	e.Model = st.ref.String()
+	e.Latency = event.Duration(st.r.cfg.Now().Sub(start))
+	if err != nil {
+		e.Reason = err.Error()
+	} else {
+		e.Usage = resp.Usage
+		st.addUsage(resp.Usage)
+	}
+	st.r.emit(e)
+	return resp, err
+}
+
+// become makes a the thread's current agent: its model, tools and system prompt.
+func (st *threadState) become(a spec.Agent) error {
+	refText := a.Model
+	if refText == "" {
+		refText = st.r.cfg.DefaultModel
+	}
+	ref, err := model.ParseRef(refText)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
+	}
+	mdl, err := st.r.model(refText)
+	if err != nil {
+		return fmt.Errorf("agent %s: open model %s: %w", a.Name, refText, err)
+	}
+	visible, handoffs, err := st.r.toolsFor(st.th, a)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
+	}
+	var schema *compiledSchema
+	if len(a.OutputSchema) > 0 {
+		if schema, err = st.r.compileSchema(a.OutputSchema); err != nil {
+			return fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+	}
+	st.agent, st.ref, st.mdl, st.visible, st.handoffs, st.schema = a, ref, mdl, visible, handoffs, schema
+	st.byName = make(map[string]tools.Tool, len(visible))
+	for _, t := range visible {
+		st.byName[t.Name()] = t
+	}
+	system := model.Message{Role: model.RoleSystem, Content: systemPrompt(a, schema)}
+	if len(st.messages) == 0 {
+		st.messages = append(st.messages, system)
+	} else {
+		st.messages[0] = system
+	}
+	return nil
+}
+
+func failed(err error) Result { return Result{Status: event.Failed, Error: err.Error()} }
+
+func cancelled(ctx context.Context) Result {
+	reason := "cancelled"
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = "cancelled: " + cause.Error()
+	}
+	return Result{Status: event.Cancelled, Error: reason}
+}

@@ -1,0 +1,208 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// ModelOpener turns a model reference into a model. Models are opened once per
+// reference and shared by every thread that uses it.
+type ModelOpener interface {
+	Open(ref string) (model.Model, error)
+}
+
+// ModelOpenerFunc adapts a function to a ModelOpener.
+type ModelOpenerFunc func(ref string) (model.Model, error)
+
+// Open calls f.
+func (f ModelOpenerFunc) Open(ref string) (model.Model, error) { return f(ref) }
+
+// HarnessConfig tunes the base tools of every thread.
+type HarnessConfig struct {
+	// BashTimeout is bash's default timeout; BashMaxTimeout caps what a call may ask.
+	BashTimeout, BashMaxTimeout time.Duration
+	// OutputCap bounds the bytes a tool returns.
+	OutputCap int
+	// PassEnv names environment variables bash may see besides the minimal set.
+	PassEnv []string
+}
+
+// Config configures a Runner. Zero values mean defaults.
+type Config struct {
+	// Models opens model references. Required.
+	Models ModelOpener
+	// DefaultModel is used by agents whose spec names no model.
+	DefaultModel string
+	// Spawner runs helpers; nil runs them in this process, admitted against the
+	// limits of the run Run was called for.
+	Spawner Spawner
+	// Tools are extra direct tools that specs may name, beside `agent` and the
+	// base tools.
+	Tools []tools.Tool
+	// Events receives everything that happens; nil discards.
+	Events event.Sink
+	// Approver answers `ask` decisions; nil denies them.
+	Approver tools.Approver
+	Harness  HarnessConfig
+	Logger   *slog.Logger
+	// NewID makes thread and run ids; nil uses random UUIDs.
+	NewID func() string
+	// Now is the clock; nil uses time.Now.
+	Now func() time.Time
+}
+
+// Runner runs agent threads. It is safe for concurrent use by many runs.
+type Runner struct {
+	cfg      Config
+	spawner  Spawner
+	models   sync.Map // ref -> model.Model
+	schemas  sync.Map // schema text -> *compiledSchema
+	ledgers  sync.Map // run id -> *limits.Ledger, for the in-process spawner
+	registry map[string]tools.Tool
+}
+
+// New returns a runner.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Models == nil {
+		return nil, fmt.Errorf("%w: no model opener", ErrBadRequest)
+	}
+	if cfg.Events == nil {
+		cfg.Events = event.Discard
+	}
+	if cfg.Approver == nil {
+		cfg.Approver = tools.DenyAll
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = func() string { return uuid.NewString() }
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Runner{cfg: cfg, registry: map[string]tools.Tool{tools.AgentToolName: tools.Agent()}}
+	for _, t := range cfg.Tools {
+		r.registry[t.Name()] = t
+	}
+	r.spawner = cfg.Spawner
+	if r.spawner == nil {
+		r.spawner = &local{r: r}
+	}
+	return r, nil
+}
+
+// RunRequest is one run of a root agent.
+type RunRequest struct {
+	// ID is the run id; empty makes one.
+	ID   string
+	Task string
+	// Agent is the root agent; Agents are the handoff targets by name.
+	Agent  spec.Agent
+	Agents map[string]spec.Agent
+	Limits limits.Config
+	// Cwd is the base directory: the harness cwd when the spec names none, and
+	// what a relative spec cwd is resolved against. Empty means ".".
+	Cwd string
+}
+
+// RunResult is how a run ended.
+type RunResult struct {
+	RunID  string
+	RootID string
+	Result
+	Stats limits.Stats
+}
+
+// Run runs a root agent and its helpers in this process (or through the
+// configured Spawner) and returns when the root thread ends.
+func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
+	if strings.TrimSpace(req.Task) == "" {
+		return RunResult{}, fmt.Errorf("%w: empty task", ErrBadRequest)
+	}
+	ledger, err := limits.New(req.Limits)
+	if err != nil {
+		return RunResult{}, err
+	}
+	cwd, err := ResolveCwd(req.Cwd, req.Agent.Harness.Cwd)
+	if err != nil {
+		return RunResult{}, err
+	}
+	runID := req.ID
+	if runID == "" {
+		runID = r.cfg.NewID()
+	}
+	if _, loaded := r.ledgers.LoadOrStore(runID, ledger); loaded {
+		return RunResult{}, fmt.Errorf("%w: run %s is already running here", ErrBadRequest, runID)
+	}
+	defer r.ledgers.Delete(runID)
+
+	root := Thread{
+		RunID:       runID,
+		ID:          r.cfg.NewID(),
+		Path:        "root",
+		Name:        req.Agent.Name,
+		Task:        req.Task,
+		Agent:       req.Agent,
+		Agents:      req.Agents,
+		Cwd:         cwd,
+		Permissions: tools.Permissions{req.Agent.Harness.Permissions},
+	}
+	r.emit(event.Event{Type: event.RunStarted, RunID: runID, ThreadID: root.ID, Name: root.Name})
+	res := r.RunThread(ctx, root)
+	r.emit(event.Event{Type: event.RunFinished, RunID: runID, ThreadID: root.ID, Name: root.Name,
+		Status: res.Status, Reason: res.Error, Usage: res.Usage})
+	return RunResult{RunID: runID, RootID: root.ID, Result: res, Stats: ledger.Stats()}, nil
+}
+
+// ResolveCwd returns the absolute harness directory: specCwd resolved against
+// base (itself resolved against the process's working directory).
+func ResolveCwd(base, specCwd string) (string, error) {
+	if base == "" {
+		base = "."
+	}
+	dir := specCwd
+	if dir == "" {
+		dir = base
+	} else if !filepath.IsAbs(dir) {
+		dir = filepath.Join(base, dir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: cwd %q: %v", ErrBadRequest, dir, err)
+	}
+	return abs, nil
+}
+
+func (r *Runner) emit(e event.Event) {
+	if e.Time.IsZero() {
+		e.Time = r.cfg.Now()
+	}
+	r.cfg.Events.Emit(e)
+}
+
+func (r *Runner) model(ref string) (model.Model, error) {
+	if m, ok := r.models.Load(ref); ok {
+		return m.(model.Model), nil
+	}
+	m, err := r.cfg.Models.Open(ref)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := r.models.LoadOrStore(ref, m)
+	return actual.(model.Model), nil
+}

@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tools/base"
+)
+
+// HandoffPrefix starts the name of every handoff tool.
+const HandoffPrefix = "transfer_to_"
+
+// toolsFor builds what agent a sees in thread th: its direct tools (named in
+// the spec: `agent`, configured extra tools, or base tools), the harness shims
+// bound to the thread's cwd, and one transfer_to_<name> tool per handoff,
+// merged so each name appears once and direct beats shim.
+func (r *Runner) toolsFor(th *Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
+	all, err := base.New(base.Config{
+		Cwd:            th.Cwd,
+		BashTimeout:    r.cfg.Harness.BashTimeout,
+		BashMaxTimeout: r.cfg.Harness.BashMaxTimeout,
+		OutputCap:      r.cfg.Harness.OutputCap,
+		PassEnv:        r.cfg.Harness.PassEnv,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var shims []tools.Tool
+	for _, t := range all {
+		if a.Harness.Tools == nil || slices.Contains(a.Harness.Tools, t.Name()) {
+			shims = append(shims, t)
+		}
+	}
+	direct := make([]tools.Tool, 0, len(a.Tools))
+	for _, name := range a.Tools {
+		t, ok := r.registry[name]
+		if !ok {
+			i := slices.IndexFunc(all, func(t tools.Tool) bool { return t.Name() == name })
+			if i < 0 {
+				return nil, nil, fmt.Errorf("%w: %q", tools.ErrUnknownTool, name)
+			}
+			t = all[i]
+		}
+		direct = append(direct, t)
+	}
+	var transfers []tools.Tool
+	for _, name := range a.Handoffs {
+		target, ok := th.Agents[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, name)
+		}
+		if handoffs == nil {
+			handoffs = map[string]string{}
+		}
+		tool := handoffTool(target)
+		handoffs[tool.Name()] = name
+		transfers = append(transfers, tool)
+	}
+	return tools.Merge(direct, shims, transfers), handoffs, nil
+}
+
+// HandoffToolName is the tool that hands over to agent name. Dots, which
+// agent names allow and some providers refuse in tool names, become '_'.
+func HandoffToolName(name string) string {
+	return HandoffPrefix + strings.ReplaceAll(name, ".", "_")
+}
+
+// handoffTool only describes a transfer to the model; the loop acts on the call
+// itself and never runs it.
+func handoffTool(target spec.Agent) tools.Tool {
+	desc := "Hand the conversation over to agent " + target.Name + ", which carries on from here in your place."
+	if first, _, _ := strings.Cut(strings.TrimSpace(target.Instructions), "\n"); first != "" {
+		desc += " It is described as: " + first
+	}
+	return &tools.Func{
+		ToolName:   HandoffToolName(target.Name),
+		Desc:       desc,
+		Parameters: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+		Fn: func(context.Context, json.RawMessage) (string, error) {
+			return "Transferred to " + target.Name + ".", nil
+		},
+	}
+}
+
+// handoff switches the thread to another agent of the run's catalog: same
+// thread, same depth, same conversation, the new agent's prompt, model and tools.
+// The target's permissions can only narrow the thread's.
+func (st *threadState) handoff(name string) error {
+	target, ok := st.th.Agents[name]
+	if !ok {
+		return fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, name)
+	}
+	from := st.agent.Name
+	st.permStack = st.permStack.Narrow(target.Harness.Permissions)
+	if err := st.become(target); err != nil {
+		return err
+	}
+	e := st.th.event(event.ThreadHandoff)
+	e.Reason = from + " -> " + name
+	st.r.emit(e)
+	return nil
+}

@@ -1,0 +1,146 @@
+package spec
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// DefaultHelperInstructions is a helper's system prompt when its template
+// gives none.
+const DefaultHelperInstructions = "You are a focused helper agent. Complete the task you are given " +
+	"and reply with the result. You see only this task, not the conversation it came from, " +
+	"so do not ask for more context: do your best with what you have."
+
+// HelperSpec is the spec of one helper spawned by parent's `agent` tool under
+// the given name, following DESIGN's "The `agent` tool" and "Tool visibility":
+//
+//   - Instructions: the template's, or DefaultHelperInstructions.
+//   - Model: the template's model with only the template's model args; with
+//     no template model, the parent's model and the parent's args overridden
+//     by the template's.
+//   - OutputSchema: the template's.
+//   - Tools (direct tool names) by the template's policy, P the parent's tools
+//     and L the template's add list: inherit P ∪ L, override L, restrict
+//     {P ∩ only} ∪ L. Parent order first, then L's names not yet present;
+//     each name once. (Which implementation runs a name — a local tool
+//     replacing an inherited one — is the runner's business, not the spec's.)
+//   - Harness: the parent's (same cwd, same permissions: a helper inherits its
+//     parent's policy). ParallelToolCalls and MaxTurns: the parent's.
+//   - Helper: the parent's template, so helpers of helpers are alike.
+//   - Handoffs: none.
+//
+// The result shares no memory with parent, so it may travel and be changed freely.
+func HelperSpec(parent Agent, name string) Agent {
+	h := parent.Helper
+	a := Agent{
+		Name:         name,
+		Instructions: h.Instructions,
+		OutputSchema: slices.Clone(h.OutputSchema),
+		MaxTurns:     parent.MaxTurns,
+		Harness:      cloneHarness(parent.Harness),
+		Helper:       cloneHelper(parent.Helper),
+	}
+	if a.Instructions == "" {
+		a.Instructions = DefaultHelperInstructions
+	}
+	if h.Model != "" {
+		a.Model = h.Model
+		a.ModelArgs = maps.Clone(h.ModelArgs)
+	} else {
+		a.Model = parent.Model
+		a.ModelArgs = parent.ModelArgs.Merge(h.ModelArgs)
+	}
+	if parent.ParallelToolCalls != nil {
+		p := *parent.ParallelToolCalls
+		a.ParallelToolCalls = &p
+	}
+	a.Tools = helperTools(h.Tools, parent.Tools)
+	return a
+}
+
+// helperTools applies a tool policy to tool names; an unknown policy (which
+// Validate refuses) gives no inherited tools.
+func helperTools(pol ToolPolicy, parent []string) []string {
+	vis, _ := tools.ParseVisibility(string(pol.Policy))
+	var kept []string
+	switch vis {
+	case tools.Inherit:
+		kept = parent
+	case tools.Restrict:
+		for _, t := range parent {
+			if slices.Contains(pol.Only, t) {
+				kept = append(kept, t)
+			}
+		}
+	}
+	var out []string
+	for _, t := range slices.Concat(kept, pol.Add) {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Catalog returns every agent of the file by name, the root included; it is
+// where handoff targets are looked up.
+func (f *File) Catalog() map[string]Agent {
+	out := make(map[string]Agent, 1+len(f.Agents))
+	out[f.Name] = f.Agent
+	for _, a := range f.Agents {
+		out[a.Name] = a
+	}
+	return out
+}
+
+// DefaultInstructions is the system prompt of the built-in general agent.
+const DefaultInstructions = "You are Formica, a capable general-purpose agent. " +
+	"When a task splits into independent sub-tasks, delegate them with the `agent` tool: " +
+	"call it once per sub-task, with a short one-word name and a complete, self-contained task " +
+	"(the helper sees nothing but that task); calls made in the same turn run in parallel. " +
+	"Otherwise, and for anything small or sequential, answer directly yourself. " +
+	"When helpers reply, combine their results into one final answer."
+
+// Default is the built-in general agent used when no spec file is given:
+// named "formica", with the `agent` tool, helpers that inherit everything, and
+// a harness where reading is allowed and writing or running commands asks.
+// Its model is left empty for the caller to fill in.
+func Default() File {
+	return File{Agent: Agent{
+		Name:         "formica",
+		Instructions: DefaultInstructions,
+		Tools:        []string{"agent"},
+		Harness: Harness{Permissions: tools.PermissionPolicy{
+			Default: tools.Ask,
+			Rules: []tools.Rule{
+				{Tool: "read_file", Decision: tools.Allow},
+				{Tool: "list_dir", Decision: tools.Allow},
+				{Tool: "glob", Decision: tools.Allow},
+				{Tool: "grep", Decision: tools.Allow},
+				{Tool: "write_file", Decision: tools.Ask},
+				{Tool: "edit_file", Decision: tools.Ask},
+				{Tool: "bash", Decision: tools.Ask},
+			},
+		}},
+		Helper: Helper{
+			Instructions: DefaultHelperInstructions,
+			Tools:        ToolPolicy{Policy: tools.Inherit},
+		},
+	}}
+}
+
+func cloneHarness(h Harness) Harness {
+	h.Tools = slices.Clone(h.Tools)
+	h.Permissions.Rules = slices.Clone(h.Permissions.Rules)
+	return h
+}
+
+func cloneHelper(h Helper) Helper {
+	h.ModelArgs = maps.Clone(h.ModelArgs)
+	h.OutputSchema = slices.Clone(h.OutputSchema)
+	h.Tools.Only = slices.Clone(h.Tools.Only)
+	h.Tools.Add = slices.Clone(h.Tools.Add)
+	return h
+}

@@ -1,0 +1,161 @@
+package spec
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+func TestHelperSpec(t *testing.T) {
+	off := false
+	harness := Harness{Cwd: "/w", Tools: []string{"read_file"}, Permissions: tools.PermissionPolicy{
+		Default: tools.Deny, Rules: []tools.Rule{{Tool: "read_file", Decision: tools.Allow}}}}
+	parent := func(h Helper) Agent {
+		return Agent{
+			Name: "lead", Instructions: "lead prompt", Model: "openai:gpt-4o",
+			ModelArgs: model.Args{"temperature": 0.7, "max_tokens": 500},
+			Tools:     []string{"agent", "search", "fetch"}, ParallelToolCalls: &off, MaxTurns: 9,
+			OutputSchema: json.RawMessage(`{"type":"object"}`), Handoffs: []string{"other"},
+			Harness: harness, Helper: h,
+		}
+	}
+	child := func(h Helper, model string, args model.Args, tools ...string) Agent {
+		instr := h.Instructions
+		if instr == "" {
+			instr = DefaultHelperInstructions
+		}
+		return Agent{
+			Name: "kid", Instructions: instr, Model: model, ModelArgs: args, Tools: tools,
+			ParallelToolCalls: &off, MaxTurns: 9, OutputSchema: h.OutputSchema, Harness: harness, Helper: h,
+		}
+	}
+	tests := []struct {
+		name   string
+		helper Helper
+		want   func(Helper) Agent
+	}{
+		{"zero template inherits all", Helper{}, func(h Helper) Agent {
+			return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "agent", "search", "fetch")
+		}},
+		{"inherit adds new names after parent's", Helper{Tools: ToolPolicy{Policy: tools.Inherit, Add: []string{"calc", "search"}}},
+			func(h Helper) Agent {
+				return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "agent", "search", "fetch", "calc")
+			}},
+		{"override keeps only add", Helper{Tools: ToolPolicy{Policy: tools.Override, Add: []string{"calc", "calc"}}},
+			func(h Helper) Agent {
+				return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "calc")
+			}},
+		{"override without add has no tools", Helper{Tools: ToolPolicy{Policy: tools.Override}}, func(h Helper) Agent {
+			return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500})
+		}},
+		{"restrict keeps parent order", Helper{Tools: ToolPolicy{Policy: tools.Restrict, Only: []string{"fetch", "agent", "ghost"}, Add: []string{"calc"}}},
+			func(h Helper) Agent {
+				return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "agent", "fetch", "calc")
+			}},
+		{"inherited model, args merged", Helper{Instructions: "be brief", ModelArgs: model.Args{"temperature": 0.0, "top_p": 0.5}},
+			func(h Helper) Agent {
+				return child(h, "openai:gpt-4o", model.Args{"temperature": 0.0, "max_tokens": 500, "top_p": 0.5}, "agent", "search", "fetch")
+			}},
+		{"own model, own args only", Helper{Model: "sim", ModelArgs: model.Args{"latency_ms": 5}, OutputSchema: json.RawMessage(`{"type":"string"}`)},
+			func(h Helper) Agent {
+				return child(h, "sim", model.Args{"latency_ms": 5}, "agent", "search", "fetch")
+			}},
+		{"own model, no args", Helper{Model: "anthropic:claude"}, func(h Helper) Agent {
+			return child(h, "anthropic:claude", nil, "agent", "search", "fetch")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := HelperSpec(parent(tt.helper), "kid")
+			if diff := cmp.Diff(tt.want(tt.helper), got); diff != "" {
+				t.Errorf("HelperSpec (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHelperSpecSharesNothing(t *testing.T) {
+	on := true
+	p := Agent{
+		Name: "p", ModelArgs: model.Args{"a": 1}, Tools: []string{"agent"}, ParallelToolCalls: &on,
+		Harness: Harness{Tools: []string{"bash"}, Permissions: tools.PermissionPolicy{Rules: []tools.Rule{{Tool: "bash", Decision: tools.Ask}}}},
+		Helper:  Helper{OutputSchema: json.RawMessage(`{}`), Tools: ToolPolicy{Add: []string{"x"}}, ModelArgs: model.Args{"b": 2}},
+	}
+	h := HelperSpec(p, "h")
+	h.ModelArgs["a"] = 9
+	h.Tools[0] = "changed"
+	*h.ParallelToolCalls = false
+	h.Harness.Tools[0] = "changed"
+	h.Harness.Permissions.Rules[0].Decision = tools.Allow
+	h.Helper.OutputSchema[0] = '['
+	h.Helper.Tools.Add[0] = "changed"
+	h.Helper.ModelArgs["b"] = 9
+	if p.ModelArgs["a"] != 1 || p.Tools[0] != "agent" || !*p.ParallelToolCalls || p.Harness.Tools[0] != "bash" ||
+		p.Harness.Permissions.Rules[0].Decision != tools.Ask || string(p.Helper.OutputSchema) != "{}" ||
+		p.Helper.Tools.Add[0] != "x" || p.Helper.ModelArgs["b"] != 2 {
+		t.Errorf("changing the helper spec changed the parent: %+v", p)
+	}
+}
+
+func TestHelperSpecRecursion(t *testing.T) {
+	root := Default().Agent
+	root.Model = "sim"
+	kid := HelperSpec(root, "kid")
+	grandkid := HelperSpec(kid, "grandkid")
+	grandkid.Name = kid.Name
+	if diff := cmp.Diff(kid, grandkid); diff != "" {
+		t.Errorf("a helper's helper differs from the helper beyond its name (-kid +grandkid):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"agent"}, kid.Tools); diff != "" {
+		t.Errorf("default helper tools (-want +got):\n%s", diff)
+	}
+}
+
+func TestCatalog(t *testing.T) {
+	f, err := Parse([]byte("name: a\nhandoffs: [b]\nagents: [{name: b, handoffs: [a]}, {name: c}]\n"), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Agent{
+		"a": {Name: "a", Handoffs: []string{"b"}},
+		"b": {Name: "b", Handoffs: []string{"a"}},
+		"c": {Name: "c"},
+	}
+	if diff := cmp.Diff(want, f.Catalog()); diff != "" {
+		t.Errorf("Catalog (-want +got):\n%s", diff)
+	}
+}
+
+func TestDefault(t *testing.T) {
+	f := Default()
+	if err := f.Validate(); err != nil {
+		t.Fatalf("Default does not validate: %v", err)
+	}
+	if f.Name != "formica" || f.Model != "" || f.Instructions == "" {
+		t.Errorf("Default = %+v", f.Agent)
+	}
+	if diff := cmp.Diff([]string{"agent"}, f.Tools); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	perms := f.Harness.Permissions
+	for tool, want := range map[string]tools.Decision{
+		"read_file": tools.Allow, "list_dir": tools.Allow, "glob": tools.Allow, "grep": tools.Allow,
+		"write_file": tools.Ask, "edit_file": tools.Ask, "bash": tools.Ask, "fetch": tools.Ask,
+	} {
+		if got := perms.Decide(tool, ""); got != want {
+			t.Errorf("Default decides %s for %s, want %s", got, tool, want)
+		}
+	}
+	if v, _ := tools.ParseVisibility(string(f.Helper.Tools.Policy)); v != tools.Inherit {
+		t.Errorf("helper policy %q, want inherit", f.Helper.Tools.Policy)
+	}
+	// Default returns a fresh value each time.
+	f.Tools[0] = "x"
+	if Default().Tools[0] != "agent" {
+		t.Error("Default shares memory between calls")
+	}
+}

@@ -1,0 +1,157 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// namePattern is DESIGN's one-word name: letters, digits, '-', '_', '.'; 1–64 chars.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidName reports whether s is a valid agent or helper name.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// Validate checks the whole file and reports every problem, joined, each a
+// *FieldError naming its field path ("agents[1].harness.permissions.rules[0].decision").
+//
+// It checks: names (required, one word, unique across the root and agents[]),
+// model references, max_turns >= 0, tool name lists, permission policies, the
+// helper's tool policy (`only` needs restrict), handoff targets (an agent of
+// this file, not itself) and that output schemas compile.
+func (f *File) Validate() error {
+	v := &validator{}
+	seen := map[string]string{}
+	check := func(prefix string, a *Agent) {
+		v.agent(prefix, a)
+		if a.Name == "" {
+			return
+		}
+		if first, dup := seen[a.Name]; dup {
+			v.fail(prefix+"name", fmt.Errorf("duplicate agent name %q (also %s)", a.Name, first))
+			return
+		}
+		seen[a.Name] = prefix + "name"
+	}
+	check("", &f.Agent)
+	for i := range f.Agents {
+		check(fmt.Sprintf("agents[%d].", i), &f.Agents[i])
+	}
+	handoffs := func(prefix string, a *Agent) {
+		dup := map[string]bool{}
+		for j, h := range a.Handoffs {
+			p := fmt.Sprintf("%shandoffs[%d]", prefix, j)
+			switch {
+			case h == a.Name:
+				v.fail(p, fmt.Errorf("agent %q cannot hand off to itself", h))
+			case seen[h] == "":
+				v.fail(p, fmt.Errorf("unknown agent %q (handoffs name agents of this file)", h))
+			case dup[h]:
+				v.fail(p, fmt.Errorf("duplicate handoff %q", h))
+			}
+			dup[h] = true
+		}
+	}
+	handoffs("", &f.Agent)
+	for i := range f.Agents {
+		handoffs(fmt.Sprintf("agents[%d].", i), &f.Agents[i])
+	}
+	return errors.Join(v.errs...)
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) fail(path string, err error) {
+	v.errs = append(v.errs, &FieldError{Path: path, Err: err})
+}
+
+func (v *validator) agent(p string, a *Agent) {
+	switch {
+	case a.Name == "":
+		v.fail(p+"name", errors.New("required"))
+	case !ValidName(a.Name):
+		v.fail(p+"name", fmt.Errorf("%q is not one word of letters, digits, '-', '_' or '.' (1-64 chars)", a.Name))
+	}
+	v.modelRef(p+"model", a.Model)
+	if a.MaxTurns < 0 {
+		v.fail(p+"max_turns", fmt.Errorf("%d is negative", a.MaxTurns))
+	}
+	v.names(p+"tools", a.Tools)
+	v.schema(p+"output_schema", a.OutputSchema)
+	v.names(p+"harness.tools", a.Harness.Tools)
+	v.permissions(p+"harness.permissions", a.Harness.Permissions)
+	h := &a.Helper
+	v.modelRef(p+"helper.model", h.Model)
+	v.schema(p+"helper.output_schema", h.OutputSchema)
+	vis, err := tools.ParseVisibility(string(h.Tools.Policy))
+	if err != nil {
+		v.fail(p+"helper.tools.policy", err)
+	} else if len(h.Tools.Only) > 0 && vis != tools.Restrict {
+		v.fail(p+"helper.tools.only", fmt.Errorf("only applies to policy restrict, not %s", vis))
+	}
+	v.names(p+"helper.tools.only", h.Tools.Only)
+	v.names(p+"helper.tools.add", h.Tools.Add)
+}
+
+func (v *validator) modelRef(p, ref string) {
+	if ref == "" {
+		return
+	}
+	if _, err := model.ParseRef(ref); err != nil {
+		v.fail(p, err)
+	}
+}
+
+// names checks a list of tool names: none empty, none twice.
+func (v *validator) names(p string, names []string) {
+	seen := map[string]bool{}
+	for i, n := range names {
+		switch {
+		case n == "":
+			v.fail(fmt.Sprintf("%s[%d]", p, i), errors.New("empty tool name"))
+		case seen[n]:
+			v.fail(fmt.Sprintf("%s[%d]", p, i), fmt.Errorf("duplicate tool %q", n))
+		}
+		seen[n] = true
+	}
+}
+
+// permissions checks each field itself, for precise paths, then defers to
+// PermissionPolicy.Validate so no rule it knows is missed.
+func (v *validator) permissions(p string, pol tools.PermissionPolicy) {
+	before := len(v.errs)
+	if pol.Default != "" {
+		if _, err := tools.ParseDecision(string(pol.Default)); err != nil {
+			v.fail(p+".default", err)
+		}
+	}
+	for i, r := range pol.Rules {
+		rp := fmt.Sprintf("%s.rules[%d]", p, i)
+		if r.Tool == "" {
+			v.fail(rp+".tool", fmt.Errorf("%w: required", tools.ErrBadPolicy))
+		} else if _, err := path.Match(r.Tool, ""); err != nil {
+			v.fail(rp+".tool", fmt.Errorf("%w: glob %q: %v", tools.ErrBadPolicy, r.Tool, err))
+		}
+		if _, err := tools.ParseDecision(string(r.Decision)); err != nil {
+			v.fail(rp+".decision", err)
+		}
+	}
+	if len(v.errs) == before {
+		if err := pol.Validate(); err != nil {
+			v.fail(p, err)
+		}
+	}
+}
+
+func (v *validator) schema(p string, raw []byte) {
+	if len(raw) == 0 {
+		return
+	}
+	if _, err := CompileSchema(raw); err != nil {
+		v.fail(p, err)
+	}
+}

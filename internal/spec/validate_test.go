@@ -1,0 +1,112 @@
+package spec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+func TestParseValidationErrors(t *testing.T) {
+	tests := []struct{ name, data, want string }{
+		{"name required", "instructions: x\n", "a.yaml: name: required"},
+		{"name not one word", "name: two words\n",
+			`a.yaml: name: "two words" is not one word of letters, digits, '-', '_' or '.' (1-64 chars)`},
+		{"name too long", "name: " + strings.Repeat("x", 65) + "\n",
+			`a.yaml: name: "` + strings.Repeat("x", 65) + `" is not one word of letters, digits, '-', '_' or '.' (1-64 chars)`},
+		{"agents name required", "name: a\nagents: [{instructions: x}]\n", "a.yaml: agents[0].name: required"},
+		{"duplicate name", "name: a\nagents: [{name: b}, {name: a}]\n",
+			`a.yaml: agents[1].name: duplicate agent name "a" (also name)`},
+		{"bad model", "name: a\nmodel: ':gpt'\n", `a.yaml: model: bad model reference: ":gpt" has no provider`},
+		{"bad helper model", "name: a\nagents: [{name: b, helper: {model: ' '}}]\n",
+			"a.yaml: agents[0].helper.model: bad model reference: empty model reference"},
+		{"negative max_turns", "name: a\nmax_turns: -3\n", "a.yaml: max_turns: -3 is negative"},
+		{"empty tool", "name: a\ntools: [agent, '']\n", "a.yaml: tools[1]: empty tool name"},
+		{"duplicate tool", "name: a\ntools: [agent, agent]\n", `a.yaml: tools[1]: duplicate tool "agent"`},
+		{"harness tool", "name: a\nharness: {tools: ['']}\n", "a.yaml: harness.tools[0]: empty tool name"},
+		{"bad default", "name: a\nharness: {permissions: {default: maybe}}\n",
+			`a.yaml: harness.permissions.default: bad policy: decision "maybe" (want allow, ask or deny)`},
+		{"rule decision", "name: a\nagents:\n  - name: b\n  - name: c\n    harness:\n      permissions:\n        rules: [{tool: bash, decision: sure}]\n",
+			`a.yaml: agents[1].harness.permissions.rules[0].decision: bad policy: decision "sure" (want allow, ask or deny)`},
+		{"rule tool", "name: a\nharness: {permissions: {rules: [{decision: allow}]}}\n",
+			"a.yaml: harness.permissions.rules[0].tool: bad policy: required"},
+		{"rule glob", "name: a\nharness: {permissions: {rules: [{tool: '[', decision: allow}]}}\n",
+			`a.yaml: harness.permissions.rules[0].tool: bad policy: glob "[": syntax error in pattern`},
+		{"bad policy", "name: a\nhelper: {tools: {policy: all}}\n",
+			`a.yaml: helper.tools.policy: bad policy: tool policy "all" (want inherit, override or restrict)`},
+		{"only without restrict", "name: a\nhelper: {tools: {policy: override, only: [x]}}\n",
+			"a.yaml: helper.tools.only: only applies to policy restrict, not override"},
+		{"only default policy", "name: a\nhelper: {tools: {only: [x]}}\n",
+			"a.yaml: helper.tools.only: only applies to policy restrict, not inherit"},
+		{"empty add", "name: a\nhelper: {tools: {add: ['']}}\n", "a.yaml: helper.tools.add[0]: empty tool name"},
+		{"handoff unknown", "name: a\nhandoffs: [ghost]\n",
+			`a.yaml: handoffs[0]: unknown agent "ghost" (handoffs name agents of this file)`},
+		{"handoff self", "name: a\nagents: [{name: b, handoffs: [a, b]}]\n",
+			`a.yaml: agents[0].handoffs[1]: agent "b" cannot hand off to itself`},
+		{"handoff twice", "name: a\nhandoffs: [b, b]\nagents: [{name: b}]\n", `a.yaml: handoffs[1]: duplicate handoff "b"`},
+		{"schema invalid", "name: a\noutput_schema: {type: string, minLength: -1}\n",
+			"a.yaml: output_schema: not a valid JSON Schema: at '/minLength': minimum: got -1, want 0"},
+		{"helper schema invalid", "name: a\nagents: [{name: b, helper: {output_schema: {minLength: -1}}}]\n",
+			"a.yaml: agents[0].helper.output_schema: not a valid JSON Schema: at '/minLength': minimum: got -1, want 0"},
+		{"schema external ref", "name: a\noutput_schema: {$ref: 'file:///etc/passwd'}\n",
+			`a.yaml: output_schema: failing loading "file:///etc/passwd": external references are not allowed`},
+		{"several at once", "max_turns: -1\nagents: [{name: a b}]\n",
+			"a.yaml: name: required\na.yaml: max_turns: -1 is negative\n" +
+				`a.yaml: agents[0].name: "a b" is not one word of letters, digits, '-', '_' or '.' (1-64 chars)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.data), "a.yaml")
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error\n got %q\nwant %q", got, tt.want)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error is not ErrInvalid")
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("error has no FieldError")
+			}
+		})
+	}
+}
+
+func TestValidateWrapsCauses(t *testing.T) {
+	f := File{Agent: Agent{Name: "a", Model: ":x", Harness: Harness{Permissions: tools.PermissionPolicy{Default: "nope"}}}}
+	err := f.Validate()
+	for _, target := range []error{ErrInvalid, model.ErrBadRef, tools.ErrBadPolicy} {
+		if !errors.Is(err, target) {
+			t.Errorf("errors.Is(%v, %v) = false", err, target)
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for s, want := range map[string]bool{
+		"a": true, "fix-bug_2.v1": true, strings.Repeat("a", 64): true,
+		"": false, "a b": false, "a/b": false, "é": false, strings.Repeat("a", 65): false,
+	} {
+		if got := ValidName(s); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestCompileSchema(t *testing.T) {
+	sch, err := CompileSchema([]byte(`{"type":"object","required":["a"],"properties":{"b":{"type":"string"}},"$defs":{"x":{"$ref":"#/properties/b"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sch.Validate(map[string]any{"b": 1.0})
+	if got, want := SchemaErrorText(err), "at '': missing property 'a'; at '/b': got number, want string"; got != want {
+		t.Errorf("SchemaErrorText = %q, want %q", got, want)
+	}
+	if _, err := CompileSchema([]byte(`{`)); err == nil {
+		t.Error("CompileSchema accepted bad JSON")
+	}
+}

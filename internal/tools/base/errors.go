@@ -1,0 +1,14 @@
+package base
+
+import "errors"
+
+// Sentinel errors of the package; always wrapped with detail. Bad tool
+// arguments wrap tools.ErrBadArgs and unknown tool names tools.ErrUnknownTool.
+var (
+	// ErrBadConfig: a Config field is invalid (New).
+	ErrBadConfig = errors.New("bad config")
+	// ErrOutsideCwd: a path resolves, symlinks included, outside the harness cwd.
+	ErrOutsideCwd = errors.New("path outside the working directory")
+	// ErrBinaryFile: a text tool was pointed at a binary file.
+	ErrBinaryFile = errors.New("binary file")
+)

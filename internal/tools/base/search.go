@@ -1,0 +1,321 @@
+package base
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// ---- glob ----
+
+const globDesc = "Find files and directories whose path, relative to the working directory, " +
+	"matches a glob pattern. `*`, `?` and `[...]` match within one path segment; `**` matches " +
+	"any number of segments (\"**/*.go\" is every .go file). Returns sorted relative paths, one " +
+	"per line, directories with a trailing '/'. .git directories are skipped."
+
+var globParams = []param{
+	{name: "pattern", typ: "string", required: true, nonEmpty: true,
+		desc: "Glob pattern relative to the working directory, e.g. \"src/**/*_test.go\"."},
+}
+
+type globTool struct {
+	meta
+	h *harness
+}
+
+func (t *globTool) Subject(args json.RawMessage) string { return stringField(args, "pattern") }
+
+func (t *globTool) Run(ctx context.Context, args json.RawMessage) (string, error) {
+	var a struct {
+		Pattern string `json:"pattern"`
+	}
+	if err := decode(args, t.params, &a); err != nil {
+		return "", err
+	}
+	if path.IsAbs(a.Pattern) || path.IsAbs(slash(a.Pattern)) {
+		return "", badArgs("field %q must be relative to the working directory", "pattern")
+	}
+	pat := path.Clean(slash(a.Pattern))
+	if pat == "." {
+		return "", badArgs("field %q must name files, e.g. \"**/*.go\"", "pattern")
+	}
+	segs := strings.Split(pat, "/")
+	for _, s := range segs {
+		if s == ".." {
+			return "", badArgs("field %q may not contain \"..\": glob searches inside the working directory", "pattern")
+		}
+		if _, err := path.Match(s, ""); err != nil {
+			return "", badArgs("field %q: segment %q: %v", "pattern", s, err)
+		}
+	}
+	// Walk from the longest literal prefix (never the last segment).
+	k := 0
+	for k < len(segs)-1 && !strings.ContainsAny(segs[k], `*?[\`) {
+		k++
+	}
+	prefix := path.Join(segs[:k]...)
+	if prefix == "" {
+		prefix = "."
+	}
+	_, startRel, err := confine(t.h.root, prefix)
+	if err != nil {
+		return "", err
+	}
+	r, err := os.OpenRoot(t.h.root)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	var matches []string
+	if fi, err := r.Stat(startRel); err == nil && fi.IsDir() {
+		matches, err = globWalk(ctx, r.FS(), slash(startRel), prefix, segs)
+		if err != nil {
+			return "", err
+		}
+	}
+	if len(matches) == 0 {
+		return fmt.Sprintf("No files match %q", a.Pattern), nil
+	}
+	slices.Sort(matches)
+	var out strings.Builder
+	shown := 0
+	for _, m := range matches {
+		if shown == maxGlobResults || (shown > 0 && out.Len()+len(m)+1 > t.h.outputCap) {
+			break
+		}
+		out.WriteString(text([]byte(m)))
+		out.WriteByte('\n')
+		shown++
+	}
+	if shown < len(matches) {
+		fmt.Fprintf(&out, "[truncated: showing %d of %d matches]", shown, len(matches))
+	}
+	return strings.TrimSuffix(out.String(), "\n"), nil
+}
+
+// globWalk walks start (the resolved form of prefix) in fsys and returns the
+// paths, spelled from prefix, that match the pattern segments segs.
+func globWalk(ctx context.Context, fsys fs.FS, start, prefix string, segs []string) ([]string, error) {
+	deep := slices.Contains(segs, "**")
+	var matches []string
+	err := fs.WalkDir(fsys, start, func(p string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if p == start {
+			return err
+		}
+		if err != nil {
+			return nil // unreadable entry: skip it
+		}
+		name := p
+		if start != "." {
+			name = p[len(start)+1:]
+		}
+		if prefix != "." {
+			name = prefix + "/" + name
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return fs.SkipDir
+		}
+		ns := strings.Split(name, "/")
+		if matchSegs(segs, ns) {
+			if d.IsDir() {
+				name += "/"
+			}
+			matches = append(matches, name)
+		}
+		if d.IsDir() && !deep && len(ns) >= len(segs) {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return matches, err
+}
+
+// matchSegs matches path segments against pattern segments, where "**"
+// matches any number of segments, including none.
+func matchSegs(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for len(pat) > 0 && pat[0] == "**" {
+				pat = pat[1:]
+			}
+			if len(pat) == 0 {
+				return true
+			}
+			for i := range len(name) + 1 {
+				if matchSegs(pat, name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], name[0]); !ok {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}
+
+// ---- grep ----
+
+const grepDesc = "Search file contents with a Go regular expression (RE2 syntax; \"(?i)\" for " +
+	"case-insensitive). Searches `path`, a file or a directory walked recursively (default: the " +
+	"working directory), skipping binary files and .git. Returns `path:line:text` lines."
+
+var grepParams = []param{
+	{name: "pattern", typ: "string", required: true, nonEmpty: true, desc: "Go regular expression."},
+	{name: "path", typ: "string", desc: "File or directory to search, relative to the working directory (default \".\")."},
+}
+
+type grepTool struct {
+	meta
+	h *harness
+}
+
+func (t *grepTool) Subject(args json.RawMessage) string {
+	p := stringField(args, "path")
+	if p == "" {
+		p = "."
+	}
+	return t.h.pathSubject(p)
+}
+
+func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error) {
+	var a struct {
+		Pattern string `json:"pattern"`
+		Path    string `json:"path"`
+	}
+	if err := decode(args, t.params, &a); err != nil {
+		return "", err
+	}
+	re, err := regexp.Compile(a.Pattern)
+	if err != nil {
+		return "", badArgs("field %q is not a valid Go regexp: %v", "pattern", err)
+	}
+	if a.Path == "" {
+		a.Path = "."
+	}
+	_, rel, err := confine(t.h.root, a.Path)
+	if err != nil {
+		return "", err
+	}
+	r, err := os.OpenRoot(t.h.root)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	fi, err := r.Stat(rel)
+	if err != nil {
+		return "", fsErr(rel, err)
+	}
+	g := &grepper{ctx: ctx, fsys: r.FS(), re: re, outputCap: t.h.outputCap}
+	start := slash(rel)
+	if fi.IsDir() {
+		err = fs.WalkDir(g.fsys, start, func(p string, d fs.DirEntry, err error) error {
+			switch {
+			case ctx.Err() != nil:
+				return context.Cause(ctx)
+			case p == start && err != nil:
+				return fsErr(p, err)
+			case err != nil:
+				return nil // unreadable entry: skip it
+			case d.IsDir() && d.Name() == ".git" && p != start:
+				return fs.SkipDir
+			case !d.Type().IsRegular(): // directories, symlinks, devices
+				return nil
+			}
+			if _, err := g.file(p); err != nil && ctx.Err() != nil {
+				return context.Cause(ctx)
+			} // other errors: an unreadable file is skipped
+			if g.full {
+				return fs.SkipAll
+			}
+			return nil
+		})
+	} else {
+		if !fi.Mode().IsRegular() {
+			return "", fmt.Errorf("%s is not a regular file (%v)", start, fi.Mode().Type())
+		}
+		var binary bool
+		binary, err = g.file(start)
+		if binary {
+			return "", fmt.Errorf("%w: %s; grep searches text files only", ErrBinaryFile, start)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	if g.shown == 0 {
+		return fmt.Sprintf("No matches for %q in %s", a.Pattern, start), nil
+	}
+	if g.full {
+		fmt.Fprintf(&g.out, "[truncated after %d matches; narrow the pattern or the path]", g.shown)
+	}
+	return strings.TrimSuffix(g.out.String(), "\n"), nil
+}
+
+// grepper collects matching lines until it is full.
+type grepper struct {
+	ctx       context.Context
+	fsys      fs.FS
+	re        *regexp.Regexp
+	outputCap int
+	out       strings.Builder
+	shown     int
+	full      bool
+}
+
+// file greps one file, reporting binary files (left unsearched).
+func (g *grepper) file(name string) (binary bool, err error) {
+	f, err := g.fsys.Open(name)
+	if err != nil {
+		return false, fsErr(name, err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	if head, _ := br.Peek(sniffLen); looksBinary(head) {
+		return true, nil
+	}
+	lr := lineReader{br: br, max: maxGrepLineBytes}
+	for n := 1; ; n++ {
+		line, cut, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fsErr(name, err)
+		}
+		if n%4096 == 0 && g.ctx.Err() != nil {
+			return false, context.Cause(g.ctx)
+		}
+		if !g.re.Match(line) {
+			continue
+		}
+		s := fmt.Sprintf("%s:%d:%s", name, n, text(line[:min(len(line), maxLineBytes)]))
+		if cut || len(line) > maxLineBytes {
+			s += " [line truncated]"
+		}
+		if g.shown == maxGrepMatches || (g.shown > 0 && g.out.Len()+len(s)+1 > g.outputCap) {
+			g.full = true
+			return false, nil
+		}
+		g.out.WriteString(s)
+		g.out.WriteByte('\n')
+		g.shown++
+	}
+}

@@ -1,0 +1,89 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// named is a tool distinguishable by origin, so tests can see which of two
+// same-named tools won a merge.
+type named struct{ name, origin string }
+
+func (n named) Name() string                                         { return n.name }
+func (n named) Description() string                                  { return n.origin }
+func (n named) Schema() json.RawMessage                              { return json.RawMessage(`{"type":"object"}`) }
+func (n named) Run(context.Context, json.RawMessage) (string, error) { return n.origin, nil }
+
+func toolList(origin string, names ...string) []Tool {
+	out := make([]Tool, len(names))
+	for i, n := range names {
+		out[i] = named{n, origin}
+	}
+	return out
+}
+
+// describe lists name@origin so both the set and who won are compared.
+func describe(ts []Tool) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name() + "@" + t.Description()
+	}
+	return out
+}
+
+func TestDirectPolicies(t *testing.T) {
+	parent := toolList("P", "agent", "search", "fetch")
+	local := toolList("L", "fetch", "calc")
+	tests := []struct {
+		policy Visibility
+		only   []string
+		want   []string
+	}{
+		{Inherit, nil, []string{"fetch@L", "calc@L", "agent@P", "search@P"}},
+		{"", nil, []string{"fetch@L", "calc@L", "agent@P", "search@P"}},
+		{Override, nil, []string{"fetch@L", "calc@L"}},
+		{Restrict, []string{"search", "missing"}, []string{"fetch@L", "calc@L", "search@P"}},
+		{Restrict, nil, []string{"fetch@L", "calc@L"}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			got, err := Direct(tt.policy, tt.only, parent, local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, describe(got)); d != "" {
+				t.Errorf("(-want +got)\n%s", d)
+			}
+		})
+	}
+	if got, _ := Direct(Override, nil, parent, nil); len(got) != 0 {
+		t.Errorf("override without L: got %v, want no direct tools", describe(got))
+	}
+	if _, err := Direct("widen", nil, parent, local); err == nil {
+		t.Error("unknown policy accepted")
+	}
+}
+
+func TestShimMergeEachNameOnceDirectWins(t *testing.T) {
+	direct := toolList("D", "agent", "read_file")
+	shims := toolList("S", "read_file", "bash", "read_file")
+	got := Merge(direct, shims)
+	want := []string{"agent@D", "read_file@D", "bash@S"}
+	if d := cmp.Diff(want, describe(got)); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+}
+
+func TestParseVisibility(t *testing.T) {
+	for _, s := range []string{"", "inherit", "override", "restrict"} {
+		if _, err := ParseVisibility(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	if _, err := ParseVisibility("all"); err == nil {
+		t.Error("accepted all")
+	}
+}
