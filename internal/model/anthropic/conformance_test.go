@@ -1,0 +1,221 @@
+package anthropic_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/anthropic"
+	"github.com/formica-run/formica/internal/model/modeltest"
+)
+
+func TestConformance(t *testing.T) {
+	modeltest.Run(t, harness)
+}
+
+// harness speaks the Messages wire format as api.anthropic.com does.
+var harness = modeltest.Harness{
+	Path: "/v1/messages",
+	New: func(serverURL string, o modeltest.Options) (model.Model, error) {
+		return anthropic.New(anthropic.Config{
+			BaseURL:       serverURL,
+			APIKey:        o.APIKey,
+			Timeout:       o.Timeout,
+			MaxRetries:    o.MaxRetries,
+			RetryDelay:    o.RetryDelay,
+			MaxRetryDelay: o.MaxRetryDelay,
+			Logger:        o.Logger,
+		})
+	},
+	EncodeReply:   encodeReply,
+	EncodeError:   encodeError,
+	DecodeRequest: decodeRequest,
+	Credential:    func(h http.Header) string { return h.Get("X-Api-Key") },
+}
+
+// encodeReply writes a message the way Anthropic does.
+func encodeReply(r modeltest.Reply) ([]byte, error) {
+	content := []any{}
+	if r.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": r.Text})
+	}
+	for _, tc := range r.ToolCalls {
+		if !json.Valid([]byte(tc.Arguments)) {
+			return nil, fmt.Errorf("tool_use input must be JSON, got %q", tc.Arguments)
+		}
+		content = append(content, map[string]any{
+			"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": json.RawMessage(tc.Arguments),
+		})
+	}
+	stop := "end_turn"
+	if len(r.ToolCalls) > 0 {
+		stop = "tool_use"
+	}
+	if r.StopReason != "" {
+		stop = r.StopReason
+	}
+	return json.Marshal(map[string]any{
+		"id":            "msg_01XFDUDYJgAACzvnptvVoYEL",
+		"type":          "message",
+		"role":          "assistant",
+		"model":         "claude-sonnet-4-5-20250929",
+		"content":       content,
+		"stop_reason":   stop,
+		"stop_sequence": nil,
+		"usage": map[string]any{
+			"input_tokens":                r.Usage.InputTokens,
+			"cache_creation_input_tokens": 0,
+			"cache_read_input_tokens":     0,
+			"output_tokens":               r.Usage.OutputTokens,
+			"service_tier":                "standard",
+		},
+	})
+}
+
+func encodeError(status int, message string) []byte {
+	typ := map[int]string{
+		400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+		404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+		500: "api_error", 529: "overloaded_error",
+	}[status]
+	if typ == "" {
+		typ = "api_error"
+	}
+	b, _ := json.Marshal(map[string]any{
+		"type":       "error",
+		"error":      map[string]any{"type": typ, "message": message},
+		"request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+	})
+	return b
+}
+
+type wireBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+}
+
+// decodeRequest reads a Messages request into the neutral view: tool_result
+// blocks become one tool message each, the rest of a user turn a user message.
+func decodeRequest(body []byte) (modeltest.Received, error) {
+	var req struct {
+		Model     string          `json:"model"`
+		MaxTokens int64           `json:"max_tokens"`
+		System    json.RawMessage `json:"system"`
+		Messages  []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools *[]struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+		ToolChoice *struct {
+			Type                   string `json:"type"`
+			DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
+		} `json:"tool_choice"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return modeltest.Received{}, err
+	}
+	got := modeltest.Received{Model: req.Model, MaxTokens: req.MaxTokens}
+	if err := json.Unmarshal(body, &got.Params); err != nil {
+		return got, err
+	}
+	for _, k := range []string{"model", "max_tokens", "system", "messages", "tools", "tool_choice"} {
+		delete(got.Params, k)
+	}
+	system, err := blocks(req.System)
+	if err != nil {
+		return got, fmt.Errorf("system: %w", err)
+	}
+	var texts []string
+	for _, b := range system {
+		texts = append(texts, b.Text)
+	}
+	got.System = strings.Join(texts, "\n\n")
+	for i, m := range req.Messages {
+		bs, err := blocks(m.Content)
+		if err != nil {
+			return got, fmt.Errorf("message %d: %w", i, err)
+		}
+		msgs, err := neutral(m.Role, bs)
+		if err != nil {
+			return got, fmt.Errorf("message %d: %w", i, err)
+		}
+		got.Messages = append(got.Messages, msgs...)
+	}
+	if req.Tools != nil {
+		got.Tools = []model.ToolSchema{}
+		for _, tl := range *req.Tools {
+			got.Tools = append(got.Tools, model.ToolSchema{Name: tl.Name, Description: tl.Description, Parameters: tl.InputSchema})
+		}
+	}
+	if tc := req.ToolChoice; tc != nil && tc.DisableParallelToolUse != nil {
+		parallel := !*tc.DisableParallelToolUse
+		got.ParallelToolCalls = &parallel
+	}
+	return got, nil
+}
+
+// blocks reads content that is a string (shorthand for one text block) or a list of blocks.
+func blocks(raw json.RawMessage) ([]wireBlock, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []wireBlock{{Type: "text", Text: s}}, nil
+	}
+	var bs []wireBlock
+	err := json.Unmarshal(raw, &bs)
+	return bs, err
+}
+
+func neutral(role string, bs []wireBlock) ([]model.Message, error) {
+	switch role {
+	case "assistant":
+		msg := model.Message{Role: model.RoleAssistant}
+		for _, b := range bs {
+			switch b.Type {
+			case "text":
+				msg.Content += b.Text
+			case "tool_use":
+				msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
+			default:
+				return nil, fmt.Errorf("assistant block type %q", b.Type)
+			}
+		}
+		return []model.Message{msg}, nil
+	case "user":
+		var out []model.Message
+		for _, b := range bs {
+			switch b.Type {
+			case "text":
+				out = append(out, model.Message{Role: model.RoleUser, Content: b.Text})
+			case "tool_result":
+				inner, err := blocks(b.Content)
+				if err != nil {
+					return nil, err
+				}
+				msg := model.Message{Role: model.RoleTool, ToolCallID: b.ToolUseID}
+				for _, ib := range inner {
+					msg.Content += ib.Text
+				}
+				out = append(out, msg)
+			default:
+				return nil, fmt.Errorf("user block type %q", b.Type)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("role %q", role)
+}

@@ -1,0 +1,251 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+
+	"github.com/formica-run/formica/internal/model"
+)
+
+// reservedArgs are request fields this package owns; an arg may not replace
+// them (a "stream": true would turn the answer into server-sent events).
+var reservedArgs = map[string]bool{"model": true, "messages": true, "system": true, "tools": true, "stream": true}
+
+// droppedArgs are args other providers know and the Messages API refuses;
+// they are dropped (and logged) so one spec can run against either provider.
+var droppedArgs = map[string]bool{"seed": true, "frequency_penalty": true, "presence_penalty": true}
+
+// params maps a model.Request onto the SDK's request and names the args it
+// dropped. Errors wrap model.ErrBadRequest.
+func (m *Model) params(req model.Request) (anthropic.MessageNewParams, []string, error) {
+	var p anthropic.MessageNewParams
+	p.Model = req.Model
+	if p.Model == "" {
+		p.Model = m.model
+	}
+	if p.Model == "" {
+		return p, nil, badRequest("no model name in the request or the config")
+	}
+	var err error
+	if p.System, p.Messages, err = messages(req.Messages); err != nil {
+		return p, nil, err
+	}
+	if p.Tools, err = tools(req.Tools); err != nil {
+		return p, nil, err
+	}
+	if len(p.Tools) > 0 {
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{
+			DisableParallelToolUse: param.NewOpt(!req.ParallelToolCalls),
+		}}
+	}
+	dropped, err := applyArgs(&p, req.Args)
+	return p, dropped, err
+}
+
+// messages maps the conversation. System messages, wherever they stand, go
+// to the system parameter in order. Consecutive messages of one API role are
+// merged into one turn, which is how tool results (role user) and a user
+// message after them must travel; tool results come first in their turn
+// because they follow the assistant turn that asked for them.
+func messages(in []model.Message) ([]anthropic.TextBlockParam, []anthropic.MessageParam, error) {
+	var system []anthropic.TextBlockParam
+	var out []anthropic.MessageParam
+	add := func(role anthropic.MessageParamRole, blocks ...anthropic.ContentBlockParamUnion) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(out); n > 0 && out[n-1].Role == role {
+			out[n-1].Content = append(out[n-1].Content, blocks...)
+			return
+		}
+		out = append(out, anthropic.MessageParam{Role: role, Content: blocks})
+	}
+	for i, msg := range in {
+		switch msg.Role {
+		case model.RoleSystem:
+			if msg.Content != "" {
+				system = append(system, anthropic.TextBlockParam{Text: msg.Content})
+			}
+		case model.RoleUser:
+			add(anthropic.MessageParamRoleUser, text(msg.Content)...)
+		case model.RoleAssistant:
+			blocks := text(msg.Content)
+			for _, tc := range msg.ToolCalls {
+				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, toolInput(tc.Arguments), tc.Name))
+			}
+			add(anthropic.MessageParamRoleAssistant, blocks...)
+		case model.RoleTool:
+			if msg.ToolCallID == "" {
+				return nil, nil, badRequest(fmt.Sprintf("message %d: tool result without a tool call id", i))
+			}
+			result := anthropic.ToolResultBlockParam{ToolUseID: msg.ToolCallID}
+			if msg.Content != "" {
+				result.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: msg.Content}}}
+			}
+			add(anthropic.MessageParamRoleUser, anthropic.ContentBlockParamUnion{OfToolResult: &result})
+		default:
+			return nil, nil, badRequest(fmt.Sprintf("message %d: unknown role %q", i, msg.Role))
+		}
+	}
+	return system, out, nil
+}
+
+// text is the text block of s, or none: the API rejects empty text blocks.
+func text(s string) []anthropic.ContentBlockParamUnion {
+	if s == "" {
+		return nil
+	}
+	return []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(s)}
+}
+
+// toolInput is the raw argument text when it is a JSON object, the only
+// input the API accepts; anything else (the model produced invalid JSON,
+// which the tool already refused) is sent as {} so the turn stays valid.
+func toolInput(args string) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(args)
+}
+
+func tools(in []model.ToolSchema) ([]anthropic.ToolUnionParam, error) {
+	if len(in) == 0 {
+		return nil, nil // an empty "tools" list is refused by the APIs
+	}
+	out := make([]anthropic.ToolUnionParam, 0, len(in))
+	for _, t := range in {
+		// Properties is never nil: an all-zero schema would be left out of
+		// the request, and input_schema is required.
+		schema := anthropic.ToolInputSchemaParam{Properties: map[string]any{}}
+		if len(t.Parameters) > 0 {
+			var obj map[string]any
+			if err := json.Unmarshal(t.Parameters, &obj); err != nil || obj == nil {
+				return nil, badRequest(fmt.Sprintf("tool %q: parameters are not a JSON object", t.Name))
+			}
+			// The SDK models properties and required; every other keyword
+			// (additionalProperties, $defs, ...) travels as an extra field.
+			if p, ok := obj["properties"]; ok && p != nil {
+				schema.Properties = p
+			}
+			if req, ok := obj["required"].([]any); ok {
+				for _, r := range req {
+					if s, ok := r.(string); ok {
+						schema.Required = append(schema.Required, s)
+					}
+				}
+			}
+			delete(obj, "type")
+			delete(obj, "properties")
+			delete(obj, "required")
+			if len(obj) > 0 {
+				schema.ExtraFields = obj
+			}
+		}
+		tool := anthropic.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tool.Description = param.NewOpt(t.Description)
+		}
+		out = append(out, anthropic.ToolUnionParam{OfTool: &tool})
+	}
+	return out, nil
+}
+
+// applyArgs maps model args onto the request:
+//
+//   - max_tokens (alias max_completion_tokens): an integer, default DefaultMaxTokens;
+//   - temperature, top_p: numbers; top_k: an integer;
+//   - stop or stop_sequences: a string or a list of strings;
+//   - seed, frequency_penalty, presence_penalty: dropped (see droppedArgs);
+//   - any other key is added to the request JSON as given (thinking,
+//     metadata, service_tier, tool_choice, ...).
+func applyArgs(p *anthropic.MessageNewParams, args model.Args) ([]string, error) {
+	p.MaxTokens = DefaultMaxTokens
+	extra := map[string]any{}
+	var dropped []string
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first bad arg is reported the same on every run
+	for _, k := range keys {
+		v := args[k]
+		var err error
+		switch {
+		case reservedArgs[k]:
+			return nil, badRequest(fmt.Sprintf("arg %q is set by formica, not by args", k))
+		case droppedArgs[k]:
+			dropped = append(dropped, k)
+		case k == "max_tokens" || k == "max_completion_tokens":
+			var n param.Opt[int64]
+			if n, err = intArg(args, k); err == nil {
+				if n.Value <= 0 {
+					return nil, badRequest(fmt.Sprintf("arg %q: must be positive", k))
+				}
+				p.MaxTokens = n.Value
+			}
+		case k == "temperature":
+			p.Temperature, err = floatArg(args, k)
+		case k == "top_p":
+			p.TopP, err = floatArg(args, k)
+		case k == "top_k":
+			p.TopK, err = intArg(args, k)
+		case k == "stop" || k == "stop_sequences":
+			p.StopSequences, err = stopArg(k, v)
+		default:
+			extra[k] = v
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(extra) > 0 {
+		p.SetExtraFields(extra)
+	}
+	return dropped, nil
+}
+
+func floatArg(args model.Args, k string) (param.Opt[float64], error) {
+	f, ok := args.Float(k)
+	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+		return param.Opt[float64]{}, badRequest(fmt.Sprintf("arg %q: want a number, got %T", k, args[k]))
+	}
+	return param.NewOpt(f), nil
+}
+
+func intArg(args model.Args, k string) (param.Opt[int64], error) {
+	f, ok := args.Float(k)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return param.Opt[int64]{}, badRequest(fmt.Sprintf("arg %q: want an integer, got %v", k, args[k]))
+	}
+	return param.NewOpt(int64(f)), nil
+}
+
+func stopArg(k string, v any) ([]string, error) {
+	switch s := v.(type) {
+	case string:
+		return []string{s}, nil
+	case []string:
+		return s, nil
+	case []any:
+		out := make([]string, 0, len(s))
+		for _, e := range s {
+			str, ok := e.(string)
+			if !ok {
+				return nil, badRequest(fmt.Sprintf("arg %q: want strings, got %T", k, e))
+			}
+			out = append(out, str)
+		}
+		return out, nil
+	}
+	return nil, badRequest(fmt.Sprintf("arg %q: want a string or a list of strings, got %T", k, v))
+}
+
+func badRequest(msg string) error {
+	return fmt.Errorf("%s: %w: %s", provider, model.ErrBadRequest, msg)
+}

@@ -1,0 +1,175 @@
+package modeltest
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/formica-run/formica/internal/model"
+)
+
+// testKey is the key every case configures. It looks like a real key so that
+// pattern-based scrubbing is exercised as well as exact matching.
+const testKey = "sk-conformance-TESTKEY-0123456789"
+
+// server is a fake provider endpoint answering a script of replies in order.
+type server struct {
+	t    *testing.T
+	h    Harness
+	srv  *httptest.Server
+	mu   sync.Mutex
+	next []Reply
+	got  []Received
+	logs lockedBuffer
+}
+
+// serve starts a fake server answering replies in order; a request beyond
+// the script fails the test and gets a 500.
+func serve(t *testing.T, h Harness, replies ...Reply) *server {
+	t.Helper()
+	s := &server{t: t, h: h, next: replies}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *server) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != s.h.Path {
+		s.t.Errorf("request %s %s, want POST %s", r.Method, r.URL.Path, s.h.Path)
+		http.NotFound(w, r)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.t.Errorf("reading request body: %v", err)
+		return
+	}
+	got, err := s.h.DecodeRequest(body)
+	if err != nil {
+		s.t.Errorf("decoding request body: %v\n%s", err, body)
+	}
+	got.APIKey = s.h.Credential(r.Header)
+	got.Header = r.Header.Clone()
+
+	s.mu.Lock()
+	s.got = append(s.got, got)
+	var reply Reply
+	ok := len(s.next) > 0
+	if ok {
+		reply, s.next = s.next[0], s.next[1:]
+	}
+	n := len(s.got)
+	s.mu.Unlock()
+	if !ok {
+		s.t.Errorf("unexpected request %d: the script has no reply left", n)
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	s.answer(w, r, reply)
+}
+
+func (s *server) answer(w http.ResponseWriter, r *http.Request, reply Reply) {
+	if reply.Delay > 0 {
+		t := time.NewTimer(reply.Delay)
+		defer t.Stop()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
+	if reply.HangUp {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			s.t.Errorf("hijack: %v", err)
+			return
+		}
+		_ = conn.Close()
+		return
+	}
+	status := reply.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	body := []byte(reply.Body)
+	if reply.Body == "" {
+		if status >= 400 {
+			body = s.h.EncodeError(status, reply.ErrorMessage)
+		} else {
+			var err error
+			if body, err = s.h.EncodeReply(reply); err != nil {
+				s.t.Errorf("encoding reply: %v", err)
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	for k, vs := range reply.Header {
+		w.Header()[http.CanonicalHeaderKey(k)] = vs
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// received returns the requests seen so far.
+func (s *server) received() []Received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Received(nil), s.got...)
+}
+
+// model builds the provider for this server with tiny backoffs; o's zero
+// fields take the suite's defaults.
+func (s *server) model(o Options) model.Model {
+	s.t.Helper()
+	if o.APIKey == "" {
+		o.APIKey = testKey
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 2
+	}
+	if o.RetryDelay == 0 {
+		o.RetryDelay = time.Millisecond
+	}
+	if o.MaxRetryDelay == 0 {
+		o.MaxRetryDelay = 4 * time.Millisecond
+	}
+	o.Logger = slog.New(slog.NewTextHandler(&s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m, err := s.h.New(s.srv.URL, o)
+	if err != nil {
+		s.t.Fatalf("New: %v", err)
+	}
+	// Whatever happened, the key must not be in the logs.
+	s.t.Cleanup(func() {
+		if logs := s.logs.String(); strings.Contains(logs, testKey) {
+			s.t.Errorf("the API key reached the logs:\n%s", logs)
+		}
+	})
+	return m
+}
+
+// lockedBuffer is a log sink safe for the goroutines of a concurrent case.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,81 @@
+package openai_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/openai"
+)
+
+func TestNewRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  openai.Config
+	}{
+		{"OpenAI without a key", openai.Config{}},
+		{"explicit OpenAI URL without a key", openai.Config{BaseURL: "https://api.openai.com/v1"}},
+		{"relative URL", openai.Config{BaseURL: "localhost:11434/v1"}},
+		{"other scheme", openai.Config{BaseURL: "ftp://example.com/v1"}},
+		{"line break in key", openai.Config{BaseURL: "http://localhost/v1", APIKey: "sk-a\nX-Evil: 1"}},
+		{"negative timeout", openai.Config{BaseURL: "http://localhost/v1", Timeout: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := openai.New(tc.cfg); !errors.Is(err, openai.ErrConfig) {
+				t.Errorf("New = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name, base, key string
+		ok              bool
+	}{
+		{"neither", "", "", false},
+		{"key only", "", "sk-test", true},
+		{"local server without key", "http://localhost:11434/v1", "", true},
+		{"both", "http://localhost:8000/v1", "token", true},
+		{"bad base URL", "not a url", "sk-test", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("OPENAI_BASE_URL", tc.base)
+			t.Setenv("OPENAI_API_KEY", tc.key)
+			m, err := openai.FromEnv("gpt-4o")
+			if tc.ok && (err != nil || m == nil) {
+				t.Errorf("FromEnv = %v", err)
+			}
+			if !tc.ok && !errors.Is(err, openai.ErrConfig) {
+				t.Errorf("FromEnv = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+// A key in the environment must not reach a server that New was not given
+// it for: a local model server should never see the OpenAI key.
+func TestNewIgnoresEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-from-the-environment")
+	t.Setenv("OPENAI_ORG_ID", "org-secret")
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+	var auth, org string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth, org = r.Header.Get("Authorization"), r.Header.Get("OpenAI-Organization")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	defer srv.Close()
+	m, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}); err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if auth != "" || org != "" {
+		t.Errorf("server saw Authorization %q and organization %q, want neither", auth, org)
+	}
+}

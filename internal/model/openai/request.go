@@ -1,0 +1,220 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/formica-run/formica/internal/model"
+)
+
+// reservedArgs are request fields this package owns; an arg may not replace
+// them (a "stream": true would turn the answer into server-sent events).
+var reservedArgs = map[string]bool{"model": true, "messages": true, "tools": true, "stream": true}
+
+// params maps a model.Request onto the SDK's request. Errors wrap model.ErrBadRequest.
+func (m *Model) params(req model.Request) (openai.ChatCompletionNewParams, error) {
+	var p openai.ChatCompletionNewParams
+	p.Model = req.Model
+	if p.Model == "" {
+		p.Model = m.model
+	}
+	if p.Model == "" {
+		return p, badRequest("no model name in the request or the config")
+	}
+	msgs, err := messages(req.Messages)
+	if err != nil {
+		return p, err
+	}
+	p.Messages = msgs
+	if p.Tools, err = tools(req.Tools); err != nil {
+		return p, err
+	}
+	if len(p.Tools) > 0 {
+		p.ParallelToolCalls = param.NewOpt(req.ParallelToolCalls)
+	}
+	if err := m.applyArgs(&p, req.Args); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// messages maps the conversation. Assistant tool calls keep their ids and raw
+// argument text; tool results link to them by tool_call_id.
+func messages(in []model.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(in))
+	for i, msg := range in {
+		switch msg.Role {
+		case model.RoleSystem:
+			out = append(out, openai.SystemMessage(msg.Content))
+		case model.RoleUser:
+			out = append(out, openai.UserMessage(msg.Content))
+		case model.RoleAssistant:
+			out = append(out, assistant(msg))
+		case model.RoleTool:
+			if msg.ToolCallID == "" {
+				return nil, badRequest(fmt.Sprintf("message %d: tool result without a tool call id", i))
+			}
+			out = append(out, openai.ToolMessage(msg.Content, msg.ToolCallID))
+		default:
+			return nil, badRequest(fmt.Sprintf("message %d: unknown role %q", i, msg.Role))
+		}
+	}
+	return out, nil
+}
+
+func assistant(msg model.Message) openai.ChatCompletionMessageParamUnion {
+	var a openai.ChatCompletionAssistantMessageParam
+	// Content may be null only when there are tool calls.
+	if msg.Content != "" || len(msg.ToolCalls) == 0 {
+		a.Content.OfString = param.NewOpt(msg.Content)
+	}
+	for _, tc := range msg.ToolCalls {
+		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: tc.ID,
+				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+					Name:      tc.Name,
+					Arguments: tc.Arguments,
+				},
+			},
+		})
+	}
+	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
+}
+
+// emptySchema is sent for a tool without parameters: some compatible servers
+// reject a function without a parameters object.
+var emptySchema = map[string]any{"type": "object", "properties": map[string]any{}}
+
+func tools(in []model.ToolSchema) ([]openai.ChatCompletionToolUnionParam, error) {
+	if len(in) == 0 {
+		return nil, nil // an empty "tools" list is refused by the APIs
+	}
+	out := make([]openai.ChatCompletionToolUnionParam, 0, len(in))
+	for _, t := range in {
+		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: emptySchema}
+		if t.Description != "" {
+			fn.Description = param.NewOpt(t.Description)
+		}
+		if len(t.Parameters) > 0 {
+			var schema map[string]any
+			if err := json.Unmarshal(t.Parameters, &schema); err != nil || schema == nil {
+				return nil, badRequest(fmt.Sprintf("tool %q: parameters are not a JSON object", t.Name))
+			}
+			fn.Parameters = schema
+		}
+		out = append(out, openai.ChatCompletionFunctionTool(fn))
+	}
+	return out, nil
+}
+
+// applyArgs maps model args onto the request:
+//
+//   - temperature, top_p, frequency_penalty, presence_penalty: numbers;
+//   - seed: an integer;
+//   - stop: a string or a list of strings;
+//   - max_tokens: sent as max_completion_tokens to OpenAI's own API (where
+//     max_tokens is deprecated and refused by reasoning models) and as
+//     max_tokens to every other server (many know only that);
+//     max_completion_tokens is always sent as itself;
+//   - any other key is added to the request JSON as given, so provider
+//     features (reasoning_effort, response_format, ...) need no code here.
+func (m *Model) applyArgs(p *openai.ChatCompletionNewParams, args model.Args) error {
+	extra := map[string]any{}
+	for _, k := range sortedKeys(args) {
+		v := args[k]
+		if reservedArgs[k] {
+			return badRequest(fmt.Sprintf("arg %q is set by formica, not by args", k))
+		}
+		var err error
+		switch k {
+		case "temperature":
+			p.Temperature, err = floatArg(args, k)
+		case "top_p":
+			p.TopP, err = floatArg(args, k)
+		case "frequency_penalty":
+			p.FrequencyPenalty, err = floatArg(args, k)
+		case "presence_penalty":
+			p.PresencePenalty, err = floatArg(args, k)
+		case "seed":
+			p.Seed, err = intArg(args, k)
+		case "max_completion_tokens":
+			p.MaxCompletionTokens, err = intArg(args, k)
+		case "max_tokens":
+			if m.official {
+				p.MaxCompletionTokens, err = intArg(args, k)
+			} else {
+				p.MaxTokens, err = intArg(args, k)
+			}
+		case "stop":
+			p.Stop, err = stopArg(v)
+		default:
+			extra[k] = v
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(extra) > 0 {
+		p.SetExtraFields(extra)
+	}
+	return nil
+}
+
+func floatArg(args model.Args, k string) (param.Opt[float64], error) {
+	f, ok := args.Float(k)
+	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+		return param.Opt[float64]{}, badRequest(fmt.Sprintf("arg %q: want a number, got %T", k, args[k]))
+	}
+	return param.NewOpt(f), nil
+}
+
+func intArg(args model.Args, k string) (param.Opt[int64], error) {
+	f, ok := args.Float(k)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return param.Opt[int64]{}, badRequest(fmt.Sprintf("arg %q: want an integer, got %v", k, args[k]))
+	}
+	return param.NewOpt(int64(f)), nil
+}
+
+func stopArg(v any) (openai.ChatCompletionNewParamsStopUnion, error) {
+	var u openai.ChatCompletionNewParamsStopUnion
+	switch s := v.(type) {
+	case string:
+		u.OfString = param.NewOpt(s)
+		return u, nil
+	case []string:
+		u.OfStringArray = s
+		return u, nil
+	case []any:
+		for _, e := range s {
+			str, ok := e.(string)
+			if !ok {
+				return u, badRequest(fmt.Sprintf("arg \"stop\": want strings, got %T", e))
+			}
+			u.OfStringArray = append(u.OfStringArray, str)
+		}
+		return u, nil
+	}
+	return u, badRequest(fmt.Sprintf("arg \"stop\": want a string or a list of strings, got %T", v))
+}
+
+// sortedKeys makes the first bad arg reported the same on every run.
+func sortedKeys(args model.Args) []string {
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func badRequest(msg string) error {
+	return fmt.Errorf("%s: %w: %s", provider, model.ErrBadRequest, msg)
+}

@@ -1,0 +1,53 @@
+package openai
+
+import (
+	"crypto/rand"
+	"fmt"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/formica-run/formica/internal/model"
+)
+
+// response maps the first choice of a completion. A body that decoded but has
+// no choice is a bad response, not an empty answer.
+func response(c *openai.ChatCompletion) (model.Response, error) {
+	if c == nil || len(c.Choices) == 0 {
+		return model.Response{}, fmt.Errorf("%s: %w: no choices in the response", provider, model.ErrBadResponse)
+	}
+	choice := c.Choices[0]
+	msg := choice.Message
+	out := model.Response{
+		Text:       msg.Content,
+		StopReason: choice.FinishReason,
+		Usage: model.Usage{
+			InputTokens:  c.Usage.PromptTokens,
+			OutputTokens: c.Usage.CompletionTokens,
+		},
+	}
+	if out.Text == "" && msg.Refusal != "" {
+		// A refusal is the model's answer; dropping it would leave the run
+		// with an empty turn and no explanation.
+		out.Text = msg.Refusal
+	}
+	for i, tc := range msg.ToolCalls {
+		if tc.Type != "" && tc.Type != "function" {
+			return model.Response{}, fmt.Errorf("%s: %w: tool call %d has type %q; only function tools are sent", provider, model.ErrBadResponse, i, tc.Type)
+		}
+		if tc.Function.Name == "" {
+			return model.Response{}, fmt.Errorf("%s: %w: tool call %d has no function name", provider, model.ErrBadResponse, i)
+		}
+		id := tc.ID
+		if id == "" {
+			// Some local servers omit ids; the run links results by id, so
+			// make one that cannot collide with another turn's.
+			id = "call_" + rand.Text()
+		}
+		out.ToolCalls = append(out.ToolCalls, model.ToolCall{
+			ID:        id,
+			Name:      tc.Function.Name,
+			Arguments: tc.Function.Arguments,
+		})
+	}
+	return out, nil
+}
