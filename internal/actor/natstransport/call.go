@@ -1,0 +1,178 @@
+package natstransport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/actor"
+)
+
+// Request publishes m to subject with a reply subject under this
+// transport's inbox and returns at once. It never waits for a reply: when
+// nobody listens, the server's no-responders status arrives within a round
+// trip and the first Next returns actor.ErrNoResponders.
+func (t *Transport) Request(ctx context.Context, subject string, m actor.Msg) (actor.Call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	reply, token := t.newReply()
+	c := &call{t: t, token: token, subject: subject, ch: make(chan *nats.Msg, t.cfg.ReplyBuffer)}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("natstransport: request %s: transport %w", subject, actor.ErrClosed)
+	}
+	t.calls[token] = c
+	t.mu.Unlock()
+	if err := t.publish(subject, reply, m); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// call is one outstanding request. Replies come in on the read loop
+// (deliver) and leave through Next on the caller's goroutine, which is also
+// where they are converted, keeping the read loop short.
+//
+// Ordering: while overflow is empty replies go to ch; once ch was full,
+// everything goes to overflow until Next has emptied it, so every message in
+// overflow is newer than every message in ch.
+type call struct {
+	t       *Transport
+	token   string
+	subject string
+	ch      chan *nats.Msg
+	closed  atomic.Bool
+	err     error // terminal (no responders), owned by the reader
+
+	mu       sync.Mutex
+	overflow []*nats.Msg
+	chClosed bool // ch is closed
+}
+
+func (c *call) deliver(m *nats.Msg) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.chClosed {
+		return
+	}
+	if len(c.overflow) == 0 {
+		select {
+		case c.ch <- m:
+			return
+		default:
+		}
+	}
+	if isProgress(m) {
+		c.t.log.Debug("dropped progress: caller reads too slowly", "subject", c.subject)
+		return
+	}
+	c.overflow = append(c.overflow, m)
+}
+
+// Next returns the next reply; see actor.Call.
+func (c *call) Next(ctx context.Context, idle time.Duration) (actor.Msg, error) {
+	if c.closed.Load() {
+		return actor.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
+	}
+	if c.err != nil {
+		return actor.Msg{}, c.err
+	}
+	c.mu.Lock()
+	select {
+	case m, ok := <-c.ch:
+		c.mu.Unlock()
+		return c.received(m, ok)
+	default:
+	}
+	if len(c.overflow) > 0 {
+		m := c.overflow[0]
+		c.overflow[0] = nil
+		c.overflow = c.overflow[1:]
+		if len(c.overflow) == 0 {
+			c.overflow = nil
+		}
+		c.mu.Unlock()
+		return c.received(m, true)
+	}
+	c.mu.Unlock()
+
+	// Nothing buffered and overflow empty: anything that arrives now goes
+	// to ch, so waiting on ch alone is enough.
+	var expired <-chan time.Time
+	if idle > 0 {
+		timer := getTimer(idle)
+		defer putTimer(timer)
+		expired = timer.C
+	}
+	select {
+	case m, ok := <-c.ch:
+		return c.received(m, ok)
+	case <-expired:
+		if c.t.nc.IsClosed() {
+			return actor.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w (%w)", c.subject, idle, actor.ErrSilent, nats.ErrConnectionClosed)
+		}
+		return actor.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w", c.subject, idle, actor.ErrSilent)
+	case <-ctx.Done():
+		return actor.Msg{}, context.Cause(ctx)
+	}
+}
+
+// timerPool saves the idle timer's allocations on every waiting Next.
+// Reuse is safe since Go 1.23: after Stop or Reset no stale tick is received.
+var timerPool sync.Pool
+
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timerPool.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timerPool.Put(t)
+}
+
+func (c *call) received(m *nats.Msg, ok bool) (actor.Msg, error) {
+	if !ok {
+		return actor.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
+	}
+	if isNoResponders(m) {
+		c.err = fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders)
+		return actor.Msg{}, c.err
+	}
+	return fromNats(m), nil
+}
+
+// Close stops receiving and wakes a blocked Next. Safe to call twice.
+func (c *call) Close() {
+	if !c.closed.CompareAndSwap(false, true) {
+		return
+	}
+	c.t.mu.Lock()
+	if c.t.calls[c.token] == c {
+		delete(c.t.calls, c.token)
+	}
+	c.t.mu.Unlock()
+	c.shut()
+}
+
+// shut closes ch so a blocked Next returns ErrClosed.
+func (c *call) shut() {
+	c.closed.Store(true)
+	c.mu.Lock()
+	if !c.chClosed {
+		c.chClosed = true
+		close(c.ch)
+		c.overflow = nil
+	}
+	c.mu.Unlock()
+}

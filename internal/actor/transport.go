@@ -1,0 +1,63 @@
+package actor
+
+import (
+	"context"
+	"time"
+)
+
+// Transport moves messages between processes.
+type Transport interface {
+	// Publish sends one message, fire and forget.
+	Publish(ctx context.Context, subject string, m Msg) error
+	// Request sends m to subject with a reply inbox of the caller's own, so
+	// the responder may answer with any number of messages (progress, then a
+	// final one). It returns at once, without waiting for any reply; read
+	// replies, including ErrNoResponders, from the Call.
+	Request(ctx context.Context, subject string, m Msg) (Call, error)
+	// Serve calls h for every message on subject (queue: optional queue
+	// group), never on the connection's read loop: handlers run on their own
+	// goroutines, at most maxConcurrent at once (0 = a goroutine per
+	// message). Messages beyond that wait in a bounded queue; when it is full
+	// they are answered with ErrorMsg(CodeOverloaded, ...) if they have a
+	// reply subject, and logged if not, never silently dropped.
+	// Call Flush before announcing the subject to peers.
+	Serve(subject, queue string, maxConcurrent int, h Handler) (Subscription, error)
+	// Flush returns once the server has processed everything sent so far,
+	// subscriptions included.
+	Flush(ctx context.Context) error
+}
+
+// Handler handles one served message. ctx is cancelled when the
+// Subscription stops.
+type Handler func(ctx context.Context, m Msg, r Replier)
+
+// Replier answers one request. Reply may be called many times (progress
+// heartbeats, then the final reply), also from other goroutines and after the
+// handler returned.
+type Replier interface {
+	// Reply sends m to the requester. For a message without reply subject
+	// it does nothing and returns nil.
+	Reply(m Msg) error
+	// NoReply reports a message without reply subject (a Publish).
+	NoReply() bool
+}
+
+// Call is one outstanding request. One goroutine reads it.
+type Call interface {
+	// Next returns the next reply. It fails with an error wrapping ErrSilent
+	// when no message at all arrives for idle (the peer is presumed lost;
+	// idle <= 0 waits for ctx alone), ErrNoResponders when the server says
+	// nobody listens, ErrClosed after Close, or ctx's error.
+	Next(ctx context.Context, idle time.Duration) (Msg, error)
+	// Close stops receiving; safe to call twice and from any goroutine.
+	Close()
+}
+
+// Subscription is a Serve registration.
+type Subscription interface {
+	// Stop stops receiving, cancels the handlers' context, answers messages
+	// that were still waiting with ErrorMsg(CodeClosed, ...), and waits for
+	// running handlers up to a bound set by the implementation. Safe to call
+	// twice.
+	Stop() error
+}

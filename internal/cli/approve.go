@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// promptApprover asks the person at the terminal about each `ask` call, one
+// question at a time however many helpers ask at once.
+type promptApprover struct {
+	out   io.Writer
+	lines chan string
+	view  *treeView
+	mu    sync.Mutex // one question at a time
+}
+
+func newPromptApprover(in io.Reader, out io.Writer) *promptApprover {
+	p := &promptApprover{out: out, lines: make(chan string)}
+	// One reader for the process: a blocked terminal read cannot be cancelled,
+	// so questions abandoned by ctx leave it waiting for the next one.
+	go func() {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	return p
+}
+
+func (p *promptApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.view != nil {
+		p.view.mu.Lock()
+		defer p.view.mu.Unlock()
+		p.view.clearLocked()
+	}
+	fmt.Fprintf(p.out, "\n%s wants to run %s %s\nAllow? [y/N] ", req.ThreadPath, req.Tool, req.Arguments)
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(p.out)
+		return tools.Approval{}, context.Cause(ctx)
+	case line, ok := <-p.lines:
+		if !ok {
+			return tools.Approval{Reason: "no answer (stdin closed)"}, nil
+		}
+		answer := strings.ToLower(strings.TrimSpace(line))
+		if answer == "y" || answer == "yes" {
+			return tools.Approval{Allow: true}, nil
+		}
+		return tools.Approval{Reason: "denied at the terminal"}, nil
+	}
+}

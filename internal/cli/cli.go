@@ -1,0 +1,113 @@
+// Package cli is the formica command line: argument parsing, the commands, and
+// how a run is shown on a terminal.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/term"
+)
+
+// Exit codes.
+const (
+	ExitOK     = 0
+	ExitFailed = 1 // the run failed or was cancelled
+	ExitUsage  = 2 // bad flags or arguments
+)
+
+// Stdio are the streams a command uses.
+type Stdio struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+const usage = `Usage: formica <command> [flags] [arguments]
+
+Commands:
+  run TASK     run a task with an agent and its helpers, print the final output
+
+Run 'formica <command> -h' for a command's flags.
+`
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, stdio Stdio) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdio.Err, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:], stdio)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdio.Out, usage)
+		return ExitOK
+	}
+	fmt.Fprintf(stdio.Err, "formica: unknown command %q\n\n%s", args[0], usage)
+	return ExitUsage
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("formica run TASK --json"), as users type them. An argument that
+// starts with '-' but holds white space before any '=' ("- a\n- b", a task
+// written as a list) is a positional argument, not a flag.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	const hold = "\x00positional:"
+	held := map[string]string{}
+	masked := make([]string, len(args))
+	for i, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if strings.HasPrefix(a, "-") && strings.ContainsAny(name, " \t\n") {
+			key := hold + strconv.Itoa(i)
+			held[key] = a
+			a = key
+		}
+		masked[i] = a
+	}
+	args = masked
+	var positional []string
+	unmask := func(a string) string {
+		if orig, ok := held[a]; ok {
+			return orig
+		}
+		return a
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		if args[0] == "--" {
+			for _, a := range args[1:] {
+				positional = append(positional, unmask(a))
+			}
+			return positional, nil
+		}
+		positional = append(positional, unmask(args[0]))
+		args = args[1:]
+	}
+}
+
+// usageError marks errors that should exit with ExitUsage.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+func isUsage(err error) bool {
+	var u usageError
+	return errors.As(err, &u) || errors.Is(err, flag.ErrHelp)
+}
+
+// isTerminal reports whether f is an interactive terminal.
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

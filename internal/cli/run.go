@@ -1,0 +1,288 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/embedded"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// runFlags are the flags of `formica run`.
+type runFlags struct {
+	agentFile  string
+	model      string
+	maxDepth   int
+	maxThreads int
+	cwd        string
+	approve    string
+	timeout    time.Duration
+	json       bool
+	nats       broker.ClientConfig
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.agentFile, "agent", "", "agent spec `file` (YAML or JSON); default: the built-in general agent")
+	fs.StringVar(&f.model, "model", "", "model `ref` for the root agent, overriding the spec's (openai:<model>, anthropic:<model>, sim, scripted:<file>); default $FORMICA_MODEL")
+	fs.IntVar(&f.maxDepth, "agent-max-depth", limits.DefaultMaxDepth, "deepest helper allowed (root is 0)")
+	fs.IntVar(&f.maxThreads, "agent-max-threads", limits.DefaultMaxThreads, "live helpers allowed at once (root not counted)")
+	fs.StringVar(&f.cwd, "cwd", "", "`dir` the harness tools act in (default: current directory)")
+	fs.StringVar(&f.approve, "approve", "ask", "how tool calls needing approval are answered: ask (prompt on a terminal, deny without one), allow, deny")
+	fs.DurationVar(&f.timeout, "timeout", 0, "cancel the run after this long (0: no limit)")
+	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
+	f.nats.RegisterFlags(fs)
+}
+
+func runCommand(args []string, stdio Stdio) int {
+	fs := flag.NewFlagSet("formica run", flag.ContinueOnError)
+	fs.SetOutput(stdio.Err)
+	var f runFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stdio.Err, "Usage: formica run [flags] TASK   (TASK '-' reads it from stdin)")
+		fs.PrintDefaults()
+	}
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	code, err := runOnce(f, positional, stdio)
+	if err != nil {
+		fmt.Fprintln(stdio.Err, "formica run:", err)
+		if isUsage(err) {
+			return ExitUsage
+		}
+		return ExitFailed
+	}
+	return code
+}
+
+func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
+	task, err := readTask(positional, stdio.In)
+	if err != nil {
+		return 0, err
+	}
+	if f.maxDepth < 0 || f.maxThreads < 1 {
+		return 0, usagef("--agent-max-depth must be >= 0 and --agent-max-threads >= 1")
+	}
+	approver, err := approverFor(f.approve, stdio)
+	if err != nil {
+		return 0, err
+	}
+	file := spec.Default()
+	if f.agentFile != "" {
+		loaded, err := spec.Load(f.agentFile)
+		if err != nil {
+			return 0, usageError{err}
+		}
+		file = *loaded
+	}
+	root := file.Agent
+	modelRef := chooseModel(f.model, root.Model, stdio.Err)
+	if f.model != "" {
+		root.Model = f.model
+	}
+	agents := file.Catalog()
+	defaultModel(&root, modelRef)
+	for name, a := range agents {
+		defaultModel(&a, modelRef)
+		agents[name] = a
+	}
+	cwd, err := runner.ResolveCwd(f.cwd, root.Harness.Cwd)
+	if err != nil {
+		return 0, usageError{err}
+	}
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return 0, usagef("--cwd %s is not a directory", cwd)
+	}
+
+	ctx, stop := signalContext(f.timeout)
+	defer stop()
+	nc, cleanup, err := connect(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	cl, err := client.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+
+	view := newTreeView(stdio.Err, isTerminal(stdio.Err))
+	rec := record.NewRecorder(view.changed)
+	view.rec = rec
+	if p, ok := approver.(*promptApprover); ok {
+		p.view = view
+	}
+	view.start()
+	run, err := cl.Run(ctx, wire.RunSubmit{
+		RunID:  uuid.NewString(),
+		Task:   task,
+		Agent:  root,
+		Agents: agents,
+		Limits: limits.Config{MaxDepth: f.maxDepth, MaxThreads: f.maxThreads},
+		Cwd:    cwd,
+	}, event.Tee(rec, view), approver)
+	view.stop()
+	if err != nil {
+		return 0, err
+	}
+	if f.json {
+		enc := json.NewEncoder(stdio.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(run); err != nil {
+			return 0, err
+		}
+	} else if run.Status == event.Succeeded {
+		fmt.Fprintln(stdio.Out, run.Output)
+	}
+	if run.Status != event.Succeeded {
+		fmt.Fprintf(stdio.Err, "formica: run %s: %s\n", run.Status, run.Error)
+		return ExitFailed, nil
+	}
+	return ExitOK, nil
+}
+
+// defaultModel gives an agent without a model the run's default, so helpers
+// inheriting it run anywhere without configuration of their own.
+func defaultModel(a *spec.Agent, ref string) {
+	if a.Model == "" {
+		a.Model = ref
+	}
+}
+
+// connect reaches the cluster named by --nats or, without it, starts an
+// embedded one in this process: NATS, a coordinator and a local worker with
+// room for the root and every helper the limits allow.
+func connect(ctx context.Context, f runFlags) (*nats.Conn, func(), error) {
+	if len(f.nats.URLs) > 0 {
+		f.nats.Name = "formica-cli"
+		nc, err := broker.Connect(ctx, f.nats)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nc, func() { broker.Drain(nc, 5*time.Second) }, nil
+	}
+	stack, err := embedded.Start(ctx, embedded.Config{
+		Workers: 1,
+		Slots:   f.maxThreads + 1,
+		Models:  runner.ModelOpenerFunc(providers.Open),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := stack.Connect("formica-cli")
+	if err != nil {
+		stack.Stop()
+		return nil, nil, err
+	}
+	return nc, func() { stack.Stop() }, nil
+}
+
+func readTask(positional []string, in io.Reader) (string, error) {
+	if len(positional) == 0 {
+		return "", usagef("no task given (formica run [flags] TASK)")
+	}
+	task := strings.Join(positional, " ")
+	if task == "-" {
+		b, err := io.ReadAll(io.LimitReader(in, 16<<20))
+		if err != nil {
+			return "", fmt.Errorf("read task from stdin: %w", err)
+		}
+		task = string(b)
+	}
+	if strings.TrimSpace(task) == "" {
+		return "", usagef("the task is empty")
+	}
+	return task, nil
+}
+
+// chooseModel picks the root model: --model, else the spec's, else
+// $FORMICA_MODEL, else the sim model with a notice saying how to set one.
+func chooseModel(flagRef, specRef string, stderr io.Writer) string {
+	switch {
+	case flagRef != "":
+		return flagRef
+	case specRef != "":
+		return specRef
+	case os.Getenv("FORMICA_MODEL") != "":
+		return os.Getenv("FORMICA_MODEL")
+	}
+	fmt.Fprintln(stderr, "formica: no model configured, using the built-in sim model; set --model or FORMICA_MODEL (e.g. openai:gpt-4o with OPENAI_API_KEY)")
+	return providers.Sim
+}
+
+func approverFor(mode string, stdio Stdio) (tools.Approver, error) {
+	switch mode {
+	case "allow":
+		return tools.AllowAll, nil
+	case "deny":
+		return tools.DenyAll, nil
+	case "ask":
+		if isTerminal(stdio.In) && isTerminal(stdio.Err) {
+			return newPromptApprover(stdio.In, stdio.Err), nil
+		}
+		return tools.ApproverFunc(func(context.Context, tools.ApprovalRequest) (tools.Approval, error) {
+			return tools.Approval{Reason: "no terminal to ask on; use --approve allow to allow"}, nil
+		}), nil
+	}
+	return nil, usagef("--approve must be ask, allow or deny, not %q", mode)
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM (the run then ends
+// as cancelled) or after timeout; a second signal exits at once.
+func signalContext(timeout time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(fmt.Errorf("interrupted by %v", s))
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			os.Exit(ExitFailed)
+		case <-done:
+		}
+	}()
+	var stopTimer func() bool = func() bool { return false }
+	if timeout > 0 {
+		t := time.AfterFunc(timeout, func() { cancel(fmt.Errorf("timed out after %v", timeout)) })
+		stopTimer = t.Stop
+	}
+	return ctx, func() {
+		stopTimer()
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}

@@ -1,0 +1,172 @@
+// Package client talks to a Formica cluster on behalf of a user: it submits a
+// run, follows its events, answers its approvals and returns its record.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// Silence is how long the coordinator may send nothing on a running run
+// before the client gives up on it (it sends progress every second).
+const Silence = 10 * time.Second
+
+// cancelGrace bounds the wait for a cancelled run's final record.
+const cancelGrace = 30 * time.Second
+
+// Client is a cluster client on one NATS connection.
+type Client struct {
+	nc *nats.Conn
+	tr *natstransport.Transport
+}
+
+// New returns a client.
+func New(nc *nats.Conn) (*Client, error) {
+	tr, err := natstransport.New(nc, natstransport.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, tr: tr}, nil
+}
+
+// Close releases the client's subscriptions (not the connection).
+func (c *Client) Close() error { return c.tr.Close() }
+
+// Run submits a run and blocks until it ends, sending its events to events
+// and answering its approvals with approver (nil: deny). Cancelling ctx
+// cancels the run on the cluster; the record then says cancelled.
+func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink, approver tools.Approver) (record.Run, error) {
+	if sub.RunID == "" {
+		return record.Run{}, errors.New("client: a run id is required to follow the run")
+	}
+	if events != nil {
+		es, err := c.nc.Subscribe(wire.SubjectEvents(sub.RunID)+".>", func(m *nats.Msg) {
+			var e event.Event
+			if wire.DecodeAs(m.Data, wire.TypeEvent, &e) == nil {
+				events.Emit(e)
+			}
+		})
+		if err != nil {
+			return record.Run{}, err
+		}
+		es.SetPendingLimits(1<<20, 256<<20)
+		defer c.drainEvents(es)
+	}
+	if approver != nil {
+		sub.Approver = wire.SubjectApprover(sub.RunID)
+		as, err := c.tr.Serve(sub.Approver, "", 0, approvalHandler(approver))
+		if err != nil {
+			return record.Run{}, err
+		}
+		defer as.Stop()
+	}
+	if err := c.tr.Flush(ctx); err != nil {
+		return record.Run{}, err
+	}
+	// The submission outlives ctx: cancelling ctx cancels the run, and the
+	// final record still arrives on this call.
+	call, err := c.tr.Request(context.WithoutCancel(ctx), wire.SubjectSubmit, actor.Msg{Type: string(wire.TypeRunSubmit), Data: wire.MustEncode(wire.TypeRunSubmit, sub),
+		Header: map[string]string{wire.HeaderRun: sub.RunID}})
+	if err != nil {
+		return record.Run{}, err
+	}
+	defer call.Close()
+	waitCtx := ctx
+	for {
+		m, err := call.Next(waitCtx, Silence)
+		if err != nil {
+			if waitCtx == ctx && ctx.Err() != nil {
+				c.Cancel(context.Background(), sub.RunID, context.Cause(ctx))
+				var stop context.CancelFunc
+				waitCtx, stop = context.WithTimeout(context.Background(), cancelGrace)
+				defer stop()
+				continue
+			}
+			switch {
+			case errors.Is(err, actor.ErrNoResponders):
+				return record.Run{}, fmt.Errorf("no coordinator is listening: %w", err)
+			case errors.Is(err, actor.ErrSilent):
+				return record.Run{}, fmt.Errorf("the coordinator went silent: %w", err)
+			}
+			return record.Run{}, err
+		}
+		switch wire.Type(m.Type) {
+		case wire.TypeRunAccepted, wire.TypeProgress:
+		case wire.TypeRunResult:
+			var res wire.RunResult
+			if err := wire.DecodeAs(m.Data, wire.TypeRunResult, &res); err != nil {
+				return record.Run{}, err
+			}
+			return res.Record, nil
+		default:
+			if err := actor.MsgError(m); err != nil {
+				return record.Run{}, fmt.Errorf("coordinator: %w", err)
+			}
+		}
+	}
+}
+
+// drainEvents delivers every event already sent before unsubscribing: a
+// flush makes sure they are here, and draining hands them to the sink.
+func (c *Client) drainEvents(s *nats.Subscription) {
+	c.nc.FlushTimeout(2 * time.Second)
+	if s.Drain() != nil {
+		s.Unsubscribe()
+		return
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for s.IsValid() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Cancel asks the run's coordinator to cancel the whole run.
+func (c *Client) Cancel(ctx context.Context, runID string, cause error) error {
+	reason := "cancelled by the client"
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = cause.Error()
+	}
+	m := actor.Msg{Type: string(wire.TypeCancel), Data: wire.MustEncode(wire.TypeCancel, wire.Cancel{RunID: runID, Reason: reason})}
+	return c.tr.Publish(ctx, wire.SubjectRunCancel, m)
+}
+
+func approvalHandler(a tools.Approver) actor.Handler {
+	return func(ctx context.Context, m actor.Msg, r actor.Replier) {
+		var req tools.ApprovalRequest
+		if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &req); err != nil {
+			r.Reply(actor.ErrorMsg(string(wire.CodeBadMessage), err.Error()))
+			return
+		}
+		// Keep the coordinator's wait alive while a person thinks.
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					r.Reply(actor.Msg{Type: string(wire.TypeProgress), Data: wire.MustEncode(wire.TypeProgress, wire.Progress{})})
+				}
+			}
+		}()
+		d, err := a.Approve(ctx, req)
+		close(stop)
+		if err != nil {
+			d = tools.Approval{Reason: err.Error()}
+		}
+		r.Reply(actor.Msg{Type: string(wire.TypeApprovalDecision), Data: wire.MustEncode(wire.TypeApprovalDecision, d)})
+	}
+}

@@ -1,0 +1,291 @@
+// Package coordinator is Formica's control plane: it owns runs, keeps each
+// run's depth and thread accounting in memory (DESIGN rule 8), admits or
+// refuses spawns, places threads on the least loaded live worker over NATS,
+// notices lost workers and places their threads again, routes approvals, and
+// answers each run's submitter with the run's record.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// Defaults.
+const (
+	DefaultHeartbeatInterval = time.Second
+	DefaultPlacementTimeout  = 5 * time.Minute
+	DefaultMaxAttempts       = 3
+	DefaultApprovalTimeout   = 10 * time.Minute
+	// MissedHeartbeats of silence mean a peer is lost.
+	MissedHeartbeats = 3
+)
+
+// Config configures a Coordinator; zero values mean defaults.
+type Config struct {
+	// ID names the coordinator; one subject token. Default: a random UUID.
+	ID string
+	// Conn is the NATS connection. Required.
+	Conn *nats.Conn
+	// HeartbeatInterval paces the coordinator's heartbeat and the progress it
+	// sends on long requests.
+	HeartbeatInterval time.Duration
+	// PlacementTimeout bounds how long a thread waits for a free slot.
+	PlacementTimeout time.Duration
+	// MaxAttempts bounds how often a thread is placed after its worker is lost.
+	MaxAttempts int
+	// ApprovalTimeout is how long an approval may wait for its answer; then it
+	// is denied.
+	ApprovalTimeout time.Duration
+	Logger          *slog.Logger
+	NewID           func() string
+	Now             func() time.Time
+}
+
+// Coordinator runs the control plane on one NATS connection.
+type Coordinator struct {
+	cfg      Config
+	tr       *natstransport.Transport
+	registry *registry
+
+	mu   sync.Mutex
+	runs map[string]*run
+
+	alive    keepalive
+	subs     []actor.Subscription
+	natsSubs []*nats.Subscription
+	stop     chan struct{}
+	loops    sync.WaitGroup
+	state    atomic.Int32
+}
+
+// New checks cfg and builds a coordinator.
+func New(cfg Config) (*Coordinator, error) {
+	if cfg.Conn == nil {
+		return nil, fmt.Errorf("%w: a NATS connection is required", ErrBadConfig)
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = uuid.NewString
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ID == "" {
+		cfg.ID = cfg.NewID()
+	}
+	if strings.ContainsAny(cfg.ID, ". *>\t") {
+		return nil, fmt.Errorf("%w: id %q must be one subject token", ErrBadConfig, cfg.ID)
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.PlacementTimeout <= 0 {
+		cfg.PlacementTimeout = DefaultPlacementTimeout
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Coordinator{
+		cfg:      cfg,
+		tr:       tr,
+		registry: newRegistry(cfg.Now),
+		runs:     map[string]*run{},
+		alive:    keepalive{repliers: map[*alivePing]struct{}{}},
+		stop:     make(chan struct{}),
+	}, nil
+}
+
+// ID returns the coordinator's id.
+func (c *Coordinator) ID() string { return c.cfg.ID }
+
+// Start subscribes to the coordinator's subjects and starts its heartbeat.
+func (c *Coordinator) Start(ctx context.Context) error {
+	if !c.state.CompareAndSwap(0, 1) {
+		return fmt.Errorf("%w: already started", ErrBadConfig)
+	}
+	serve := []struct {
+		subject, queue string
+		h              actor.Handler
+	}{
+		{wire.SubjectSubmit, wire.QueueCoordinators, c.handleSubmit},
+		{wire.SubjectSpawn(c.cfg.ID), "", c.handleSpawn},
+		{wire.SubjectApproval(c.cfg.ID), "", c.handleApproval},
+		{wire.SubjectThreadCancel(c.cfg.ID), "", c.handleThreadCancel},
+		{wire.SubjectRunCancel, "", c.handleRunCancel},
+	}
+	for _, s := range serve {
+		sub, err := c.tr.Serve(s.subject, s.queue, 0, s.h)
+		if err != nil {
+			c.stopSubs()
+			return err
+		}
+		c.subs = append(c.subs, sub)
+	}
+	for subject, h := range map[string]nats.MsgHandler{
+		wire.SubjectWorkerHeartbeats: c.handleWorkerHeartbeat,
+		wire.EventsAll:               c.handleEvent,
+	} {
+		sub, err := c.cfg.Conn.Subscribe(subject, h)
+		if err != nil {
+			c.stopSubs()
+			return err
+		}
+		sub.SetPendingLimits(1<<20, 256<<20)
+		c.natsSubs = append(c.natsSubs, sub)
+	}
+	if err := c.tr.Flush(ctx); err != nil {
+		c.stopSubs()
+		return err
+	}
+	c.heartbeat()
+	c.loops.Add(1)
+	go c.tick()
+	c.cfg.Logger.Info("coordinator started", "id", c.cfg.ID)
+	return nil
+}
+
+// Stop cancels every run it owns, waits (bounded) for them to end, and
+// unsubscribes. Safe to call twice.
+func (c *Coordinator) Stop() error {
+	if !c.state.CompareAndSwap(1, 2) {
+		return nil
+	}
+	c.mu.Lock()
+	for _, r := range c.runs {
+		r.cancel(errors.New("coordinator stopping"))
+	}
+	c.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.liveRuns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(c.stop)
+	c.loops.Wait()
+	return c.stopSubs()
+}
+
+func (c *Coordinator) stopSubs() error {
+	var errs []error
+	for _, s := range c.subs {
+		errs = append(errs, s.Stop())
+	}
+	for _, s := range c.natsSubs {
+		errs = append(errs, s.Unsubscribe())
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Coordinator) liveRuns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.runs)
+}
+
+// Workers lists the live workers.
+func (c *Coordinator) Workers() []WorkerInfo { return c.registry.list() }
+
+// tick heartbeats, sends progress on long requests, and sweeps lost workers.
+func (c *Coordinator) tick() {
+	defer c.loops.Done()
+	t := time.NewTicker(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.heartbeat()
+		c.alive.ping()
+		for _, id := range c.registry.sweep(MissedHeartbeats) {
+			c.workerLost(id, "no heartbeat")
+		}
+	}
+}
+
+func (c *Coordinator) heartbeat() {
+	hb := wire.CoordHeartbeat{ID: c.cfg.ID, Interval: c.cfg.HeartbeatInterval}
+	m := actor.Msg{Type: string(wire.TypeCoordHeartbeat), Data: wire.MustEncode(wire.TypeCoordHeartbeat, hb)}
+	if err := c.tr.Publish(context.Background(), wire.SubjectCoordHeartbeats, m); err != nil {
+		c.cfg.Logger.Warn("heartbeat", "err", err)
+	}
+}
+
+func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
+	var hb wire.WorkerHeartbeat
+	if err := wire.DecodeAs(m.Data, wire.TypeWorkerHeartbeat, &hb); err != nil {
+		c.cfg.Logger.Warn("bad worker heartbeat", "err", err)
+		return
+	}
+	if c.registry.heartbeat(hb) {
+		c.cfg.Logger.Info("worker joined", "worker", hb.ID, "host", hb.Host, "slots", hb.Slots)
+		c.publish(event.Event{Type: event.WorkerJoined, Worker: hb.ID, Reason: hb.Host})
+	}
+}
+
+func (c *Coordinator) workerLost(id, reason string) {
+	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
+	c.publish(event.Event{Type: event.WorkerLost, Worker: id, Reason: reason})
+}
+
+// keepalive sends progress on every long request in flight once per tick, so
+// their requesters know this coordinator is alive.
+type keepalive struct {
+	mu       sync.Mutex
+	repliers map[*alivePing]struct{}
+}
+
+type alivePing struct {
+	r actor.Replier
+	m actor.Msg
+}
+
+func (k *keepalive) add(r actor.Replier, m actor.Msg) *alivePing {
+	p := &alivePing{r: r, m: m}
+	k.mu.Lock()
+	k.repliers[p] = struct{}{}
+	k.mu.Unlock()
+	return p
+}
+
+func (k *keepalive) remove(p *alivePing) {
+	k.mu.Lock()
+	delete(k.repliers, p)
+	k.mu.Unlock()
+}
+
+func (k *keepalive) ping() {
+	k.mu.Lock()
+	ps := make([]*alivePing, 0, len(k.repliers))
+	for p := range k.repliers {
+		ps = append(ps, p)
+	}
+	k.mu.Unlock()
+	for _, p := range ps {
+		p.r.Reply(p.m)
+	}
+}

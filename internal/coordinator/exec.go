@@ -1,0 +1,172 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// outcome says how one placement of a thread went.
+type outcome int
+
+const (
+	ended   outcome = iota // the worker answered with the thread's result
+	busy                   // the worker had no slot; place elsewhere
+	gone                   // nobody listens on the worker's subject; place again at once
+	lost                   // the worker went silent mid-thread; place again (bounded)
+	aborted                // cancelled here before the worker answered
+)
+
+// execThread places a thread and waits for its end, placing it again when its
+// worker is lost (up to MaxAttempts). The result is always final; reported
+// says whether a worker published the thread's end, so the coordinator
+// publishes it otherwise.
+func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, reported bool) {
+	attempts := 0
+	for {
+		if err := t.ctx.Err(); err != nil {
+			return cancelled(t.ctx), false
+		}
+		wid, err := c.registry.place(t.ctx, c.cfg.PlacementTimeout)
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return cancelled(t.ctx), false
+			}
+			return failed(fmt.Sprintf("no worker available: %v", err)), false
+		}
+		ctx := r.startAttempt(t)
+		res, out := c.execOn(ctx, r, t, wid, attempts+1)
+		c.registry.release(wid)
+		switch out {
+		case ended:
+			r.endAttempt(t, nil)
+			return res, true
+		case aborted:
+			r.endAttempt(t, nil)
+			return res, false
+		case busy:
+			r.endAttempt(t, nil)
+			c.registry.busy(wid)
+		case gone:
+			r.endAttempt(t, errors.New("worker gone"))
+			if c.registry.forget(wid) {
+				c.workerLost(wid, "no responders")
+			}
+		case lost:
+			attempts++
+			r.endAttempt(t, fmt.Errorf("worker %s lost", wid))
+			if c.registry.forget(wid) {
+				c.workerLost(wid, "silent during a thread")
+			}
+			if attempts >= c.cfg.MaxAttempts {
+				return failed("worker lost"), false
+			}
+			c.cfg.Logger.Warn("placing thread again", "thread", t.thread.ID, "name", t.thread.Name, "attempt", attempts+1)
+		}
+	}
+}
+
+// execOn runs one placement of t on worker wid.
+func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid string, attempt int) (runner.Result, outcome) {
+	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Attempt: attempt}
+	m := withIDs(msg(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+	call, err := c.tr.Request(ctx, wire.SubjectExec(wid), m)
+	if err != nil {
+		if ctx.Err() != nil {
+			return cancelled(ctx), aborted
+		}
+		return runner.Result{}, gone
+	}
+	defer call.Close()
+	idle := MissedHeartbeats * c.registry.interval(wid)
+	for {
+		reply, err := call.Next(ctx, idle)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return c.cancelOn(call, wid, t, idle, context.Cause(ctx)), aborted
+		case errors.Is(err, actor.ErrNoResponders):
+			return runner.Result{}, gone
+		case errors.Is(err, actor.ErrSilent):
+			return runner.Result{}, lost
+		default:
+			return failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
+		}
+		switch wire.Type(reply.Type) {
+		case wire.TypeExecAccepted:
+			r.setWorker(t, wid)
+		case wire.TypeProgress:
+		case wire.TypeExecBusy:
+			return runner.Result{}, busy
+		case wire.TypeExecResult:
+			var er wire.ExecResult
+			if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
+				return failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted
+			}
+			return er.Result, ended
+		default:
+			if err := actor.MsgError(reply); err != nil {
+				return failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
+			}
+		}
+	}
+}
+
+// cancelOn tells the worker to cancel the thread and waits, bounded, for the
+// final result it then sends.
+func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle time.Duration, cause error) runner.Result {
+	reason := "cancelled"
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = cause.Error()
+	}
+	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: reason}
+	c.tr.Publish(context.Background(), wire.SubjectCancel(wid), msg(wire.TypeCancel, cancel))
+	ctx, stop := context.WithTimeout(context.Background(), idle)
+	defer stop()
+	for {
+		reply, err := call.Next(ctx, idle)
+		if err != nil {
+			return runner.Result{Status: event.Cancelled, Error: reason}
+		}
+		if wire.Type(reply.Type) == wire.TypeExecResult {
+			var er wire.ExecResult
+			if wire.DecodeAs(reply.Data, wire.TypeExecResult, &er) == nil {
+				return er.Result
+			}
+		}
+	}
+}
+
+func failed(reason string) runner.Result { return runner.Result{Status: event.Failed, Error: reason} }
+
+func cancelled(ctx context.Context) runner.Result {
+	reason := "cancelled"
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = "cancelled: " + cause.Error()
+	}
+	return runner.Result{Status: event.Cancelled, Error: reason}
+}
+
+func msg(t wire.Type, body any) actor.Msg {
+	return actor.Msg{Type: string(t), Data: wire.MustEncode(t, body)}
+}
+
+func withIDs(m actor.Msg, run, thread string) actor.Msg {
+	m.Header = map[string]string{wire.HeaderRun: run, wire.HeaderThread: thread}
+	return m
+}
+
+// errorMsg turns a decode or protocol error into an error reply with its code.
+func errorMsg(err error) actor.Msg {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return actor.ErrorMsg(string(we.Code), we.Message)
+	}
+	return actor.ErrorMsg(string(wire.CodeInternal), err.Error())
+}

@@ -1,0 +1,271 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// handleSubmit runs a submitted run to its end: accepted at once, progress
+// while it runs, the run's record as the final reply.
+func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Replier) {
+	var sub wire.RunSubmit
+	if err := wire.DecodeAs(m.Data, wire.TypeRunSubmit, &sub); err != nil {
+		r.Reply(errorMsg(err))
+		return
+	}
+	if sub.RunID == "" {
+		sub.RunID = c.cfg.NewID()
+	}
+	if strings.TrimSpace(sub.Task) == "" || sub.Agent.Name == "" || strings.ContainsAny(sub.RunID, ". *>") {
+		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: "a run needs a task, an agent name and a one-token id"}))
+		return
+	}
+	ledger, err := limits.New(sub.Limits)
+	if err != nil {
+		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
+		return
+	}
+	rn := newRun(sub.RunID, ledger, sub.Approver)
+	c.mu.Lock()
+	if _, dup := c.runs[sub.RunID]; dup {
+		c.mu.Unlock()
+		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: "run " + sub.RunID + " is already running"}))
+		return
+	}
+	c.runs[sub.RunID] = rn
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.runs, sub.RunID)
+		c.mu.Unlock()
+		rn.cancel(nil)
+	}()
+
+	r.Reply(msg(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
+	ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{}))
+
+	root := runner.Thread{
+		RunID: sub.RunID, ID: c.cfg.NewID(), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
+		Agent: sub.Agent, Agents: sub.Agents, Cwd: sub.Cwd,
+		Permissions: tools.Permissions{sub.Agent.Harness.Permissions},
+	}
+	c.emit(rn, event.Event{Type: event.RunStarted, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name})
+	t := rn.add(root, nil)
+	res, reported := c.execThread(rn, t)
+	rn.finish(t, res)
+	if !reported {
+		c.emitThreadEnd(rn, t, res)
+	}
+	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
+		Status: res.Status, Reason: res.Error, Output: res.Output, Usage: res.Usage})
+
+	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
+	c.alive.remove(ping)
+	r.Reply(msg(wire.TypeRunResult, wire.RunResult{Record: rn.rec.Snapshot()}))
+}
+
+// handleSpawn admits, places and waits for one helper, then answers its parent.
+func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replier) {
+	var req wire.SpawnRequest
+	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
+		r.Reply(errorMsg(err))
+		return
+	}
+	rn := c.run(req.RunID)
+	if rn == nil {
+		r.Reply(errorMsg(&wire.Error{Code: wire.CodeNotFound, Message: "run " + req.RunID + " is not owned by coordinator " + c.cfg.ID}))
+		return
+	}
+	parent := rn.thread(req.ParentID)
+	if parent == nil {
+		r.Reply(errorMsg(&wire.Error{Code: wire.CodeNotFound, Message: "thread " + req.ParentID + " is not in run " + req.RunID}))
+		return
+	}
+	// The tree here is the authority on depth and path, not the request.
+	req.ParentDepth, req.ParentPath = parent.thread.Depth, parent.thread.Path
+	th := req.Thread(c.cfg.NewID())
+	slot, err := rn.ledger.Admit(th.Depth)
+	if err != nil {
+		var refusal *limits.Refusal
+		errors.As(err, &refusal)
+		e := threadEvent(event.ThreadRefused, th)
+		e.ThreadID, e.Reason = "", string(refusal.Reason)
+		c.emit(rn, e)
+		r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
+		return
+	}
+	t := rn.add(th, parent)
+	c.emit(rn, threadEvent(event.ThreadSpawned, th))
+	progress := msg(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
+	r.Reply(progress)
+	ping := c.alive.add(r, progress)
+
+	if w, first := rn.parkParent(parent); first {
+		c.registry.park(w)
+	}
+	res, reported := c.execThread(rn, t)
+	slot.Release() // the slot is free the moment the helper ends
+	rn.finish(t, res)
+	if !reported {
+		c.emitThreadEnd(rn, t, res)
+	}
+	if w, last := rn.unparkParent(parent); last {
+		c.registry.unpark(w)
+	}
+	c.alive.remove(ping)
+	rn.mu.Lock()
+	worker := t.worker
+	rn.mu.Unlock()
+	r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: th.ID, Worker: worker, Result: res}))
+}
+
+// handleApproval asks the run's approver and answers the worker, denying when
+// nobody answers in time.
+func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Replier) {
+	var req tools.ApprovalRequest
+	if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &req); err != nil {
+		r.Reply(errorMsg(err))
+		return
+	}
+	decide := func(a tools.Approval) { r.Reply(msg(wire.TypeApprovalDecision, a)) }
+	rn := c.run(req.RunID)
+	switch {
+	case rn == nil:
+		decide(tools.Approval{Reason: "unknown run"})
+		return
+	case rn.approver == "":
+		decide(tools.Approval{Reason: "no approver for this run"})
+		return
+	}
+	ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
+	defer c.alive.remove(ping)
+	call, err := c.tr.Request(rn.ctx, rn.approver, withIDs(msg(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
+	if err != nil {
+		decide(tools.Approval{Reason: "approver unreachable: " + err.Error()})
+		return
+	}
+	defer call.Close()
+	for {
+		reply, err := call.Next(rn.ctx, c.cfg.ApprovalTimeout)
+		switch {
+		case errors.Is(err, actor.ErrSilent):
+			decide(tools.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)})
+			return
+		case err != nil:
+			decide(tools.Approval{Reason: "approver: " + err.Error()})
+			return
+		}
+		switch wire.Type(reply.Type) {
+		case wire.TypeProgress:
+			continue
+		case wire.TypeApprovalDecision:
+			var a tools.Approval
+			if err := wire.DecodeAs(reply.Data, wire.TypeApprovalDecision, &a); err != nil {
+				a = tools.Approval{Reason: "bad answer from the approver"}
+			}
+			decide(a)
+			return
+		}
+		decide(tools.Approval{Reason: "unexpected answer from the approver"})
+		return
+	}
+}
+
+// handleThreadCancel cancels threads (and their subtrees) of runs it owns.
+func (c *Coordinator) handleThreadCancel(_ context.Context, m actor.Msg, r actor.Replier) {
+	var cn wire.Cancel
+	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
+		r.Reply(errorMsg(err))
+		return
+	}
+	if rn := c.run(cn.RunID); rn != nil {
+		for _, id := range cn.ThreadIDs {
+			if t := rn.thread(id); t != nil {
+				t.cancel(errors.New(cn.Reason))
+			}
+		}
+	}
+	r.Reply(msg(wire.TypeOK, struct{}{}))
+}
+
+// handleRunCancel cancels a whole run if this coordinator owns it.
+func (c *Coordinator) handleRunCancel(_ context.Context, m actor.Msg, r actor.Replier) {
+	var cn wire.Cancel
+	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
+		r.Reply(errorMsg(err))
+		return
+	}
+	rn := c.run(cn.RunID)
+	if rn == nil {
+		return // another coordinator's run: its owner answers
+	}
+	reason := cn.Reason
+	if reason == "" {
+		reason = "run cancelled"
+	}
+	rn.cancel(errors.New(reason))
+	r.Reply(msg(wire.TypeOK, struct{}{}))
+}
+
+// handleEvent folds events of owned runs into their records.
+func (c *Coordinator) handleEvent(m *nats.Msg) {
+	run := m.Header.Get(wire.HeaderRun)
+	rn := c.run(run)
+	if rn == nil {
+		return
+	}
+	var e event.Event
+	if err := wire.DecodeAs(m.Data, wire.TypeEvent, &e); err != nil {
+		return
+	}
+	switch e.Type { // the coordinator's own events are already in the record
+	case event.RunStarted, event.RunFinished, event.ThreadSpawned, event.ThreadRefused:
+		return
+	}
+	rn.rec.Emit(e)
+}
+
+func (c *Coordinator) run(id string) *run {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[id]
+}
+
+// emit records an event in the run's record and publishes it.
+func (c *Coordinator) emit(rn *run, e event.Event) {
+	e.Time = c.cfg.Now()
+	rn.rec.Emit(e)
+	c.publish(e)
+}
+
+// emitThreadEnd publishes the end of a thread no worker reported (lost,
+// never placed, cancelled before it ran).
+func (c *Coordinator) emitThreadEnd(rn *run, t *threadRec, res runner.Result) {
+	e := threadEvent(event.ThreadFinished, t.thread)
+	e.Status, e.Reason, e.Time = res.Status, res.Error, c.cfg.Now()
+	c.publish(e)
+}
+
+func (c *Coordinator) publish(e event.Event) {
+	if e.Time.IsZero() {
+		e.Time = c.cfg.Now()
+	}
+	subject := wire.SubjectEvents(e.RunID) + "." + string(e.Type)
+	if e.RunID == "" {
+		subject = wire.SubjectEvents("_cluster") + "." + string(e.Type)
+	}
+	if err := c.tr.Publish(context.Background(), subject, withIDs(msg(wire.TypeEvent, e), e.RunID, e.ThreadID)); err != nil {
+		c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
+	}
+}

@@ -1,0 +1,232 @@
+package coordinator
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// WorkerInfo is what the coordinator knows of one worker.
+type WorkerInfo struct {
+	ID       string    `json:"id"`
+	Host     string    `json:"host"`
+	Slots    int       `json:"slots"`
+	Running  int       `json:"running"`
+	Parked   int       `json:"parked"`
+	Placed   int       `json:"placed"`
+	Draining bool      `json:"draining"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+type workerState struct {
+	info     WorkerInfo
+	interval time.Duration
+	// load is the threads this coordinator placed there that hold a slot:
+	// placed, not finished, not parked on helpers.
+	load int
+	// cooling keeps a worker that answered busy out of placement until its
+	// next heartbeat says how loaded it really is.
+	cooling bool
+}
+
+// registry tracks live workers and places threads on them: the least loaded
+// by executing threads against slots, and when none has room, a FIFO queue of
+// waiters served as capacity frees.
+type registry struct {
+	mu      sync.Mutex
+	workers map[string]*workerState
+	waiters list.List // of *waiter
+	now     func() time.Time
+}
+
+type waiter struct {
+	ch chan string // receives the worker reserved for it
+}
+
+var errNoCapacity = errors.New("no worker had a free slot")
+
+func newRegistry(now func() time.Time) *registry {
+	return &registry{workers: map[string]*workerState{}, now: now}
+}
+
+// heartbeat records a worker's heartbeat and reports whether it just joined.
+func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w, ok := g.workers[hb.ID]
+	if !ok {
+		w = &workerState{}
+		g.workers[hb.ID] = w
+	}
+	w.info.ID, w.info.Host, w.info.Slots = hb.ID, hb.Host, hb.Slots
+	w.info.Running, w.info.Parked, w.info.Draining = hb.Running, hb.Parked, hb.Draining
+	w.info.LastSeen = g.now()
+	w.interval = hb.Interval
+	if w.interval <= 0 {
+		w.interval = time.Second
+	}
+	w.cooling = false
+	g.dispatchLocked()
+	return !ok
+}
+
+// sweep forgets workers silent for missed heartbeats and returns their ids.
+func (g *registry) sweep(missed int) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	var lost []string
+	for id, w := range g.workers {
+		if now.Sub(w.info.LastSeen) > time.Duration(missed)*w.interval {
+			delete(g.workers, id)
+			lost = append(lost, id)
+		}
+	}
+	return lost
+}
+
+// forget drops a worker found dead (no responders, silent on a call).
+func (g *registry) forget(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.workers[id]
+	delete(g.workers, id)
+	return ok
+}
+
+// interval is a worker's heartbeat period (a second if unknown).
+func (g *registry) interval(id string) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w, ok := g.workers[id]; ok {
+		return w.interval
+	}
+	return time.Second
+}
+
+// pickLocked returns the usable worker with the lowest load per slot.
+func (g *registry) pickLocked() *workerState {
+	var best *workerState
+	for _, w := range g.workers {
+		if w.info.Draining || w.cooling || w.load >= w.info.Slots {
+			continue
+		}
+		if best == nil || w.load*best.info.Slots < best.load*w.info.Slots ||
+			(w.load*best.info.Slots == best.load*w.info.Slots && w.info.ID < best.info.ID) {
+			best = w
+		}
+	}
+	return best
+}
+
+// place reserves a slot on a worker, waiting in line up to timeout when there
+// is no room anywhere.
+func (g *registry) place(ctx context.Context, timeout time.Duration) (string, error) {
+	g.mu.Lock()
+	if g.waiters.Len() == 0 {
+		if w := g.pickLocked(); w != nil {
+			w.load++
+			g.mu.Unlock()
+			return w.info.ID, nil
+		}
+	}
+	wt := &waiter{ch: make(chan string, 1)}
+	el := g.waiters.PushBack(wt)
+	g.mu.Unlock()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var cause error
+	select {
+	case id := <-wt.ch:
+		return id, nil
+	case <-ctx.Done():
+		cause = context.Cause(ctx)
+	case <-timer.C:
+		cause = fmt.Errorf("%w within %v", errNoCapacity, timeout)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case id := <-wt.ch: // a slot was handed over as we gave up: give it back
+		g.releaseLocked(id)
+	default:
+		g.waiters.Remove(el)
+	}
+	return "", cause
+}
+
+// release frees a reservation made by place.
+func (g *registry) release(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.releaseLocked(id)
+}
+
+func (g *registry) releaseLocked(id string) {
+	if w, ok := g.workers[id]; ok && w.load > 0 {
+		w.load--
+	}
+	g.dispatchLocked()
+}
+
+// dispatchLocked hands free slots to waiters in arrival order.
+func (g *registry) dispatchLocked() {
+	for g.waiters.Len() > 0 {
+		w := g.pickLocked()
+		if w == nil {
+			return
+		}
+		w.load++
+		wt := g.waiters.Remove(g.waiters.Front()).(*waiter)
+		wt.ch <- w.info.ID
+	}
+}
+
+// busy takes a worker out of placement until its next heartbeat.
+func (g *registry) busy(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w, ok := g.workers[id]; ok {
+		w.cooling = true
+	}
+}
+
+// park and unpark move a thread's slot out of and back into its worker's load
+// while the thread waits on helpers.
+func (g *registry) park(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w, ok := g.workers[id]; ok && w.load > 0 {
+		w.load--
+		g.dispatchLocked()
+	}
+}
+
+func (g *registry) unpark(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w, ok := g.workers[id]; ok {
+		w.load++
+	}
+}
+
+// list returns the workers, sorted by id.
+func (g *registry) list() []WorkerInfo {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]WorkerInfo, 0, len(g.workers))
+	for _, w := range g.workers {
+		info := w.info
+		info.Placed = w.load
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

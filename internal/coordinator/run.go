@@ -1,0 +1,122 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/runner"
+)
+
+// run is one run this coordinator owns: its ledger, its thread tree and its
+// record. Everything about a run lives in this coordinator's memory.
+type run struct {
+	id       string
+	ledger   *limits.Ledger
+	approver string
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	rec      *record.Recorder
+
+	mu      sync.Mutex
+	threads map[string]*threadRec
+}
+
+// threadRec is one thread of a run's tree as the coordinator sees it.
+type threadRec struct {
+	thread runner.Thread
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// Guarded by run.mu.
+	worker   string
+	attempt  context.Context // helpers spawned now derive from this
+	abort    context.CancelCauseFunc
+	spawning int
+	done     bool
+}
+
+func newRun(id string, ledger *limits.Ledger, approver string) *run {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &run{id: id, ledger: ledger, approver: approver, ctx: ctx, cancel: cancel,
+		rec: record.NewRecorder(nil), threads: map[string]*threadRec{}}
+}
+
+// add registers a thread; its context derives from its parent's current
+// attempt, so cancelling a parent (or losing its worker) reaches the subtree.
+func (r *run) add(th runner.Thread, parent *threadRec) *threadRec {
+	base := r.ctx
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if parent != nil && parent.attempt != nil {
+		base = parent.attempt
+	}
+	ctx, cancel := context.WithCancelCause(base)
+	t := &threadRec{thread: th, ctx: ctx, cancel: cancel}
+	r.threads[th.ID] = t
+	return t
+}
+
+func (r *run) thread(id string) *threadRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.threads[id]
+}
+
+// startAttempt gives a thread a fresh attempt context, returning it.
+func (r *run) startAttempt(t *threadRec) context.Context {
+	ctx, cancel := context.WithCancelCause(t.ctx)
+	r.mu.Lock()
+	t.attempt, t.abort = ctx, cancel
+	r.mu.Unlock()
+	return ctx
+}
+
+// endAttempt cancels an attempt's context and with it every helper it spawned.
+func (r *run) endAttempt(t *threadRec, cause error) {
+	r.mu.Lock()
+	abort := t.abort
+	r.mu.Unlock()
+	if abort != nil {
+		abort(cause)
+	}
+}
+
+func (r *run) setWorker(t *threadRec, worker string) {
+	r.mu.Lock()
+	t.worker = worker
+	r.mu.Unlock()
+}
+
+// parkParent counts a spawn of parent and reports the worker whose slot it
+// frees, if this is the parent's first outstanding spawn.
+func (r *run) parkParent(parent *threadRec) (worker string, first bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parent.spawning++
+	return parent.worker, parent.spawning == 1
+}
+
+func (r *run) unparkParent(parent *threadRec) (worker string, last bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parent.spawning--
+	return parent.worker, parent.spawning == 0 && !parent.done
+}
+
+// finish marks a thread ended and cancels its context (its helpers are over).
+func (r *run) finish(t *threadRec, res runner.Result) {
+	r.mu.Lock()
+	t.done = true
+	r.mu.Unlock()
+	t.cancel(nil)
+	e := threadEvent(event.ThreadFinished, t.thread)
+	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
+	r.rec.Emit(e)
+}
+
+func threadEvent(typ event.Type, th runner.Thread) event.Event {
+	return event.Event{Type: typ, RunID: th.RunID, ThreadID: th.ID, ParentID: th.ParentID, Depth: th.Depth, Name: th.Name}
+}

@@ -1,0 +1,155 @@
+// Package embedded starts a whole Formica cluster in one process: an embedded
+// NATS server, a coordinator and local workers, each on its own in-process
+// connection so every spawn still travels the real NATS path. It is the
+// default of `formica run` and what `coordinator --local-workers` adds.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/coordinator"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/worker"
+)
+
+// Config configures a Stack.
+type Config struct {
+	// Server configures the embedded NATS server; ignored with Conn.
+	Server broker.ServerConfig
+	// Connect, when set, makes the stack use an external NATS instead of
+	// starting a server: it is called once per component.
+	Connect func(name string) (*nats.Conn, error)
+	// NoCoordinator starts only workers (a worker process).
+	NoCoordinator bool
+	Coordinator   coordinator.Config
+	// Workers is how many local workers to start, each with Slots slots.
+	Workers int
+	Slots   int
+	Models  runner.ModelOpener
+	Harness runner.HarnessConfig
+	// HeartbeatInterval for coordinator and workers; 0 means one second.
+	HeartbeatInterval time.Duration
+	Logger            *slog.Logger
+}
+
+// Stack is a running set of components.
+type Stack struct {
+	Server      *broker.Server // nil with an external NATS
+	Coordinator *coordinator.Coordinator
+	Workers     []*worker.Worker
+	conns       []*nats.Conn
+	connect     func(name string) (*nats.Conn, error)
+}
+
+// Start starts the stack's components and returns once workers have
+// announced themselves.
+func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
+	s := &Stack{connect: cfg.Connect}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	if s.connect == nil {
+		if s.Server, err = broker.StartServer(ctx, cfg.Server); err != nil {
+			return nil, err
+		}
+		s.connect = func(name string) (*nats.Conn, error) { return s.Server.Connect(name) }
+	}
+	if !cfg.NoCoordinator {
+		nc, err := s.Connect("formica-coordinator")
+		if err != nil {
+			return nil, err
+		}
+		cc := cfg.Coordinator
+		cc.Conn = nc
+		if cc.Logger == nil {
+			cc.Logger = cfg.Logger
+		}
+		if cc.HeartbeatInterval == 0 {
+			cc.HeartbeatInterval = cfg.HeartbeatInterval
+		}
+		if s.Coordinator, err = coordinator.New(cc); err != nil {
+			return nil, err
+		}
+		if err := s.Coordinator.Start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for i := range cfg.Workers {
+		nc, err := s.Connect(fmt.Sprintf("formica-worker-%d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		w, err := worker.New(worker.Config{Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
+			HeartbeatInterval: cfg.HeartbeatInterval, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Start(ctx); err != nil {
+			return nil, err
+		}
+		s.Workers = append(s.Workers, w)
+	}
+	if s.Coordinator != nil && len(s.Workers) > 0 {
+		if err := s.waitWorkers(ctx, len(s.Workers)); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Connect opens another connection to the stack's NATS, closed by Stop.
+func (s *Stack) Connect(name string) (*nats.Conn, error) {
+	nc, err := s.connect(name)
+	if err != nil {
+		return nil, err
+	}
+	s.conns = append(s.conns, nc)
+	return nc, nil
+}
+
+// waitWorkers waits until the coordinator has seen n workers.
+func (s *Stack) waitWorkers(ctx context.Context, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for len(s.Coordinator.Workers()) < n {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("embedded: %d of %d workers registered: %w", len(s.Coordinator.Workers()), n, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Stop stops workers, then the coordinator, drains the connections and shuts
+// the server down. Safe to call twice.
+func (s *Stack) Stop() error {
+	var errs []error
+	for _, w := range s.Workers {
+		errs = append(errs, w.Stop())
+	}
+	s.Workers = nil
+	if s.Coordinator != nil {
+		errs = append(errs, s.Coordinator.Stop())
+		s.Coordinator = nil
+	}
+	for _, nc := range s.conns {
+		if !nc.IsClosed() {
+			errs = append(errs, broker.Drain(nc, 5*time.Second))
+		}
+	}
+	s.conns = nil
+	if s.Server != nil {
+		s.Server.Shutdown()
+	}
+	return errors.Join(errs...)
+}

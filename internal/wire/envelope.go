@@ -1,0 +1,157 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Version is the protocol version this build speaks.
+const Version = 1
+
+// Type names a message.
+type Type string
+
+// Every message type.
+const (
+	TypeSpawnRequest     Type = "spawn.request"
+	TypeSpawnResult      Type = "spawn.result"
+	TypeExecRequest      Type = "exec.request"
+	TypeExecAccepted     Type = "exec.accepted"
+	TypeExecBusy         Type = "exec.busy"
+	TypeProgress         Type = "progress"
+	TypeExecResult       Type = "exec.result"
+	TypeCancel           Type = "cancel"
+	TypeApprovalRequest  Type = "approval.request"
+	TypeApprovalDecision Type = "approval.decision"
+	TypeWorkerHeartbeat  Type = "worker.heartbeat"
+	TypeCoordHeartbeat   Type = "coordinator.heartbeat"
+	TypeRunSubmit        Type = "run.submit"
+	TypeRunAccepted      Type = "run.accepted"
+	TypeRunCancel        Type = "run.cancel"
+	TypeRunResult        Type = "run.result"
+	TypeEvent            Type = "event"
+	TypeError            Type = "error"
+	TypeOK               Type = "ok"
+)
+
+// Envelope wraps every body with its type and the protocol version, so a
+// receiver can refuse what it does not understand before decoding the body.
+type Envelope struct {
+	Type    Type               `msgpack:"t"`
+	Version int                `msgpack:"v"`
+	Body    msgpack.RawMessage `msgpack:"b"`
+}
+
+// Encode wraps body in an envelope of type t.
+func Encode(t Type, body any) ([]byte, error) {
+	b, err := msgpack.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode %s: %w", t, err)
+	}
+	return msgpack.Marshal(&Envelope{Type: t, Version: Version, Body: b})
+}
+
+// MustEncode is Encode for bodies that cannot fail to encode (plain structs).
+func MustEncode(t Type, body any) []byte {
+	b, err := Encode(t, body)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Decode reads an envelope and checks its version.
+func Decode(data []byte) (Envelope, error) {
+	var env Envelope
+	if len(data) == 0 {
+		return env, &Error{Code: CodeBadMessage, Message: "empty message"}
+	}
+	if err := msgpack.Unmarshal(data, &env); err != nil {
+		return env, &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
+	}
+	if env.Version != Version {
+		return env, &Error{Code: CodeUnsupportedVersion, Message: fmt.Sprintf("protocol version %d, this peer speaks %d", env.Version, Version)}
+	}
+	if env.Type == "" {
+		return env, &Error{Code: CodeBadMessage, Message: "message has no type"}
+	}
+	return env, nil
+}
+
+// Into decodes the envelope's body into v, which must match the type want.
+func (e Envelope) Into(want Type, v any) error {
+	if e.Type != want {
+		if e.Type == TypeError {
+			var we Error
+			if err := msgpack.Unmarshal(e.Body, &we); err == nil {
+				return &we
+			}
+		}
+		return &Error{Code: CodeUnknownType, Message: fmt.Sprintf("got %s, want %s", e.Type, want)}
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(e.Body))
+	if err := dec.Decode(v); err != nil {
+		return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("bad %s body: %v", want, err)}
+	}
+	return nil
+}
+
+// DecodeAs decodes data as a message of type want into v.
+func DecodeAs(data []byte, want Type, v any) error {
+	env, err := Decode(data)
+	if err != nil {
+		return err
+	}
+	return env.Into(want, v)
+}
+
+// Code classifies an error that crosses the wire.
+type Code string
+
+// Error codes.
+const (
+	CodeBadMessage         Code = "bad_message"
+	CodeUnsupportedVersion Code = "unsupported_version"
+	CodeUnknownType        Code = "unknown_type"
+	CodeNotFound           Code = "not_found"
+	CodeBusy               Code = "busy"
+	CodeDraining           Code = "draining"
+	CodeInternal           Code = "internal"
+	CodeBadRequest         Code = "bad_request"
+)
+
+// Error is an error reply. errors.Is matches two Errors with the same code, so
+// a receiver can test for ErrBadMessage and the like.
+type Error struct {
+	Code    Code   `msgpack:"code"`
+	Message string `msgpack:"message"`
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is matches by code.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrBadMessage         = &Error{Code: CodeBadMessage}
+	ErrUnsupportedVersion = &Error{Code: CodeUnsupportedVersion}
+	ErrUnknownType        = &Error{Code: CodeUnknownType}
+	ErrNotFound           = &Error{Code: CodeNotFound}
+	ErrBusy               = &Error{Code: CodeBusy}
+)
+
+// ErrorBody encodes err as an error message, keeping its code when it has one.
+func ErrorBody(err error) []byte {
+	var we *Error
+	if !errors.As(err, &we) {
+		we = &Error{Code: CodeInternal, Message: err.Error()}
+	}
+	return MustEncode(TypeError, we)
+}

@@ -1,0 +1,133 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+func sampleExec() ExecRequest {
+	par := false
+	return ExecRequest{
+		Coordinator: "c1",
+		Attempt:     2,
+		Thread: runner.Thread{
+			RunID: "r", ID: "t", ParentID: "p", Depth: 2, Path: "root/a/b", Name: "b", Task: "do it", Cwd: "/w",
+			Agent: spec.Agent{Name: "b", Model: "sim", Tools: []string{"agent"}, ParallelToolCalls: &par,
+				OutputSchema: []byte(`{"type":"object"}`), Harness: spec.Harness{Tools: []string{}},
+				Helper: spec.Helper{Tools: spec.ToolPolicy{Policy: tools.Restrict, Only: []string{"agent"}}}},
+			Permissions: tools.Permissions{{Default: tools.Ask, Rules: []tools.Rule{{Tool: "bash", Match: "git *", Decision: tools.Allow}}}},
+		},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	in := sampleExec()
+	data, err := Encode(TypeExecRequest, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out ExecRequest
+	if err := DecodeAs(data, TypeExecRequest, &out); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(in, out); d != "" {
+		t.Fatalf("(-in +out)\n%s", d)
+	}
+	if out.Thread.Agent.Harness.Tools == nil {
+		t.Fatal("an explicitly empty base tool list became nil (all tools)")
+	}
+	res := SpawnResult{ThreadID: "t", Result: runner.Result{Status: event.Succeeded, Output: "x"}}
+	var got SpawnResult
+	if err := DecodeAs(MustEncode(TypeSpawnResult, res), TypeSpawnResult, &got); err != nil || got != res {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	wrongVersion, _ := msgpack.Marshal(&Envelope{Type: TypeProgress, Version: 99})
+	noType, _ := msgpack.Marshal(&Envelope{Version: Version})
+	tests := []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"empty", nil, ErrBadMessage},
+		{"garbage", []byte("hello, world"), ErrBadMessage},
+		{"version", wrongVersion, ErrUnsupportedVersion},
+		{"no type", noType, ErrBadMessage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Decode(tt.data); !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+	var x ExecRequest
+	if err := DecodeAs(MustEncode(TypeProgress, Progress{}), TypeExecRequest, &x); !errors.Is(err, ErrUnknownType) {
+		t.Fatalf("wrong type: %v", err)
+	}
+	bad := MustEncode(TypeExecRequest, map[string]any{"thread": "not a thread"})
+	if err := DecodeAs(bad, TypeExecRequest, &x); !errors.Is(err, ErrBadMessage) {
+		t.Fatalf("bad body: %v", err)
+	}
+}
+
+func TestErrorReplyCrossesWire(t *testing.T) {
+	data := ErrorBody(&Error{Code: CodeBusy, Message: "full"})
+	var x SpawnResult
+	err := DecodeAs(data, TypeSpawnResult, &x)
+	if !errors.Is(err, ErrBusy) || err.Error() != "busy: full" {
+		t.Fatalf("got %v", err)
+	}
+	if err := DecodeAs(ErrorBody(errors.New("boom")), TypeSpawnResult, &x); err == nil || err.Error() != "internal: boom" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// FuzzDecode feeds arbitrary bytes to every decoder a network peer can reach.
+func FuzzDecode(f *testing.F) {
+	f.Add(MustEncode(TypeExecRequest, sampleExec()))
+	f.Add(MustEncode(TypeSpawnRequest, SpawnRequest{RunID: "r", Name: "n", Task: "t"}))
+	f.Add(MustEncode(TypeWorkerHeartbeat, WorkerHeartbeat{ID: "w", Slots: 4}))
+	f.Add(MustEncode(TypeRunSubmit, RunSubmit{RunID: "r", Task: "t"}))
+	f.Add(ErrorBody(errors.New("x")))
+	f.Add([]byte{0x83, 0xa1, 't'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		env, err := Decode(data)
+		if err != nil {
+			return
+		}
+		targets := map[Type]any{
+			TypeSpawnRequest: &SpawnRequest{}, TypeSpawnResult: &SpawnResult{}, TypeExecRequest: &ExecRequest{},
+			TypeExecAccepted: &ExecAccepted{}, TypeExecBusy: &ExecBusy{}, TypeProgress: &Progress{},
+			TypeExecResult: &ExecResult{}, TypeCancel: &Cancel{}, TypeApprovalRequest: &tools.ApprovalRequest{},
+			TypeApprovalDecision: &tools.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
+			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
+			TypeEvent: &event.Event{}, TypeError: &Error{},
+		}
+		for typ, v := range targets {
+			_ = env.Into(typ, v)
+		}
+	})
+}
+
+func BenchmarkEncodeDecodeExec(b *testing.B) {
+	in := sampleExec()
+	b.ReportAllocs()
+	for b.Loop() {
+		data, _ := Encode(TypeExecRequest, in)
+		var out ExecRequest
+		if err := DecodeAs(data, TypeExecRequest, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+package worker
+
+import "errors"
+
+// ErrBadConfig wraps rejected worker settings.
+var ErrBadConfig = errors.New("bad worker config")

@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// hosted is one thread on this worker.
+type hosted struct {
+	pid    actor.PID
+	thread runner.Thread
+	coord  string
+	// spawning counts the thread's spawns in flight; hasSlot says whether it
+	// holds an execution slot (not while it waits on helpers).
+	spawning int
+	hasSlot  bool
+}
+
+// Control messages of a thread actor.
+type (
+	progressTick struct{}
+	cancelThread struct{ cause error }
+	threadDone   struct{ res runner.Result }
+)
+
+// threadActor serialises everything said about one thread to its coordinator:
+// progress while it runs, then exactly one final result.
+type threadActor struct {
+	w      *Worker
+	th     runner.Thread
+	reply  actor.Replier
+	cancel context.CancelCauseFunc
+	ctx    context.Context
+	done   bool
+}
+
+func (a *threadActor) Receive(c *actor.Context) {
+	switch m := c.Message().(type) {
+	case actor.Started:
+		go a.run(c.Self())
+	case progressTick:
+		if !a.done {
+			a.reply.Reply(msg(wire.TypeProgress, wire.Progress{ThreadID: a.th.ID}))
+		}
+	case cancelThread:
+		a.cancel(m.cause)
+	case threadDone:
+		a.done = true
+		a.reply.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: a.th.ID, Worker: a.w.cfg.ID, Result: m.res}))
+		c.Engine().Stop(c.Self())
+	case actor.Stopped:
+		a.cancel(errors.New("thread actor stopped"))
+	}
+}
+
+// run executes the agent loop holding the slot taken at admission, and
+// reports the end to the actor.
+func (a *threadActor) run(self actor.PID) {
+	res := a.w.runner.RunThread(a.ctx, a.th)
+	a.w.finish(a.th.ID)
+	a.cancel(nil)
+	if err := a.w.engine.Send(self, threadDone{res: res}); err != nil {
+		// The actor is gone (engine stopping): answer directly.
+		a.reply.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: a.th.ID, Worker: a.w.cfg.ID, Result: res}))
+	}
+}
+
+// handleExec takes a placed thread if a slot is free, else answers busy.
+func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
+	var req wire.ExecRequest
+	if err := wire.DecodeAs(m.Data, wire.TypeExecRequest, &req); err != nil {
+		r.Reply(errorMsg(err))
+		return
+	}
+	if w.draining.Load() {
+		r.Reply(msg(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID, Draining: true}))
+		return
+	}
+	select {
+	case w.slots <- struct{}{}:
+	default:
+		r.Reply(msg(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
+		return
+	}
+	th := req.Thread
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a := &threadActor{w: w, th: th, reply: r, cancel: cancel, ctx: ctx}
+	h := &hosted{thread: th, coord: req.Coordinator, hasSlot: true}
+
+	w.mu.Lock()
+	if _, dup := w.threads[th.ID]; dup {
+		w.mu.Unlock()
+		<-w.slots
+		cancel(nil)
+		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: "thread " + th.ID + " is already running here"}))
+		return
+	}
+	w.threads[th.ID] = h
+	w.runs[th.RunID] = req.Coordinator
+	if _, ok := w.coords[req.Coordinator]; !ok {
+		w.coords[req.Coordinator] = &coordSeen{last: nowFunc(), interval: DefaultHeartbeatInterval}
+	}
+	w.mu.Unlock()
+
+	r.Reply(msg(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))
+	pid, err := w.engine.Spawn(th.ID, a)
+	if err != nil {
+		w.finish(th.ID)
+		cancel(err)
+		r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: th.ID, Worker: w.cfg.ID,
+			Result: runner.Result{Status: event.Failed, Error: "worker could not host the thread: " + err.Error()}}))
+		return
+	}
+	w.mu.Lock()
+	h.pid = pid
+	w.mu.Unlock()
+}
+
+// finish forgets a thread and frees its slot if it holds one.
+func (w *Worker) finish(id string) {
+	w.mu.Lock()
+	h, ok := w.threads[id]
+	if ok {
+		delete(w.threads, id)
+		if h.hasSlot {
+			h.hasSlot = false
+			<-w.slots
+		}
+	}
+	w.mu.Unlock()
+}
+
+// handleCancel cancels the named threads; unknown ids are ignored, since the
+// thread may have just ended.
+func (w *Worker) handleCancel(_ context.Context, m actor.Msg, r actor.Replier) {
+	var c wire.Cancel
+	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &c); err != nil {
+		r.Reply(errorMsg(err))
+		return
+	}
+	cause := errors.New(c.Reason)
+	if c.Reason == "" {
+		cause = errors.New("cancelled by the coordinator")
+	}
+	w.mu.Lock()
+	var pids []actor.PID
+	for _, id := range c.ThreadIDs {
+		if h, ok := w.threads[id]; ok && !h.pid.IsZero() {
+			pids = append(pids, h.pid)
+		}
+	}
+	w.mu.Unlock()
+	for _, pid := range pids {
+		w.engine.Send(pid, cancelThread{cause: cause})
+	}
+	r.Reply(msg(wire.TypeOK, struct{}{}))
+}
+
+func msg(t wire.Type, body any) actor.Msg {
+	return actor.Msg{Type: string(t), Data: wire.MustEncode(t, body)}
+}
+
+// errorMsg turns a decode or protocol error into an error reply with its code.
+func errorMsg(err error) actor.Msg {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return actor.ErrorMsg(string(we.Code), we.Message)
+	}
+	return actor.ErrorMsg(string(wire.CodeInternal), fmt.Sprint(err))
+}

@@ -1,0 +1,196 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+var nowFunc = time.Now
+
+// spawner sends a thread's spawns to the coordinator that owns its run.
+type spawner Worker
+
+func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Result, error) {
+	w := (*Worker)(s)
+	coord := w.coordinatorOf(req.RunID)
+	w.park(req.ParentID)
+	defer w.unpark(ctx, req.ParentID)
+
+	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord), withIDs(msg(wire.TypeSpawnRequest, req), req.RunID, req.ParentID))
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("coordinator %s unreachable: %w", coord, err)
+	}
+	defer call.Close()
+	child := ""
+	for {
+		m, err := call.Next(ctx, w.silence(coord))
+		if err != nil {
+			if ctx.Err() != nil {
+				if child != "" {
+					w.cancelRemote(coord, req.RunID, child, context.Cause(ctx))
+				}
+				return runner.Result{Status: event.Cancelled, Error: "cancelled"}, nil
+			}
+			return runner.Result{}, peerError("coordinator "+coord, err)
+		}
+		switch wire.Type(m.Type) {
+		case wire.TypeProgress:
+			var p wire.Progress
+			if wire.DecodeAs(m.Data, wire.TypeProgress, &p) == nil && p.ThreadID != "" {
+				child = p.ThreadID
+			}
+		case wire.TypeSpawnResult:
+			var res wire.SpawnResult
+			if err := wire.DecodeAs(m.Data, wire.TypeSpawnResult, &res); err != nil {
+				return runner.Result{}, err
+			}
+			if res.Refusal != "" {
+				return runner.Result{}, &limits.Refusal{Reason: res.Refusal}
+			}
+			return res.Result, nil
+		default:
+			if err := actor.MsgError(m); err != nil {
+				return runner.Result{}, err
+			}
+			return runner.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
+		}
+	}
+}
+
+// park frees the slot of a thread that waits on helpers.
+func (w *Worker) park(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.threads[id]
+	if !ok {
+		return
+	}
+	h.spawning++
+	if h.hasSlot {
+		h.hasSlot = false
+		<-w.slots
+	}
+}
+
+// unpark takes a slot back when the thread's last outstanding spawn ends. A
+// cancelled thread gives up waiting: it is about to end and needs no slot.
+func (w *Worker) unpark(ctx context.Context, id string) {
+	w.mu.Lock()
+	h, ok := w.threads[id]
+	if ok {
+		h.spawning--
+	}
+	if !ok || h.spawning > 0 || h.hasSlot {
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	w.mu.Lock()
+	if h.spawning > 0 { // parked again meanwhile
+		<-w.slots
+	} else {
+		h.hasSlot = true
+	}
+	w.mu.Unlock()
+}
+
+func (w *Worker) coordinatorOf(run string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.runs[run]
+}
+
+// silence is how long a coordinator may say nothing before it is presumed lost.
+func (w *Worker) silence(coord string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	interval := w.cfg.HeartbeatInterval
+	if c := w.coords[coord]; c != nil && c.interval > interval {
+		interval = c.interval
+	}
+	return MissedHeartbeats * interval
+}
+
+func (w *Worker) cancelRemote(coord, run, thread string, cause error) {
+	reason := "cancelled by its parent"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	c := wire.Cancel{RunID: run, ThreadIDs: []string{thread}, Reason: reason}
+	w.tr.Publish(context.Background(), wire.SubjectThreadCancel(coord), msg(wire.TypeCancel, c))
+}
+
+// approver asks the run's coordinator, which asks whoever answers for the run.
+type approver Worker
+
+func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+	w := (*Worker)(a)
+	coord := w.coordinatorOf(req.RunID)
+	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord), withIDs(msg(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
+	if err != nil {
+		return tools.Approval{}, err
+	}
+	defer call.Close()
+	for {
+		m, err := call.Next(ctx, w.silence(coord))
+		if err != nil {
+			return tools.Approval{}, peerError("coordinator "+coord, err)
+		}
+		switch wire.Type(m.Type) {
+		case wire.TypeProgress:
+			continue
+		case wire.TypeApprovalDecision:
+			var d tools.Approval
+			err := wire.DecodeAs(m.Data, wire.TypeApprovalDecision, &d)
+			return d, err
+		}
+		if err := actor.MsgError(m); err != nil {
+			return tools.Approval{}, err
+		}
+		return tools.Approval{}, fmt.Errorf("%w: unexpected %s reply to an approval", wire.ErrBadMessage, m.Type)
+	}
+}
+
+// eventSink publishes the runner's events on the run's subject.
+type eventSink Worker
+
+func (s *eventSink) Emit(e event.Event) {
+	w := (*Worker)(s)
+	if e.Type == event.ThreadStarted {
+		e.Worker = w.cfg.ID
+	}
+	m := withIDs(msg(wire.TypeEvent, e), e.RunID, e.ThreadID)
+	if err := w.tr.Publish(context.Background(), wire.SubjectEvents(e.RunID)+"."+string(e.Type), m); err != nil {
+		w.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
+	}
+}
+
+func withIDs(m actor.Msg, run, thread string) actor.Msg {
+	m.Header = map[string]string{wire.HeaderRun: run, wire.HeaderThread: thread}
+	return m
+}
+
+// peerError names what went wrong with a peer in words a tool result can carry.
+func peerError(peer string, err error) error {
+	switch {
+	case errors.Is(err, actor.ErrNoResponders):
+		return fmt.Errorf("%s is not answering: %w", peer, err)
+	case errors.Is(err, actor.ErrSilent):
+		return fmt.Errorf("%s went silent: %w", peer, err)
+	}
+	return err
+}

@@ -1,0 +1,328 @@
+// Package worker is Formica's data plane: a process that registers with the
+// coordinators over NATS, accepts threads placed on it, runs their agent loops
+// with its own tools and model credentials, and reports back.
+//
+// Each hosted thread is an actor: its control messages (progress ticks,
+// cancellation, its end) are handled one at a time, so a thread's final reply
+// is always its last. The agent loop itself runs on its own goroutine and
+// holds one of the worker's slots while it executes — but not while it waits
+// for its helpers, so parents never starve the fleet.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// Defaults.
+const (
+	DefaultSlots             = 16
+	DefaultHeartbeatInterval = time.Second
+	// MissedHeartbeats of silence mean a peer is lost.
+	MissedHeartbeats = 3
+)
+
+// Config configures a Worker; zero values mean defaults.
+type Config struct {
+	// ID names the worker; one token (no dots or spaces). Default: host-<random>.
+	ID string
+	// Slots is how many threads may execute at once.
+	Slots int
+	// Conn is the NATS connection. Required.
+	Conn *nats.Conn
+	// Models opens model references with this process's credentials. Required.
+	Models  runner.ModelOpener
+	Harness runner.HarnessConfig
+	// HeartbeatInterval paces worker heartbeats and progress on running threads.
+	HeartbeatInterval time.Duration
+	Logger            *slog.Logger
+}
+
+// Worker hosts threads. Create with New, then Start.
+type Worker struct {
+	cfg    Config
+	host   string
+	tr     *natstransport.Transport
+	runner *runner.Runner
+	engine *actor.Engine
+	slots  chan struct{}
+
+	mu      sync.Mutex
+	threads map[string]*hosted    // by thread id
+	runs    map[string]string     // run id -> owning coordinator
+	coords  map[string]*coordSeen // coordinator id -> liveness
+
+	draining atomic.Bool
+	started  time.Time
+	subs     []actor.Subscription
+	natsSubs []*nats.Subscription
+	svc      micro.Service
+	stop     chan struct{}
+	loops    sync.WaitGroup
+	state    atomic.Int32 // 0 new, 1 started, 2 stopped
+}
+
+type coordSeen struct {
+	last     time.Time
+	interval time.Duration
+}
+
+// New checks cfg and builds a worker.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Conn == nil || cfg.Models == nil {
+		return nil, fmt.Errorf("%w: a NATS connection and a model opener are required", ErrBadConfig)
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = DefaultSlots
+	}
+	if cfg.Slots < 0 {
+		return nil, fmt.Errorf("%w: slots %d", ErrBadConfig, cfg.Slots)
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	host, _ := os.Hostname()
+	if cfg.ID == "" {
+		cfg.ID = token(host) + "-" + uuid.NewString()[:8]
+	}
+	if strings.ContainsAny(cfg.ID, ". *>\t") {
+		return nil, fmt.Errorf("%w: id %q must be one subject token", ErrBadConfig, cfg.ID)
+	}
+	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		cfg:     cfg,
+		host:    host,
+		tr:      tr,
+		slots:   make(chan struct{}, cfg.Slots),
+		threads: map[string]*hosted{},
+		runs:    map[string]string{},
+		coords:  map[string]*coordSeen{},
+		stop:    make(chan struct{}),
+		engine:  actor.NewEngine(actor.EngineConfig{Address: wire.SubjectExec(cfg.ID), Logger: cfg.Logger}),
+	}
+	w.runner, err = runner.New(runner.Config{
+		Models:   cfg.Models,
+		Spawner:  (*spawner)(w),
+		Approver: (*approver)(w),
+		Events:   (*eventSink)(w),
+		Harness:  cfg.Harness,
+		Logger:   cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Start subscribes to the worker's subjects, registers as the micro service
+// formica-worker, and starts heartbeating. The first heartbeat is sent before
+// Start returns, so coordinators can place work at once.
+func (w *Worker) Start(ctx context.Context) error {
+	if !w.state.CompareAndSwap(0, 1) {
+		return fmt.Errorf("%w: already started", ErrBadConfig)
+	}
+	w.started = time.Now()
+	exec, err := w.tr.Serve(wire.SubjectExec(w.cfg.ID), "", 0, w.handleExec)
+	if err != nil {
+		return err
+	}
+	cancel, err := w.tr.Serve(wire.SubjectCancel(w.cfg.ID), "", 0, w.handleCancel)
+	if err != nil {
+		exec.Stop()
+		return err
+	}
+	w.subs = []actor.Subscription{exec, cancel}
+	hb, err := w.cfg.Conn.Subscribe(wire.SubjectCoordHeartbeats, w.handleCoordHeartbeat)
+	if err != nil {
+		w.stopSubs()
+		return err
+	}
+	w.natsSubs = append(w.natsSubs, hb)
+	if err := w.addService(); err != nil {
+		w.stopSubs()
+		return err
+	}
+	if err := w.tr.Flush(ctx); err != nil {
+		w.stopSubs()
+		return err
+	}
+	w.heartbeat(ctx)
+	w.loops.Add(1)
+	go w.tick()
+	w.cfg.Logger.Info("worker started", "id", w.cfg.ID, "slots", w.cfg.Slots)
+	return nil
+}
+
+// Drain stops taking threads, lets running ones finish within grace, then
+// cancels what is left and stops. It is what SIGTERM does.
+func (w *Worker) Drain(grace time.Duration) error {
+	w.draining.Store(true)
+	w.heartbeat(context.Background())
+	deadline := time.Now().Add(grace)
+	for w.Hosted() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.cancelAll(errors.New("worker draining: grace period over"))
+	return w.Stop()
+}
+
+// Stop cancels every hosted thread, waits (bounded) for their final replies,
+// and unsubscribes. Safe to call twice.
+func (w *Worker) Stop() error {
+	if !w.state.CompareAndSwap(1, 2) {
+		return nil
+	}
+	w.draining.Store(true)
+	w.cancelAll(errors.New("worker stopping"))
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Hosted() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(w.stop)
+	w.loops.Wait()
+	var errs []error
+	if w.svc != nil {
+		errs = append(errs, w.svc.Stop())
+	}
+	errs = append(errs, w.stopSubs())
+	return errors.Join(errs...)
+}
+
+func (w *Worker) stopSubs() error {
+	var errs []error
+	for _, s := range w.subs {
+		errs = append(errs, s.Stop())
+	}
+	for _, s := range w.natsSubs {
+		errs = append(errs, s.Unsubscribe())
+	}
+	return errors.Join(errs...)
+}
+
+// Hosted is the number of threads on this worker, executing or parked.
+func (w *Worker) Hosted() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.threads)
+}
+
+// Running is the number of threads holding a slot.
+func (w *Worker) Running() int { return len(w.slots) }
+
+// tick sends heartbeats, progress on every hosted thread, and stops threads
+// whose coordinator went silent.
+func (w *Worker) tick() {
+	defer w.loops.Done()
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		w.heartbeat(context.Background())
+		w.mu.Lock()
+		now := time.Now()
+		var orphans []*hosted
+		for _, h := range w.threads {
+			w.engine.Send(h.pid, progressTick{})
+			if c := w.coords[h.coord]; c != nil && now.Sub(c.last) > MissedHeartbeats*c.interval {
+				orphans = append(orphans, h)
+			}
+		}
+		w.mu.Unlock()
+		for _, h := range orphans {
+			w.engine.Send(h.pid, cancelThread{cause: fmt.Errorf("coordinator %s went silent", h.coord)})
+		}
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	w.mu.Lock()
+	hosted := len(w.threads)
+	w.mu.Unlock()
+	running := len(w.slots)
+	hb := wire.WorkerHeartbeat{
+		ID: w.cfg.ID, Host: w.host, Slots: w.cfg.Slots, Running: running, Parked: max(0, hosted-running),
+		Draining: w.draining.Load(), Started: w.started, Interval: w.cfg.HeartbeatInterval,
+	}
+	data := wire.MustEncode(wire.TypeWorkerHeartbeat, hb)
+	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeats, actor.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
+		w.cfg.Logger.Warn("heartbeat", "err", err)
+	}
+}
+
+func (w *Worker) handleCoordHeartbeat(m *nats.Msg) {
+	var hb wire.CoordHeartbeat
+	if err := wire.DecodeAs(m.Data, wire.TypeCoordHeartbeat, &hb); err != nil {
+		w.cfg.Logger.Warn("bad coordinator heartbeat", "err", err)
+		return
+	}
+	w.seeCoordinator(hb.ID, hb.Interval)
+}
+
+func (w *Worker) seeCoordinator(id string, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
+	w.mu.Lock()
+	c := w.coords[id]
+	if c == nil {
+		c = &coordSeen{}
+		w.coords[id] = c
+	}
+	c.last, c.interval = time.Now(), interval
+	w.mu.Unlock()
+}
+
+func (w *Worker) cancelAll(cause error) {
+	w.mu.Lock()
+	pids := make([]actor.PID, 0, len(w.threads))
+	for _, h := range w.threads {
+		pids = append(pids, h.pid)
+	}
+	w.mu.Unlock()
+	for _, pid := range pids {
+		w.engine.Send(pid, cancelThread{cause: cause})
+	}
+}
+
+func token(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '.' || r == ' ' || r == '*' || r == '>' {
+			return '-'
+		}
+		return r
+	}, s)
+	if s == "" {
+		return "worker"
+	}
+	return s
+}
