@@ -17,6 +17,12 @@ type Receiver interface {
 	Receive(c *Context)
 }
 
+// ReceiverFunc adapts a function to Receiver.
+type ReceiverFunc func(c *Context)
+
+// Receive calls f(c).
+func (f ReceiverFunc) Receive(c *Context) { f(c) }
+
 // Lifecycle messages, delivered through Receive like any other.
 type (
 	// Started is an actor's first message.

@@ -1,0 +1,73 @@
+// Command worker hosts Formica agent threads: it connects to NATS, registers
+// with the coordinators, runs up to --slots threads at a time with its own
+// tools and model credentials, and drains on SIGTERM.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/logging"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/worker"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	client := broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}
+	var (
+		wc       worker.Config
+		grace    = fs.Duration("drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
+		logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
+	)
+	client.RegisterFlags(fs)
+	fs.StringVar(&wc.ID, "id", "", "worker id (one word); default host-random")
+	fs.IntVar(&wc.Slots, "slots", worker.DefaultSlots, "threads run at once (threads waiting on helpers hold none)")
+	fs.DurationVar(&wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
+	fs.DurationVar(&wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		os.Exit(2)
+	}
+	logger, err := logging.New(os.Stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	client.Name, client.Logger = "formica-worker", logger
+	nc, err := broker.Connect(ctx, client)
+	if err != nil {
+		return err
+	}
+	defer broker.Drain(nc, 5*time.Second)
+	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
+	w, err := worker.New(wc)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	logger.Info("worker ready", "id", w.ID(), "slots", wc.Slots)
+	<-ctx.Done()
+	logger.Info("draining", "grace", *grace)
+	return w.Drain(*grace)
+}
