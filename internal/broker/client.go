@@ -79,6 +79,9 @@ func (c *ClientConfig) Validate() error {
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		errs = append(errs, invalid("CertFile and KeyFile go together"))
 	}
+	if p := c.InboxPrefix; p != "" && (strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".")) {
+		errs = append(errs, invalid("InboxPrefix %q must be a plain subject prefix (no wildcards, spaces or edge dots)", p))
+	}
 	if c.ReconnectWait < 0 || c.Timeout < 0 {
 		errs = append(errs, invalid("negative ReconnectWait or Timeout"))
 	}

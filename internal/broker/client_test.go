@@ -40,6 +40,7 @@ func TestClientConfigErrors(t *testing.T) {
 		{"missing CA file", broker.ClientConfig{CAFile: file + ".nope"}, "CAFile"},
 		{"CA file without PEM", broker.ClientConfig{CAFile: file}, "no PEM"},
 		{"bad nkey seed", broker.ClientConfig{NKeySeedFile: file}, "NKeySeedFile"},
+		{"wildcard inbox prefix", broker.ClientConfig{InboxPrefix: "_INBOX.>"}, "InboxPrefix"},
 		{"negative timeout", broker.ClientConfig{Timeout: -time.Second}, "negative"},
 	}
 	for _, tt := range tests {
@@ -193,5 +194,17 @@ func TestRegisterFlagsKeepsDefaults(t *testing.T) {
 	}
 	if s.Listen != "127.0.0.1:4222" || s.Cluster != nil {
 		t.Errorf("ServerConfig changed without flags: %+v", s)
+	}
+}
+
+func TestCustomInboxPrefix(t *testing.T) {
+	s := brokertest.Start(t, brokertest.WithoutJetStream())
+	nc, err := broker.Connect(ctxT(t, 10*time.Second), broker.ClientConfig{URLs: []string{s.ClientURL()}, InboxPrefix: "_INBOX_worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if got := nc.NewInbox(); !strings.HasPrefix(got, "_INBOX_worker.") {
+		t.Fatalf("NewInbox = %q, want the custom prefix", got)
 	}
 }

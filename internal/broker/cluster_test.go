@@ -12,22 +12,31 @@ import (
 	"github.com/formica-run/formica/internal/broker/brokertest"
 )
 
-// publishRetry publishes to JetStream, retrying while a killed node's
-// stream or meta leadership moves (a few seconds at most), bounded by ctx.
-func publishRetry(ctx context.Context, js jetstream.JetStream, subject, id string) error {
+// retry runs f with a short per-attempt timeout until it succeeds, bounded
+// by ctx. While a killed node's stream or meta leadership moves, JetStream
+// API requests can go unanswered rather than fail, so a single call with
+// the whole test's ctx could wait out all of it.
+func retry(ctx context.Context, what string, f func(context.Context) error) error {
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := js.Publish(attempt, subject, []byte(id), jetstream.WithMsgID(id))
+		err := f(attempt)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("publish %s: %w (last error: %v)", id, ctx.Err(), err)
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+func publishRetry(ctx context.Context, js jetstream.JetStream, subject, id string) error {
+	return retry(ctx, "publish "+id, func(ctx context.Context) error {
+		_, err := js.Publish(ctx, subject, []byte(id), jetstream.WithMsgID(id))
+		return err
+	})
 }
 
 func TestClusterSurvivesNodeLoss(t *testing.T) {
@@ -98,18 +107,27 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 	roundTrip(t, nc, local, "formica.cluster")
 	roundTrip(t, local, nc, "formica.cluster")
 
-	// Both messages are in the stream, readable through the survivors.
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
+	// Both messages are in the stream, readable through the survivors. Wait
+	// for them to agree on a meta leader first (the killed node may have
+	// been it), as any JetStream management step after a loss should.
+	waited := time.Now()
+	if err := brokertest.WaitCluster(nodes, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"before", "after"} {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatalf("read %s: %v", want, err)
+	t.Logf("survivors ready for JetStream management after %s", time.Since(waited).Round(time.Millisecond))
+	for seq, want := range []string{"before", "after"} {
+		var got string
+		if err := retry(ctx, "read "+want, func(ctx context.Context) error {
+			m, err := stream.GetMsg(ctx, uint64(seq+1))
+			if err == nil {
+				got = string(m.Data)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		if got := string(m.Data()); got != want {
-			t.Fatalf("read %q, want %q", got, want)
+		if got != want {
+			t.Fatalf("message %d is %q, want %q", seq+1, got, want)
 		}
 	}
 	info, err := stream.Info(ctx)

@@ -97,7 +97,6 @@ func (c *ServerConfig) options() (*server.Options, error) {
 	o := &server.Options{
 		ServerName: c.ServerName,
 		NoSigs:     true, // the process owns SIGINT/SIGTERM, not the server
-		NoLog:      false,
 		MaxPayload: c.MaxPayload,
 		JetStream:  c.JetStream,
 		StoreDir:   c.DataDir,

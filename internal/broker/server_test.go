@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -214,5 +215,19 @@ func TestShutdownTwice(t *testing.T) {
 	s.Shutdown() // and once more at cleanup
 	if s.NATS().Running() {
 		t.Fatal("server still running after Shutdown")
+	}
+}
+
+func TestServerLogsThroughSlog(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s := brokertest.Start(t, brokertest.WithLogger(log), brokertest.WithoutJetStream())
+	s.Shutdown()
+	out := logs.String()
+	if !strings.Contains(out, "component=nats-server") || !strings.Contains(out, "Server is ready") {
+		t.Fatalf("server log not routed through slog:\n%s", out)
+	}
+	if strings.Contains(out, "level=DEBUG") {
+		t.Fatalf("debug lines logged at info level:\n%s", out)
 	}
 }

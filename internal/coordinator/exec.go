@@ -41,6 +41,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			return failed(fmt.Sprintf("no worker available: %v", err)), false
 		}
 		ctx := r.startAttempt(t)
+		r.setWorker(t, wid) // before any spawn of this attempt can park it
 		res, out := c.execOn(ctx, r, t, wid, attempts+1)
 		c.registry.release(wid)
 		switch out {
@@ -90,7 +91,11 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			return c.cancelOn(call, wid, t, idle, context.Cause(ctx)), aborted
+			res, answered := c.cancelOn(call, wid, t, idle, context.Cause(ctx))
+			if answered {
+				return res, ended // the worker has published the thread's end
+			}
+			return res, aborted
 		case errors.Is(err, actor.ErrNoResponders):
 			return runner.Result{}, gone
 		case errors.Is(err, actor.ErrSilent):
@@ -99,9 +104,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 			return failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
 		}
 		switch wire.Type(reply.Type) {
-		case wire.TypeExecAccepted:
-			r.setWorker(t, wid)
-		case wire.TypeProgress:
+		case wire.TypeExecAccepted, wire.TypeProgress:
 		case wire.TypeExecBusy:
 			return runner.Result{}, busy
 		case wire.TypeExecResult:
@@ -119,8 +122,8 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 }
 
 // cancelOn tells the worker to cancel the thread and waits, bounded, for the
-// final result it then sends.
-func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle time.Duration, cause error) runner.Result {
+// final result it then sends; answered says whether it came.
+func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle time.Duration, cause error) (res runner.Result, answered bool) {
 	reason := "cancelled"
 	if cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = cause.Error()
@@ -132,12 +135,12 @@ func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle t
 	for {
 		reply, err := call.Next(ctx, idle)
 		if err != nil {
-			return runner.Result{Status: event.Cancelled, Error: reason}
+			return runner.Result{Status: event.Cancelled, Error: reason}, false
 		}
 		if wire.Type(reply.Type) == wire.TypeExecResult {
 			var er wire.ExecResult
 			if wire.DecodeAs(reply.Data, wire.TypeExecResult, &er) == nil {
-				return er.Result
+				return er.Result, true
 			}
 		}
 	}

@@ -63,10 +63,14 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 	c.emit(rn, event.Event{Type: event.RunStarted, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name})
 	t := rn.add(root, nil)
 	res, reported := c.execThread(rn, t)
-	rn.finish(t, res)
+	rn.finish(t, res, c.cfg.Now())
 	if !reported {
 		c.emitThreadEnd(rn, t, res)
 	}
+	// The root has ended, but a cancelled tree may still be winding down:
+	// stop what is left and let it report, so the record is final.
+	rn.cancel(errors.New("the run has ended"))
+	rn.settle(settleTimeout)
 	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
 		Status: res.Status, Reason: res.Error, Output: res.Output, Usage: res.Usage})
 
@@ -111,16 +115,16 @@ func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replie
 	r.Reply(progress)
 	ping := c.alive.add(r, progress)
 
-	if w, first := rn.parkParent(parent); first {
+	if w := rn.parkParent(parent); w != "" {
 		c.registry.park(w)
 	}
 	res, reported := c.execThread(rn, t)
 	slot.Release() // the slot is free the moment the helper ends
-	rn.finish(t, res)
+	rn.finish(t, res, c.cfg.Now())
 	if !reported {
 		c.emitThreadEnd(rn, t, res)
 	}
-	if w, last := rn.unparkParent(parent); last {
+	if w := rn.unparkParent(parent); w != "" {
 		c.registry.unpark(w)
 	}
 	c.alive.remove(ping)

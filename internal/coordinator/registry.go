@@ -30,6 +30,10 @@ type workerState struct {
 	// load is the threads this coordinator placed there that hold a slot:
 	// placed, not finished, not parked on helpers.
 	load int
+	// hosted is the threads this coordinator placed there, parked ones
+	// included; among equally loaded workers the one hosting fewer wins, so
+	// a helper tends to land beside, not on top of, its waiting parent.
+	hosted int
 	// cooling keeps a worker that answered busy out of placement until its
 	// next heartbeat says how loaded it really is.
 	cooling bool
@@ -117,12 +121,24 @@ func (g *registry) pickLocked() *workerState {
 		if w.info.Draining || w.cooling || w.load >= w.info.Slots {
 			continue
 		}
-		if best == nil || w.load*best.info.Slots < best.load*w.info.Slots ||
-			(w.load*best.info.Slots == best.load*w.info.Slots && w.info.ID < best.info.ID) {
+		if best == nil || less(w, best) {
 			best = w
 		}
 	}
 	return best
+}
+
+// less orders workers for placement: lower load per slot, then fewer hosted
+// threads, then id (for determinism).
+func less(a, b *workerState) bool {
+	la, lb := a.load*b.info.Slots, b.load*a.info.Slots
+	if la != lb {
+		return la < lb
+	}
+	if a.hosted != b.hosted {
+		return a.hosted < b.hosted
+	}
+	return a.info.ID < b.info.ID
 }
 
 // place reserves a slot on a worker, waiting in line up to timeout when there
@@ -132,6 +148,7 @@ func (g *registry) place(ctx context.Context, timeout time.Duration) (string, er
 	if g.waiters.Len() == 0 {
 		if w := g.pickLocked(); w != nil {
 			w.load++
+			w.hosted++
 			g.mu.Unlock()
 			return w.info.ID, nil
 		}
@@ -170,8 +187,9 @@ func (g *registry) release(id string) {
 }
 
 func (g *registry) releaseLocked(id string) {
-	if w, ok := g.workers[id]; ok && w.load > 0 {
-		w.load--
+	if w, ok := g.workers[id]; ok {
+		w.load = max(0, w.load-1)
+		w.hosted = max(0, w.hosted-1)
 	}
 	g.dispatchLocked()
 }
@@ -184,6 +202,7 @@ func (g *registry) dispatchLocked() {
 			return
 		}
 		w.load++
+		w.hosted++
 		wt := g.waiters.Remove(g.waiters.Front()).(*waiter)
 		wt.ch <- w.info.ID
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -35,6 +36,7 @@ type threadRec struct {
 	attempt  context.Context // helpers spawned now derive from this
 	abort    context.CancelCauseFunc
 	spawning int
+	parkedOn string // the worker whose slot the parked thread gave back
 	done     bool
 }
 
@@ -90,31 +92,69 @@ func (r *run) setWorker(t *threadRec, worker string) {
 	r.mu.Unlock()
 }
 
-// parkParent counts a spawn of parent and reports the worker whose slot it
-// frees, if this is the parent's first outstanding spawn.
-func (r *run) parkParent(parent *threadRec) (worker string, first bool) {
+// parkParent counts a spawn of parent and, for its first outstanding spawn,
+// returns the worker whose slot it gives back ("" when none).
+func (r *run) parkParent(parent *threadRec) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	parent.spawning++
-	return parent.worker, parent.spawning == 1
+	if parent.spawning == 1 {
+		parent.parkedOn = parent.worker
+		return parent.parkedOn
+	}
+	return ""
 }
 
-func (r *run) unparkParent(parent *threadRec) (worker string, last bool) {
+// unparkParent ends a spawn of parent and, when it was the last, returns the
+// worker to take the slot back on: the same one parking gave it back on.
+func (r *run) unparkParent(parent *threadRec) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	parent.spawning--
-	return parent.worker, parent.spawning == 0 && !parent.done
+	if parent.spawning > 0 {
+		return ""
+	}
+	w := parent.parkedOn
+	parent.parkedOn = ""
+	if parent.done || parent.worker != w {
+		return "" // the parent ended or moved; its old reservation is gone
+	}
+	return w
 }
 
-// finish marks a thread ended and cancels its context (its helpers are over).
-func (r *run) finish(t *threadRec, res runner.Result) {
+// finish marks a thread ended at time at and cancels its context (its
+// helpers are over).
+func (r *run) finish(t *threadRec, res runner.Result, at time.Time) {
 	r.mu.Lock()
 	t.done = true
 	r.mu.Unlock()
 	t.cancel(nil)
 	e := threadEvent(event.ThreadFinished, t.thread)
-	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
+	e.Status, e.Reason, e.Usage, e.Time = res.Status, res.Error, res.Usage, at
 	r.rec.Emit(e)
+}
+
+// settleTimeout bounds how long a run's end waits for its last threads.
+const settleTimeout = 10 * time.Second
+
+// settle waits, at most timeout, until every thread of the run has finished.
+func (r *run) settle(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for r.unfinished() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *run) unfinished() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, t := range r.threads {
+		if !t.done {
+			n++
+		}
+	}
+	return n
 }
 
 func threadEvent(typ event.Type, th runner.Thread) event.Event {

@@ -21,7 +21,9 @@ func (base Args) Merge(over Args) Args {
 	return out
 }
 
-// Float returns the numeric value of key and whether it holds a number.
+// Float returns the numeric value of key and whether it holds a number. Every
+// integer width counts: msgpack decodes an integer into the smallest type that
+// holds it (300 arrives as uint16).
 func (a Args) Float(key string) (float64, bool) {
 	switch v := a[key].(type) {
 	case float64:
@@ -36,7 +38,15 @@ func (a Args) Float(key string) (float64, bool) {
 		return float64(v), true
 	case int32:
 		return float64(v), true
+	case int16:
+		return float64(v), true
 	case int8:
+		return float64(v), true
+	case uint:
+		return float64(v), true
+	case uint32:
+		return float64(v), true
+	case uint16:
 		return float64(v), true
 	case uint8:
 		return float64(v), true

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -156,3 +157,5 @@ func run(t *testing.T, r *Runner, req RunRequest) RunResult {
 	}
 	return res
 }
+
+func limitsFor(n int) limits.Config { return limits.Config{MaxThreads: max(n, 1)} }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -67,12 +68,15 @@ type Config struct {
 
 // Runner runs agent threads. It is safe for concurrent use by many runs.
 type Runner struct {
-	cfg      Config
-	spawner  Spawner
-	models   sync.Map // ref -> model.Model
-	schemas  sync.Map // schema text -> *compiledSchema
-	ledgers  sync.Map // run id -> *limits.Ledger, for the in-process spawner
-	registry map[string]tools.Tool
+	cfg     Config
+	spawner Spawner
+	models  sync.Map // ref -> model.Model
+	schemas sync.Map // schema text -> *compiledSchema
+	ledgers sync.Map // run id -> *limits.Ledger, for the in-process spawner
+	// harnesses caches base tool sets by directory (see baseTools).
+	harnesses    sync.Map
+	harnessCount atomic.Int64
+	registry     map[string]tools.Tool
 }
 
 // New returns a runner.

@@ -21,13 +21,7 @@ const HandoffPrefix = "transfer_to_"
 // bound to the thread's cwd, and one transfer_to_<name> tool per handoff,
 // merged so each name appears once and direct beats shim.
 func (r *Runner) toolsFor(th *Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
-	all, err := base.New(base.Config{
-		Cwd:            th.Cwd,
-		BashTimeout:    r.cfg.Harness.BashTimeout,
-		BashMaxTimeout: r.cfg.Harness.BashMaxTimeout,
-		OutputCap:      r.cfg.Harness.OutputCap,
-		PassEnv:        r.cfg.Harness.PassEnv,
-	})
+	all, err := r.baseTools(th.Cwd)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,6 +63,32 @@ func (r *Runner) toolsFor(th *Thread, a spec.Agent) (visible []tools.Tool, hando
 // agent names allow and some providers refuse in tool names, become '_'.
 func HandoffToolName(name string) string {
 	return HandoffPrefix + strings.ReplaceAll(name, ".", "_")
+}
+
+// maxCachedHarnesses bounds the base tool sets kept per directory.
+const maxCachedHarnesses = 1024
+
+// baseTools returns the base tools bound to cwd. They are safe for concurrent
+// use, so threads in the same directory share one set instead of resolving
+// the directory again for every helper.
+func (r *Runner) baseTools(cwd string) ([]tools.Tool, error) {
+	if v, ok := r.harnesses.Load(cwd); ok {
+		return v.([]tools.Tool), nil
+	}
+	all, err := base.New(base.Config{
+		Cwd:            cwd,
+		BashTimeout:    r.cfg.Harness.BashTimeout,
+		BashMaxTimeout: r.cfg.Harness.BashMaxTimeout,
+		OutputCap:      r.cfg.Harness.OutputCap,
+		PassEnv:        r.cfg.Harness.PassEnv,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r.harnessCount.Add(1) <= maxCachedHarnesses {
+		r.harnesses.Store(cwd, all)
+	}
+	return all, nil
 }
 
 // handoffTool only describes a transfer to the model; the loop acts on the call

@@ -45,13 +45,24 @@ type Envelope struct {
 	Body    msgpack.RawMessage `msgpack:"b"`
 }
 
-// Encode wraps body in an envelope of type t.
+// Encode wraps body in an envelope of type t. The envelope and body are
+// written in one pass, with the type and version first, so a receiver can
+// refuse a message before reading its body.
 func Encode(t Type, body any) ([]byte, error) {
-	b, err := msgpack.Marshal(body)
+	var buf bytes.Buffer
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(&buf)
+	err := errors.Join(
+		enc.EncodeMapLen(3),
+		enc.EncodeString("t"), enc.EncodeString(string(t)),
+		enc.EncodeString("v"), enc.EncodeInt(Version),
+		enc.EncodeString("b"), enc.Encode(body),
+	)
 	if err != nil {
 		return nil, fmt.Errorf("wire: encode %s: %w", t, err)
 	}
-	return msgpack.Marshal(&Envelope{Type: t, Version: Version, Body: b})
+	return buf.Bytes(), nil
 }
 
 // MustEncode is Encode for bodies that cannot fail to encode (plain structs).
@@ -99,11 +110,69 @@ func (e Envelope) Into(want Type, v any) error {
 	return nil
 }
 
-// DecodeAs decodes data as a message of type want into v.
+// DecodeAs decodes data as a message of type want into v. It reads the
+// envelope and the body in one pass when, as Encode writes them, the type and
+// version come before the body; any other key order still decodes.
 func DecodeAs(data []byte, want Type, v any) error {
-	env, err := Decode(data)
+	if len(data) == 0 {
+		return &Error{Code: CodeBadMessage, Message: "empty message"}
+	}
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(bytes.NewReader(data))
+	bad := func(err error) error {
+		return &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
+	}
+	n, err := dec.DecodeMapLen()
 	if err != nil {
-		return err
+		return bad(err)
+	}
+	env := Envelope{Version: -1}
+	decoded := false
+	for range n {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return bad(err)
+		}
+		switch key {
+		case "t":
+			var t string
+			if t, err = dec.DecodeString(); err != nil {
+				return bad(err)
+			}
+			env.Type = Type(t)
+		case "v":
+			if env.Version, err = dec.DecodeInt(); err != nil {
+				return bad(err)
+			}
+		case "b":
+			if env.Version == Version && env.Type == want {
+				if err := dec.Decode(v); err != nil {
+					return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("bad %s body: %v", want, err)}
+				}
+				decoded = true
+				continue
+			}
+			if env.Body, err = dec.DecodeRaw(); err != nil {
+				return bad(err)
+			}
+		default:
+			if err := dec.Skip(); err != nil {
+				return bad(err)
+			}
+		}
+	}
+	if env.Version != Version {
+		if env.Version == -1 {
+			return &Error{Code: CodeBadMessage, Message: "message has no version"}
+		}
+		return &Error{Code: CodeUnsupportedVersion, Message: fmt.Sprintf("protocol version %d, this peer speaks %d", env.Version, Version)}
+	}
+	if env.Type == "" {
+		return &Error{Code: CodeBadMessage, Message: "message has no type"}
+	}
+	if decoded {
+		return nil
 	}
 	return env.Into(want, v)
 }

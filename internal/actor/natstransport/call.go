@@ -15,7 +15,8 @@ import (
 // Request publishes m to subject with a reply subject under this
 // transport's inbox and returns at once. It never waits for a reply: when
 // nobody listens, the server's no-responders status arrives within a round
-// trip and the first Next returns actor.ErrNoResponders.
+// trip and the first Next returns actor.ErrNoResponders. ctx is only
+// checked before sending; Next takes the ctx that bounds the wait.
 func (t *Transport) Request(ctx context.Context, subject string, m actor.Msg) (actor.Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -42,7 +43,9 @@ func (t *Transport) Request(ctx context.Context, subject string, m actor.Msg) (a
 //
 // Ordering: while overflow is empty replies go to ch; once ch was full,
 // everything goes to overflow until Next has emptied it, so every message in
-// overflow is newer than every message in ch.
+// overflow is newer than every message in ch. overflow is unbounded so a
+// final reply is never lost; only a peer sending many non-progress replies
+// to a caller that does not read can grow it.
 type call struct {
 	t       *Transport
 	token   string

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -14,6 +13,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/internal/httpconf"
+	"github.com/formica-run/formica/internal/model/internal/httperr"
 )
 
 const (
@@ -32,6 +33,19 @@ const (
 )
 
 const provider = "anthropic"
+
+// defaults is how New checks and completes a Config, as every HTTP provider does.
+var defaults = httpconf.Provider{
+	Name:          provider,
+	ErrConfig:     ErrConfig,
+	BaseURL:       DefaultBaseURL,
+	KeyHost:       "api.anthropic.com",
+	NoKey:         "Anthropic's API needs an API key (set ANTHROPIC_API_KEY)",
+	Timeout:       DefaultTimeout,
+	MaxRetries:    DefaultMaxRetries,
+	RetryDelay:    DefaultRetryDelay,
+	MaxRetryDelay: DefaultMaxRetryDelay,
+}
 
 // Config configures a Model. The zero value of every field means its default.
 type Config struct {
@@ -67,41 +81,29 @@ type Model struct {
 	timeout time.Duration
 	backoff model.Backoff
 	log     *slog.Logger
-	secret  string
+	errs    httperr.Classifier
 }
 
 var _ model.Model = (*Model)(nil)
 
 // New checks cfg and builds a Model; it makes no network call.
 func New(cfg Config) (*Model, error) {
-	base := strings.TrimSpace(cfg.BaseURL)
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: BaseURL %q is not an http(s) URL", ErrConfig, base)
-	}
-	if cfg.APIKey == "" && u.Host == "api.anthropic.com" {
-		return nil, fmt.Errorf("%w: Anthropic's API needs an API key (set ANTHROPIC_API_KEY)", ErrConfig)
-	}
-	if strings.ContainsAny(cfg.APIKey, "\r\n") {
-		return nil, fmt.Errorf("%w: APIKey contains a line break", ErrConfig)
-	}
-	if cfg.Timeout < 0 || cfg.RetryDelay < 0 || cfg.MaxRetryDelay < 0 {
-		return nil, fmt.Errorf("%w: negative Timeout, RetryDelay or MaxRetryDelay", ErrConfig)
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport}
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	s, err := defaults.Resolve(httpconf.Config{
+		BaseURL:       cfg.BaseURL,
+		APIKey:        cfg.APIKey,
+		HTTPClient:    cfg.HTTPClient,
+		Timeout:       cfg.Timeout,
+		MaxRetries:    cfg.MaxRetries,
+		RetryDelay:    cfg.RetryDelay,
+		MaxRetryDelay: cfg.MaxRetryDelay,
+		Logger:        cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
 	opts := []option.RequestOption{
-		option.WithBaseURL(base),
-		option.WithHTTPClient(hc),
+		option.WithBaseURL(s.BaseURL),
+		option.WithHTTPClient(s.HTTPClient),
 		option.WithMaxRetries(0), // model.Retry owns retries; see doc.go
 	}
 	if cfg.APIKey != "" {
@@ -112,14 +114,10 @@ func New(cfg Config) (*Model, error) {
 		// or profiles, so nothing but cfg reaches the wire.
 		svc:     anthropic.NewMessageService(opts...),
 		model:   cfg.Model,
-		timeout: orDefault(cfg.Timeout, DefaultTimeout),
-		backoff: model.Backoff{
-			MaxRetries: retries(cfg.MaxRetries),
-			Base:       orDefault(cfg.RetryDelay, DefaultRetryDelay),
-			Max:        orDefault(cfg.MaxRetryDelay, DefaultMaxRetryDelay),
-		},
-		log:    log.With("provider", provider),
-		secret: cfg.APIKey,
+		timeout: s.Timeout,
+		backoff: s.Backoff,
+		log:     s.Logger,
+		errs:    httperr.Classifier{Provider: provider, Secret: cfg.APIKey, Timeout: s.Timeout},
 	}, nil
 }
 
@@ -158,33 +156,11 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 
 // attempt makes one HTTP request under its own timeout and classifies its failure.
 func (m *Model) attempt(ctx context.Context, params anthropic.MessageNewParams) (*anthropic.Message, time.Duration, error) {
-	actx, cancel := context.WithTimeout(ctx, m.timeout)
-	defer cancel()
-	var seen exchange
-	out, err := m.svc.New(actx, params,
-		option.WithMiddleware(seen.middleware),
-		// An explicit timeout also stops the SDK from refusing large
-		// max_tokens without streaming; ours (actx) is the same.
-		option.WithRequestTimeout(m.timeout))
-	if err == nil {
-		return out, 0, nil
-	}
-	return nil, seen.retryAfter(), m.classify(ctx, actx, err, &seen)
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-func retries(n int) int {
-	switch {
-	case n == 0:
-		return DefaultMaxRetries
-	case n < 0:
-		return 0
-	}
-	return n
+	return httperr.Attempt(ctx, m.errs, func(ctx context.Context, x *httperr.Exchange) (*anthropic.Message, error) {
+		return m.svc.New(ctx, params,
+			option.WithMiddleware(x.Middleware),
+			// An explicit timeout also stops the SDK from refusing large
+			// max_tokens without streaming; ours (Attempt's) is the same.
+			option.WithRequestTimeout(m.timeout))
+	})
 }

@@ -86,27 +86,3 @@ func TestResponseBad(t *testing.T) {
 		t.Errorf("response(nil) = %v, want ErrBadResponse", err)
 	}
 }
-
-func TestErrorMessage(t *testing.T) {
-	for _, tc := range []struct{ body, want string }{
-		{`{"error":{"message":"Rate limit reached","type":"requests"}}`, "Rate limit reached"},
-		{`{"error":"model \"x\" not found, try pulling it first"}`, `model "x" not found, try pulling it first`},
-		{`{"message":"upstream timeout"}`, "upstream timeout"},
-		{"<html>\n  Bad   Gateway\n</html>", "<html> Bad Gateway </html>"},
-		{strings.Repeat("x", 400), strings.Repeat("x", 300) + "…"},
-	} {
-		if got := errorMessage([]byte(tc.body)); got != tc.want {
-			t.Errorf("errorMessage(%.40q) = %q, want %q", tc.body, got, tc.want)
-		}
-	}
-}
-
-func TestScrub(t *testing.T) {
-	m := &Model{secret: "my-local-token"}
-	got := m.scrub("bad key my-local-token; also sk-proj-abc***xyz and rk-live-123456789 seen")
-	for _, leak := range []string{"my-local-token", "sk-proj", "rk-live"} {
-		if strings.Contains(got, leak) {
-			t.Errorf("scrub left %q in %q", leak, got)
-		}
-	}
-}

@@ -221,21 +221,35 @@ func callName(c model.ToolCall) string {
 func inputWords(req model.Request) int64 {
 	n := 0
 	for _, m := range req.Messages {
-		n += len(strings.Fields(m.Content))
+		n += words(m.Content)
 		for _, c := range m.ToolCalls {
-			n += len(strings.Fields(c.Arguments))
+			n += words(c.Arguments)
 		}
 	}
 	for _, t := range req.Tools {
-		n += len(strings.Fields(t.Description)) + len(strings.Fields(string(t.Parameters)))
+		n += words(t.Description) + words(string(t.Parameters))
 	}
 	return int64(max(n, 1))
 }
 
 func outputWords(resp model.Response) int64 {
-	n := len(strings.Fields(resp.Text))
+	n := words(resp.Text)
 	for _, c := range resp.ToolCalls {
-		n += len(strings.Fields(c.Arguments))
+		n += words(c.Arguments)
 	}
 	return int64(max(n, 1))
+}
+
+// words counts runs of non-space bytes, as len(strings.Fields(s)) would for
+// ASCII text, without allocating: usage is counted on every call.
+func words(s string) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		space := s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'
+		if !space && !in {
+			n++
+		}
+		in = !space
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/formica-run/formica/internal/tools"
@@ -172,12 +173,26 @@ type meta struct {
 	schema     json.RawMessage
 }
 
+// newMeta returns a tool's metadata; schemas are built once per process,
+// since every thread of every run describes the same tools.
 func newMeta(name, desc string, ps []param) meta {
-	return meta{name: name, desc: desc, params: ps, schema: schemaOf(ps)}
+	schemaMu.Lock()
+	defer schemaMu.Unlock()
+	s, ok := schemas[name]
+	if !ok {
+		s = schemaOf(ps)
+		schemas[name] = s
+	}
+	return meta{name: name, desc: desc, params: ps, schema: s}
 }
+
+var (
+	schemaMu sync.Mutex
+	schemas  = map[string]json.RawMessage{}
+)
 
 func (m *meta) Name() string        { return m.name }
 func (m *meta) Description() string { return m.desc }
 
-// Schema returns the JSON Schema of the arguments (a fresh copy).
-func (m *meta) Schema() json.RawMessage { return slices.Clone(m.schema) }
+// Schema returns the JSON Schema of the arguments, shared: do not modify it.
+func (m *meta) Schema() json.RawMessage { return m.schema }

@@ -1,0 +1,174 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/formica-run/formica/internal/wire"
+)
+
+func hb(id string, slots int) wire.WorkerHeartbeat {
+	return wire.WorkerHeartbeat{ID: id, Slots: slots, Interval: time.Second}
+}
+
+func TestPlaceLeastLoadedThenSpread(t *testing.T) {
+	g := newRegistry(time.Now)
+	g.heartbeat(hb("a", 2))
+	g.heartbeat(hb("b", 4))
+	ctx := context.Background()
+	var got []string
+	for range 6 {
+		id, err := g.place(ctx, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+	}
+	// a: 1/2 after one; b fills proportionally to its slots.
+	want := map[string]int{"a": 2, "b": 4}
+	count := map[string]int{}
+	for _, id := range got {
+		count[id]++
+	}
+	if count["a"] != want["a"] || count["b"] != want["b"] {
+		t.Fatalf("placements %v", got)
+	}
+	if _, err := g.place(ctx, 20*time.Millisecond); !errors.Is(err, errNoCapacity) {
+		t.Fatalf("full fleet: %v", err)
+	}
+}
+
+func TestParkedParentFreesItsSlotAndHelperLandsBeside(t *testing.T) {
+	g := newRegistry(time.Now)
+	g.heartbeat(hb("a", 1))
+	g.heartbeat(hb("b", 1))
+	ctx := context.Background()
+	parent, _ := g.place(ctx, time.Second)
+	g.park(parent)
+	child, err := g.place(ctx, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child == parent {
+		t.Fatalf("helper placed on its parked parent's worker %s while another was idle", child)
+	}
+	grandchild, err := g.place(ctx, time.Second)
+	if err != nil || grandchild != parent {
+		t.Fatalf("parked parent's slot not reusable: %v %v", grandchild, err)
+	}
+}
+
+func TestWaitersServedInOrderAsCapacityFrees(t *testing.T) {
+	g := newRegistry(time.Now)
+	g.heartbeat(hb("a", 1))
+	ctx := context.Background()
+	first, _ := g.place(ctx, time.Second)
+	order := make(chan int, 3)
+	for i := range 3 {
+		go func() {
+			if _, err := g.place(ctx, 5*time.Second); err == nil {
+				order <- i
+				g.release("a")
+			}
+		}()
+		// Let each waiter queue before the next.
+		deadline := time.Now().Add(time.Second)
+		for {
+			g.mu.Lock()
+			n := g.waiters.Len()
+			g.mu.Unlock()
+			if n == i+1 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	g.release(first)
+	for want := range 3 {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("waiter %d served before %d", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiters not served")
+		}
+	}
+}
+
+func TestJoiningWorkerServesWaiter(t *testing.T) {
+	g := newRegistry(time.Now)
+	done := make(chan string, 1)
+	go func() {
+		id, _ := g.place(context.Background(), 5*time.Second)
+		done <- id
+	}()
+	time.Sleep(10 * time.Millisecond)
+	g.heartbeat(hb("late", 1))
+	select {
+	case id := <-done:
+		if id != "late" {
+			t.Fatalf("got %q", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not served by a joining worker")
+	}
+}
+
+func TestBusyCoolsUntilHeartbeatAndSweepForgetsSilent(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	g := newRegistry(clock)
+	g.heartbeat(hb("a", 4))
+	g.busy("a")
+	if _, err := g.place(context.Background(), 10*time.Millisecond); err == nil {
+		t.Fatal("placed on a worker that just said busy")
+	}
+	g.heartbeat(hb("a", 4))
+	id, err := g.place(context.Background(), time.Second)
+	if err != nil || id != "a" {
+		t.Fatalf("after heartbeat: %q %v", id, err)
+	}
+	now = now.Add(4 * time.Second)
+	if lost := g.sweep(MissedHeartbeats); len(lost) != 1 || lost[0] != "a" {
+		t.Fatalf("sweep = %v", lost)
+	}
+	if len(g.list()) != 0 {
+		t.Fatal("lost worker still listed")
+	}
+}
+
+func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	g := newRegistry(time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := g.place(ctx, time.Minute); errc <- err }()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	g.heartbeat(hb("a", 1))
+	if id, err := g.place(context.Background(), time.Second); err != nil || id != "a" {
+		t.Fatalf("slot lost to a cancelled waiter: %q %v", id, err)
+	}
+}
+
+func BenchmarkPlaceRelease(b *testing.B) {
+	g := newRegistry(time.Now)
+	for i := range 16 {
+		g.heartbeat(hb(string(rune('a'+i)), 64))
+	}
+	ctx := context.Background()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id, err := g.place(ctx, time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			g.release(id)
+		}
+	})
+}

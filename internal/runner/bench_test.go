@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/sim"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// BenchmarkInProcessSpawn is the agent loop's own cost per helper: a root
+// that spawns b.N helpers one by one, in this process, on the sim model.
+func BenchmarkInProcessSpawn(b *testing.B) {
+	r, err := New(Config{Models: ModelOpenerFunc(func(string) (model.Model, error) { return sim.New(), nil })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var task strings.Builder
+	for i := range b.N {
+		fmt.Fprintf(&task, "- part %d\n", i)
+	}
+	sequential := false
+	root := spec.Agent{Name: "bench", Model: "sim", Tools: []string{tools.AgentToolName}, ParallelToolCalls: &sequential}
+	b.ReportAllocs()
+	b.ResetTimer()
+	res, err := r.Run(context.Background(), RunRequest{Task: task.String(), Agent: root, Cwd: b.TempDir(),
+		Limits: limitsFor(b.N)})
+	if err != nil || res.Status != event.Succeeded {
+		b.Fatalf("%v %s", err, res.Error)
+	}
+}
+
+// BenchmarkTurn is one model turn with one tool call, the loop's unit of work.
+func BenchmarkTurn(b *testing.B) {
+	m := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if len(req.Messages) < 2*b.N+2 {
+			return calls(call("c", "list_dir", map[string]string{"path": "."})), nil
+		}
+		return text("done"), nil
+	}}
+	r, _ := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root"})
+	a := spec.Agent{Name: "root", MaxTurns: b.N + 2}
+	b.ReportAllocs()
+	b.ResetTimer()
+	res, err := r.Run(context.Background(), RunRequest{Task: "t", Agent: a, Cwd: b.TempDir()})
+	if err != nil || res.Status != event.Succeeded {
+		b.Fatalf("%v %s", err, res.Error)
+	}
+}
