@@ -11,6 +11,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/spec"
 )
 
 // Run is the record of one run.
@@ -22,7 +23,23 @@ type Run struct {
 	Threads  []Thread     `json:"threads"`
 	Refusals Refusals     `json:"refusals"`
 	Usage    model.Usage  `json:"usage"`
+
+	// What was submitted; kept by the run store, empty in a one-shot run's record.
+	Task   string                `json:"task,omitempty"`
+	Spec   *spec.Agent           `json:"spec,omitempty"`
+	Agents map[string]spec.Agent `json:"agents,omitempty"`
+	Model  string                `json:"model,omitempty"`
+	// Attempts counts how often a coordinator started the run (a dead
+	// coordinator's runs are delivered again).
+	Attempts    int       `json:"attempts,omitempty"`
+	Coordinator string    `json:"coordinator,omitempty"`
+	CreatedAt   time.Time `json:"created_at,omitzero"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
 }
+
+// Queued is the status of a submitted run no coordinator has started yet.
+const Queued event.Status = "queued"
 
 // Thread is one thread of a run's tree.
 type Thread struct {
