@@ -1,6 +1,7 @@
 // Command coordinator runs Formica's control plane: by default with an
 // embedded NATS server (JetStream on, stored under --data-dir), or on an
-// external NATS cluster with --nats. With --local-workers it also hosts
+// external NATS cluster with --nats. It takes queued runs, keeps their
+// records, and serves the HTTP API. With --local-workers it also hosts
 // workers, so one process runs everything.
 package main
 
@@ -15,12 +16,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/formica-run/formica/internal/api"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/service"
+	"github.com/formica-run/formica/internal/store"
 )
 
 func main() {
@@ -36,9 +40,13 @@ func run() error {
 		server       = broker.ServerConfig{DataDir: "formica-data", JetStream: true}
 		client       broker.ClientConfig
 		cc           coordinator.Config
+		sc           store.Config
+		hc           = api.Config{Token: os.Getenv("FORMICA_HTTP_TOKEN")}
 		localWorkers = fs.Int("local-workers", 0, "workers to host in this process")
 		slots        = fs.Int("slots", 16, "threads each local worker runs at once")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		model        = fs.String("model", os.Getenv("FORMICA_MODEL"), "model `ref` for submitted agents that name none (default $FORMICA_MODEL, else sim)")
+		cwd          = fs.String("cwd", "", "harness `dir` of submitted runs on the workers (default: this process's directory)")
 	)
 	server.RegisterServerFlags(fs)
 	client.RegisterFlags(fs)
@@ -47,6 +55,11 @@ func run() error {
 	fs.DurationVar(&cc.PlacementTimeout, "placement-timeout", coordinator.DefaultPlacementTimeout, "how long a thread may wait for a free worker slot")
 	fs.IntVar(&cc.MaxAttempts, "max-attempts", coordinator.DefaultMaxAttempts, "placements of a thread whose worker is lost")
 	fs.DurationVar(&cc.ApprovalTimeout, "approval-timeout", coordinator.DefaultApprovalTimeout, "how long an approval waits for an answer before it is denied")
+	fs.IntVar(&cc.MaxRuns, "max-runs", coordinator.DefaultMaxRuns, "queued runs this coordinator runs at once")
+	fs.IntVar(&sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
+	fs.DurationVar(&sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
+	fs.StringVar(&hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")
+	fs.StringVar(&hc.Token, "http-token", hc.Token, "bearer `token` the HTTP API requires (default $FORMICA_HTTP_TOKEN); required beyond loopback")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -62,6 +75,8 @@ func run() error {
 
 	cfg := embedded.Config{
 		Coordinator:       cc,
+		Durable:           true,
+		Store:             sc,
 		Workers:           *localWorkers,
 		Slots:             *slots,
 		Models:            runner.ModelOpenerFunc(providers.Open),
@@ -83,18 +98,37 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	defer stack.Stop()
 	if stack.Server != nil && stack.Server.ClientURL() != "" {
 		logger.Info("nats listening", "url", stack.Server.ClientURL())
+	}
+	if hc.Addr != "off" {
+		nc, err := stack.Connect("formica-api")
+		if err != nil {
+			return err
+		}
+		svc, err := service.New(service.Config{Conn: nc, Store: stack.Store, DefaultModel: *model, Cwd: *cwd})
+		if err != nil {
+			return err
+		}
+		defer svc.Close()
+		hc.Logger = logger
+		srv, err := api.New(hc, svc)
+		if err != nil {
+			return err
+		}
+		if err := srv.Start(); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+		logger.Info("http api listening", "addr", srv.Addr())
 	}
 	logger.Info("coordinator ready", "id", stack.Coordinator.ID(), "local_workers", *localWorkers)
 	<-ctx.Done()
 	logger.Info("shutting down")
-	done := make(chan error, 1)
-	go func() { done <- stack.Stop() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("shutdown did not finish in 30s")
-	}
+	return nil
 }

@@ -30,7 +30,17 @@ type Stdio struct {
 const usage = `Usage: formica <command> [flags] [arguments]
 
 Commands:
-  run TASK     run a task with an agent and its helpers, print the final output
+  run TASK           run a task with an agent and its helpers, print the final output
+  submit TASK        queue a run on a cluster and print its id (--wait to follow it)
+  get ID             show a run's record
+  runs               list runs
+  watch ID           follow a run's tree (replays what already happened)
+  cancel ID          cancel a run and its whole tree
+  approvals          list tool calls waiting for approval
+  approve ID         answer one (--allow or --deny)
+  workers            list live workers
+
+Cluster commands find the cluster with --nats URL or $FORMICA_NATS.
 
 Run 'formica <command> -h' for a command's flags.
 `
@@ -44,6 +54,22 @@ func Main(args []string, stdio Stdio) int {
 	switch args[0] {
 	case "run":
 		return runCommand(args[1:], stdio)
+	case "submit":
+		return submitCommand(args[1:], stdio)
+	case "get":
+		return getCommand(args[1:], stdio)
+	case "runs":
+		return runsCommand(args[1:], stdio)
+	case "watch":
+		return watchCommand(args[1:], stdio)
+	case "cancel":
+		return cancelCommand(args[1:], stdio)
+	case "approvals":
+		return approvalsCommand(args[1:], stdio)
+	case "approve":
+		return approveCommand(args[1:], stdio)
+	case "workers":
+		return workersCommand(args[1:], stdio)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdio.Out, usage)
 		return ExitOK

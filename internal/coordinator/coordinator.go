@@ -22,6 +22,7 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -31,6 +32,7 @@ const (
 	DefaultPlacementTimeout  = 5 * time.Minute
 	DefaultMaxAttempts       = 3
 	DefaultApprovalTimeout   = 10 * time.Minute
+	DefaultMaxRuns           = 8
 	// MissedHeartbeats of silence mean a peer is lost.
 	MissedHeartbeats = 3
 )
@@ -51,9 +53,14 @@ type Config struct {
 	// ApprovalTimeout is how long an approval may wait for its answer; then it
 	// is denied.
 	ApprovalTimeout time.Duration
-	Logger          *slog.Logger
-	NewID           func() string
-	Now             func() time.Time
+	// Store, when set, is the durable state: the coordinator takes queued
+	// runs from it, records them, and holds approvals of queued runs there.
+	Store *store.Store
+	// MaxRuns is how many queued runs this coordinator runs at once.
+	MaxRuns int
+	Logger  *slog.Logger
+	NewID   func() string
+	Now     func() time.Time
 }
 
 // Coordinator runs the control plane on one NATS connection.
@@ -62,8 +69,12 @@ type Coordinator struct {
 	tr       *natstransport.Transport
 	registry *registry
 
-	mu   sync.Mutex
-	runs map[string]*run
+	mu        sync.Mutex
+	runs      map[string]*run
+	decisions map[string]chan store.Approval // held approval id -> its waiting thread
+
+	background context.Context // ends when the coordinator stops
+	stopBg     context.CancelFunc
 
 	alive    keepalive
 	subs     []actor.Subscription
@@ -102,6 +113,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.ApprovalTimeout <= 0 {
 		cfg.ApprovalTimeout = DefaultApprovalTimeout
 	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = DefaultMaxRuns
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -110,12 +124,13 @@ func New(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	return &Coordinator{
-		cfg:      cfg,
-		tr:       tr,
-		registry: newRegistry(cfg.Now),
-		runs:     map[string]*run{},
-		alive:    keepalive{repliers: map[*alivePing]struct{}{}},
-		stop:     make(chan struct{}),
+		cfg:       cfg,
+		tr:        tr,
+		registry:  newRegistry(cfg.Now),
+		runs:      map[string]*run{},
+		decisions: map[string]chan store.Approval{},
+		alive:     keepalive{repliers: map[*alivePing]struct{}{}},
+		stop:      make(chan struct{}),
 	}, nil
 }
 
@@ -136,6 +151,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		{wire.SubjectApproval(c.cfg.ID), "", c.handleApproval},
 		{wire.SubjectThreadCancel(c.cfg.ID), "", c.handleThreadCancel},
 		{wire.SubjectRunCancel, "", c.handleRunCancel},
+		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},
 	}
 	for _, s := range serve {
 		sub, err := c.tr.Serve(s.subject, s.queue, 0, s.h)
@@ -164,6 +180,14 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.heartbeat()
 	c.loops.Add(1)
 	go c.tick()
+	c.background, c.stopBg = context.WithCancel(context.Background())
+	if c.cfg.Store != nil {
+		c.loops.Add(1 + c.cfg.MaxRuns)
+		go c.watchApprovals(c.background)
+		for range c.cfg.MaxRuns {
+			go c.consume(c.background)
+		}
+	}
 	c.cfg.Logger.Info("coordinator started", "id", c.cfg.ID)
 	return nil
 }
@@ -176,9 +200,12 @@ func (c *Coordinator) Stop() error {
 	}
 	c.mu.Lock()
 	for _, r := range c.runs {
-		r.cancel(errors.New("coordinator stopping"))
+		r.cancel(errStopping)
 	}
 	c.mu.Unlock()
+	if c.stopBg != nil {
+		c.stopBg()
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for c.liveRuns() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

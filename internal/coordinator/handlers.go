@@ -148,6 +148,11 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 	case rn == nil:
 		decide(tools.Approval{Reason: "unknown run"})
 		return
+	case rn.approver == "" && c.cfg.Store != nil:
+		ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
+		defer c.alive.remove(ping)
+		decide(c.holdApproval(rn.ctx, req))
+		return
 	case rn.approver == "":
 		decide(tools.Approval{Reason: "no approver for this run"})
 		return

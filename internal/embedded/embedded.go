@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/worker"
 )
 
@@ -29,6 +30,10 @@ type Config struct {
 	// NoCoordinator starts only workers (a worker process).
 	NoCoordinator bool
 	Coordinator   coordinator.Config
+	// Durable opens the JetStream run store for the coordinator: the
+	// submission queue, run records, the events stream, held approvals.
+	Durable bool
+	Store   store.Config
 	// Workers is how many local workers to start, each with Slots slots.
 	Workers int
 	Slots   int
@@ -43,6 +48,7 @@ type Config struct {
 type Stack struct {
 	Server      *broker.Server // nil with an external NATS
 	Coordinator *coordinator.Coordinator
+	Store       *store.Store // nil unless Durable
 	Workers     []*worker.Worker
 	conns       []*nats.Conn
 	connect     func(name string) (*nats.Conn, error)
@@ -70,6 +76,21 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		cc := cfg.Coordinator
 		cc.Conn = nc
+		if cfg.Durable {
+			if s.Server != nil && cfg.Server.Cluster != nil {
+				if err := s.Server.WaitJetStreamReady(ctx); err != nil {
+					return nil, err
+				}
+			}
+			sc := cfg.Store
+			if sc.Logger == nil {
+				sc.Logger = cfg.Logger
+			}
+			if s.Store, err = store.Open(ctx, nc, sc); err != nil {
+				return nil, err
+			}
+			cc.Store = s.Store
+		}
 		if cc.Logger == nil {
 			cc.Logger = cfg.Logger
 		}

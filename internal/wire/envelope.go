@@ -33,6 +33,7 @@ const (
 	TypeRunCancel        Type = "run.cancel"
 	TypeRunResult        Type = "run.result"
 	TypeEvent            Type = "event"
+	TypeWorkersList      Type = "workers.list"
 	TypeError            Type = "error"
 	TypeOK               Type = "ok"
 )

@@ -12,6 +12,8 @@ const (
 	SubjectCoordHeartbeats = "formica.coord.hb"
 	// QueueCoordinators is the queue group of coordinators on SubjectSubmit.
 	QueueCoordinators = "coordinators"
+	// SubjectWorkers asks any coordinator for the live workers.
+	SubjectWorkers = "formica.workers.list"
 	// EventsAll matches every run's events.
 	EventsAll = "formica.events.>"
 )

@@ -52,7 +52,7 @@ func (a *threadActor) Receive(c *actor.Context) {
 		a.cancel(m.cause)
 	case threadDone:
 		a.done = true
-		a.reply.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: a.th.ID, Worker: a.w.cfg.ID, Result: m.res}))
+		a.w.replyResult(a.reply, a.th.ID, m.res)
 		c.Engine().Stop(c.Self())
 	case actor.Stopped:
 		a.cancel(errors.New("thread actor stopped"))
@@ -67,8 +67,21 @@ func (a *threadActor) run(self actor.PID) {
 	a.cancel(nil)
 	if err := a.w.engine.Send(self, threadDone{res: res}); err != nil {
 		// The actor is gone (engine stopping): answer directly.
-		a.reply.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: a.th.ID, Worker: a.w.cfg.ID, Result: res}))
+		a.w.replyResult(a.reply, a.th.ID, res)
 	}
+}
+
+// replyResult sends a thread's result; one that cannot be sent (too large
+// for the connection and no store to offload it to) becomes a failure that
+// says so, rather than silence that would be taken for a lost worker.
+func (w *Worker) replyResult(r actor.Replier, id string, res runner.Result) {
+	err := r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: res}))
+	if err == nil {
+		return
+	}
+	w.cfg.Logger.Warn("send result", "thread", id, "err", err)
+	failed := runner.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
+	r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: failed}))
 }
 
 // handleExec takes a placed thread if a slot is free, else answers busy.

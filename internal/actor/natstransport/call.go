@@ -152,7 +152,7 @@ func (c *call) received(m *nats.Msg, ok bool) (actor.Msg, error) {
 		c.err = fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders)
 		return actor.Msg{}, c.err
 	}
-	return fromNats(m), nil
+	return c.t.receive(m)
 }
 
 // Close stops receiving and wakes a blocked Next. Safe to call twice.

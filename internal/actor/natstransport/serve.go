@@ -109,7 +109,13 @@ func (s *serveSub) handle(m *nats.Msg) {
 			}
 		}
 	}()
-	s.h(s.ctx, fromNats(m), r)
+	msg, err := s.t.receive(m)
+	if err != nil {
+		s.t.log.Warn("unreadable message", "subject", s.subject, "err", err)
+		r.Reply(actor.ErrorMsg(actor.CodeInternal, err.Error()))
+		return
+	}
+	s.h(s.ctx, msg, r)
 }
 
 // refuse answers a message that will not be handled, so the requester hears

@@ -59,6 +59,9 @@ type Config struct {
 	// subscription to drain and its running handlers to return.
 	// Default DefaultStopTimeout.
 	StopTimeout time.Duration
+	// Offloader, when set, carries bodies larger than the connection's max
+	// payload by reference, transparently to both ends.
+	Offloader Offloader
 }
 
 // Transport is an actor.Transport over one NATS connection. It does not own
@@ -181,6 +184,10 @@ func (t *Transport) Close() error {
 // publish sends m with the type header; nats.Msg and its header are only
 // borrowed for the call, nats.go copies them into its write buffer.
 func (t *Transport) publish(subject, reply string, m actor.Msg) error {
+	m, err := t.offload(m)
+	if err != nil {
+		return err
+	}
 	h, err := getHeader(m)
 	if err != nil {
 		return err

@@ -1,0 +1,49 @@
+package api
+
+import "net/http"
+
+// maxApprovalID is the longest approval id the API passes on.
+const maxApprovalID = 128
+
+// DecideBody is the body of POST /v1/approvals/{id}.
+type DecideBody struct {
+	// Decision is "allow" or "deny".
+	Decision string `json:"decision"`
+}
+
+// DecideResponse is the answer to POST /v1/approvals/{id}.
+type DecideResponse struct {
+	ID       string `json:"id"`
+	Decision string `json:"decision"`
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.b.ListApprovals(r.Context())
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []Approval{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "approval", func(id string) bool { return validToken(id, maxApprovalID) })
+	if err != nil {
+		return err
+	}
+	var body DecideBody
+	if err := s.decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	if body.Decision != "allow" && body.Decision != "deny" {
+		return badRequest(`decision must be "allow" or "deny"`)
+	}
+	if err := s.b.Decide(r.Context(), id, body.Decision == "allow"); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, DecideResponse{ID: id, Decision: body.Decision})
+	return nil
+}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/formica-run/formica/internal/coordinator"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/spec"
+)
+
+// Backend is everything the API needs from the rest of the system. The API
+// owns it (STYLE lesson 3); the coordinator side adapts to it.
+//
+// Methods wrap ErrNotFound, ErrConflict, ErrInvalid or ErrUnavailable so the
+// API can answer 404, 409, 400 or 503; any other error is a 500 whose text is
+// logged, not shown to the client.
+type Backend interface {
+	// Submit queues a run and returns its id. When req.ID is empty the
+	// backend chooses the id. Submitting the same id twice is not an error:
+	// it returns the same run id and starts nothing new.
+	Submit(ctx context.Context, req SubmitRequest) (runID string, err error)
+	// ListRuns returns up to limit run records, newest first, only those with
+	// the given status when status is not empty.
+	ListRuns(ctx context.Context, status string, limit int) ([]record.Run, error)
+	// GetRun returns one run's record (ErrNotFound when there is none).
+	GetRun(ctx context.Context, id string) (record.Run, error)
+	// Events replays the run's stored events with a sequence above after,
+	// then follows live ones, calling send for each in sequence order, until
+	// the run has finished (it returns nil), ctx ends, or send fails (it
+	// returns that error).
+	Events(ctx context.Context, id string, after uint64, send func(seq uint64, e event.Event) error) error
+	// CancelRun cancels a run's whole tree: ErrNotFound for an unknown run,
+	// ErrConflict for a finished one.
+	CancelRun(ctx context.Context, id string) error
+	// ListApprovals returns the approvals waiting for a person.
+	ListApprovals(ctx context.Context) ([]Approval, error)
+	// Decide answers a pending approval: ErrNotFound for an unknown one,
+	// ErrConflict when it was already answered (or timed out).
+	Decide(ctx context.Context, id string, allow bool) error
+	// Workers returns the live workers.
+	Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
+	// Ready returns nil when NATS and JetStream are usable, else why not.
+	Ready(ctx context.Context) error
+}
+
+// SubmitRequest is a validated POST /v1/runs.
+type SubmitRequest struct {
+	// Task is the root agent's task, never empty.
+	Task string
+	// Model is a model reference overriding the agent's; empty keeps it.
+	Model string
+	// Agent is the root agent's spec; nil means the backend's default agent.
+	Agent *spec.Agent
+	// Agents is every agent of the submitted spec by name, the root
+	// included (spec.File.Catalog): where handoff targets are looked up.
+	// Nil when Agent is nil.
+	Agents map[string]spec.Agent
+	// ID is the caller's run id (letters, digits, '-', '_'; at most 64
+	// characters), or empty for the backend to choose one.
+	ID string
+	// MaxDepth and MaxThreads are the run's agent_max_depth and
+	// agent_max_threads; zero means the defaults, never negative.
+	MaxDepth, MaxThreads int
+}
+
+// Approval is a tool call waiting for a person's allow or deny.
+type Approval struct {
+	ID       string `json:"id"`
+	RunID    string `json:"run_id"`
+	ThreadID string `json:"thread_id"`
+	// ThreadPath is root/name/... from the root to the asking thread.
+	ThreadPath string `json:"thread_path"`
+	Tool       string `json:"tool"`
+	// Arguments are the exact arguments of the call, as JSON text.
+	Arguments   string    `json:"arguments"`
+	RequestedAt time.Time `json:"requested_at"`
+}

@@ -1,0 +1,190 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/formica-run/formica/internal/event"
+)
+
+// streamWriteTimeout is how long one event may take to reach a client; a
+// client that stalls longer is dropped (it may reconnect and resume).
+const streamWriteTimeout = 30 * time.Second
+
+// errStreamClosed answers a send that comes after Events returned.
+var errStreamClosed = errors.New("api: event stream closed")
+
+// runEvents serves GET /v1/runs/{id}/events as Server-Sent Events:
+//
+//	id: <seq>
+//	data: <event JSON, one line>
+//
+// and, while nothing else is sent, a ": keepalive" comment every
+// Config.KeepAlive. It resumes after the Last-Event-ID header, or else after
+// the "after" query parameter, or else from the start. The stream ends when
+// the backend's Events returns: at once for a finished run, after its history.
+//
+// A finished run with nothing after the resume point answers 204 No Content,
+// which tells a browser's EventSource to stop reconnecting. A running run's
+// headers go out at once, so clients see the stream open before any event.
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "run", validRunID)
+	if err != nil {
+		return err
+	}
+	after, err := resumePoint(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)()
+
+	run, err := s.b.GetRun(ctx, id) // 404 before the stream opens
+	if err != nil {
+		return err
+	}
+	st := &sseStream{ctx: ctx, w: w, rc: http.NewResponseController(w)}
+	if !run.Status.Final() {
+		st.open()
+	}
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(s.cfg.KeepAlive)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := st.write([]byte(": keepalive\n\n")); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	})
+	err = s.b.Events(ctx, id, after, st.send)
+	close(done)
+	wg.Wait()
+	opened := st.close()
+
+	switch {
+	case !opened && err == nil:
+		w.WriteHeader(http.StatusNoContent)
+	case !opened:
+		return err
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("api: event stream broke off", "run", id, "err", err)
+	}
+	return nil
+}
+
+// resumePoint is the sequence to resume after: Last-Event-ID (what a
+// reconnecting EventSource sends) wins over ?after=.
+func resumePoint(r *http.Request) (uint64, error) {
+	name, v := "Last-Event-ID", strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	if v == "" {
+		name, v = "after", r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, badRequest("%s must be an event id (a non-negative integer), not %q", name, v)
+	}
+	return n, nil
+}
+
+// sseStream writes events and comments, one at a time, each flushed.
+type sseStream struct {
+	ctx    context.Context
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	mu     sync.Mutex
+	opened bool
+	closed bool
+	buf    []byte
+}
+
+// open sends the status and headers.
+func (st *sseStream) open() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.openLocked()
+	st.flushLocked()
+}
+
+func (st *sseStream) openLocked() {
+	if st.opened {
+		return
+	}
+	st.opened = true
+	h := st.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	st.w.WriteHeader(http.StatusOK)
+}
+
+// send is the Backend's callback: one event as one SSE message.
+func (st *sseStream) send(seq uint64, e event.Event) error {
+	data, err := json.Marshal(e) // one line: JSON strings escape newlines
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.buf = append(st.buf[:0], "id: "...)
+	st.buf = strconv.AppendUint(st.buf, seq, 10)
+	st.buf = append(st.buf, "\ndata: "...)
+	st.buf = append(st.buf, data...)
+	st.buf = append(st.buf, "\n\n"...)
+	return st.writeLocked(st.buf)
+}
+
+func (st *sseStream) write(p []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.writeLocked(p)
+}
+
+func (st *sseStream) writeLocked(p []byte) error {
+	if st.closed {
+		return errStreamClosed
+	}
+	if err := st.ctx.Err(); err != nil {
+		return context.Cause(st.ctx)
+	}
+	st.openLocked()
+	st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) // unsupported in tests' recorders
+	if _, err := st.w.Write(p); err != nil {
+		return err
+	}
+	return st.flushLocked()
+}
+
+func (st *sseStream) flushLocked() error {
+	if err := st.rc.Flush(); err != nil {
+		return err
+	}
+	st.rc.SetWriteDeadline(time.Time{}) // idle between events: no deadline
+	return nil
+}
+
+// close stops all writes and reports whether the stream was opened.
+func (st *sseStream) close() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	return st.opened
+}

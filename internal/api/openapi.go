@@ -1,0 +1,258 @@
+package api
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"sync"
+)
+
+// The OpenAPI 3.1 document of the API, written as a Go value. Tests hold it
+// to the routes (every route documented, nothing else) and to the Go types
+// (every schema's properties are the type's JSON fields).
+
+type obj = map[string]any
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPIJSON())
+	return nil
+}
+
+// openAPIJSON is the document, encoded once.
+var openAPIJSON = sync.OnceValue(func() []byte {
+	b, err := json.MarshalIndent(openAPIDoc(), "", "  ")
+	if err != nil {
+		panic(err) // a static document; the tests encode it
+	}
+	return append(b, '\n')
+})
+
+func ref(name string) obj   { return obj{"$ref": "#/components/schemas/" + name} }
+func arrayOf(items obj) obj { return obj{"type": "array", "items": items} }
+
+func typ(t string, desc string) obj {
+	o := obj{"type": t}
+	if desc != "" {
+		o["description"] = desc
+	}
+	return o
+}
+
+func timeProp(desc string) obj { return with(typ("string", desc), "format", "date-time") }
+
+func object(required []string, props obj) obj {
+	o := obj{"type": "object", "properties": props}
+	if len(required) > 0 {
+		o["required"] = required
+	}
+	return o
+}
+
+// strictObject is a request body: unknown fields are refused.
+func strictObject(required []string, props obj) obj {
+	o := object(required, props)
+	o["additionalProperties"] = false
+	return o
+}
+
+func jsonContent(schema obj) obj { return obj{"application/json": obj{"schema": schema}} }
+
+func response(desc string, schema obj) obj {
+	return obj{"description": desc, "content": jsonContent(schema)}
+}
+
+func errResponse(name string) obj { return obj{"$ref": "#/components/responses/" + name} }
+
+// op is one operation; its error responses are named by status.
+func op(id, summary string, ok string, okResp obj, errs ...string) obj {
+	responses := obj{ok: okResp}
+	for _, e := range errs {
+		responses[e] = errResponse(errorResponses[e])
+	}
+	return obj{"operationId": id, "summary": summary, "responses": responses}
+}
+
+var errorResponses = map[string]string{"400": "BadRequest", "401": "Unauthorized", "404": "NotFound",
+	"409": "Conflict", "413": "TooLarge", "500": "Internal", "503": "Unavailable"}
+
+func param(name, in, desc string, schema obj, required bool) obj {
+	return obj{"name": name, "in": in, "description": desc, "schema": schema, "required": required}
+}
+
+var (
+	runStatus    = obj{"type": "string", "enum": runStatuses}
+	threadStatus = obj{"type": "string", "enum": []string{"pending", "running", "succeeded", "failed", "cancelled"}}
+	eventStatus  = obj{"type": "string", "enum": []string{"succeeded", "failed", "cancelled"}, "description": "The final status (thread.finished, run.finished)."}
+	runIDParam   = param("id", "path", "The run id.", obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, true)
+)
+
+// with returns a copy of o with more keys.
+func with(o obj, kv ...any) obj {
+	o = maps.Clone(o)
+	for i := 0; i+1 < len(kv); i += 2 {
+		o[kv[i].(string)] = kv[i+1]
+	}
+	return o
+}
+
+func openAPIDoc() obj {
+	errorStatus := map[string]string{"BadRequest": "The request is malformed.", "Unauthorized": "A bearer token is missing or wrong.",
+		"NotFound": "No such resource.", "Conflict": "The request clashes with the current state.",
+		"TooLarge": "The body is larger than the server's limit.", "Internal": "A fault of the server's.",
+		"Unavailable": "The backend (NATS, JetStream) cannot serve now."}
+	responses := obj{}
+	for name, desc := range errorStatus {
+		responses[name] = response(desc, ref("Error"))
+	}
+	return obj{
+		"openapi": "3.1.0",
+		"info": obj{"title": "Formica coordinator API", "version": "1",
+			"description": "Submit, follow and cancel agent runs, answer approvals and list workers. " +
+				"With a token configured, every operation but the probes needs `Authorization: Bearer <token>`."},
+		"security": []obj{{"bearer": []string{}}},
+		"paths":    openAPIPaths(),
+		"components": obj{
+			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer"}},
+			"responses":       responses,
+			"schemas":         openAPISchemas(),
+		},
+	}
+}
+
+func openAPIPaths() obj {
+	noAuth := []obj{}
+	return obj{
+		"/v1/runs": obj{
+			"post": with(op("submitRun", "Submit a run", "202", response("The run is queued. Submitting the same id again returns the same run.", ref("SubmitResponse")),
+				"400", "401", "413", "500", "503"),
+				"requestBody", obj{"required": true, "content": jsonContent(ref("SubmitRequest"))}),
+			"get": with(op("listRuns", "List runs, newest first", "200", response("Run records.", arrayOf(ref("Run"))), "400", "401", "500", "503"),
+				"parameters", []obj{
+					param("status", "query", "Only runs with this status.", runStatus, false),
+					param("limit", "query", "How many runs at most; larger values count as 1000.",
+						obj{"type": "integer", "minimum": 1, "default": defaultListLimit}, false),
+				}),
+		},
+		"/v1/runs/{id}": obj{
+			"parameters": []obj{runIDParam},
+			"get":        op("getRun", "Get a run's record", "200", response("The run record.", ref("Run")), "401", "404", "500", "503"),
+		},
+		"/v1/runs/{id}/events": obj{
+			"parameters": []obj{runIDParam},
+			"get": with(op("runEvents", "Follow a run's events (Server-Sent Events)", "200", obj{
+				"description": "An event stream. Each message is `id: <seq>` and `data: <Event as one line of JSON>`; " +
+					"`: keepalive` comments come while nothing else does. It replays the stored events after the resume point, " +
+					"follows live ones and ends when the run has finished.",
+				"content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}},
+			}, "400", "401", "404", "500", "503"),
+				"parameters", []obj{
+					param("Last-Event-ID", "header", "Resume after this event id (wins over `after`).", obj{"type": "integer", "minimum": 0}, false),
+					param("after", "query", "Resume after this event id.", obj{"type": "integer", "minimum": 0}, false),
+				}),
+		},
+		"/v1/runs/{id}/cancel": obj{
+			"parameters": []obj{runIDParam},
+			"post": op("cancelRun", "Cancel a run and its whole tree", "202", response("Cancelling.", ref("CancelResponse")),
+				"401", "404", "409", "500", "503"),
+		},
+		"/v1/approvals": obj{
+			"get": op("listApprovals", "List pending approvals", "200", response("Pending approvals.", arrayOf(ref("Approval"))), "401", "500", "503"),
+		},
+		"/v1/approvals/{id}": obj{
+			"parameters": []obj{param("id", "path", "The approval id.", obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}, true)},
+			"post": with(op("decideApproval", "Allow or deny a pending tool call", "200", response("Decided.", ref("DecideResponse")),
+				"400", "401", "404", "409", "413", "500", "503"),
+				"requestBody", obj{"required": true, "content": jsonContent(ref("DecideRequest"))}),
+		},
+		"/v1/workers": obj{
+			"get": op("listWorkers", "List live workers", "200", response("Workers.", arrayOf(ref("Worker"))), "401", "500", "503"),
+		},
+		"/v1/openapi.json": obj{
+			"get": op("openAPI", "This document", "200", response("The OpenAPI document.", obj{"type": "object"}), "401"),
+		},
+		"/healthz": obj{
+			"get": with(op("healthz", "Liveness: the process is up", "200", response("Alive.", ref("Status"))), "security", noAuth),
+		},
+		"/readyz": obj{
+			"get": with(op("readyz", "Readiness: NATS and JetStream are usable", "200", response("Ready.", ref("Status")), "503"),
+				"security", noAuth),
+		},
+	}
+}
+
+func openAPISchemas() obj {
+	usage := ref("Usage")
+	nullable := func(t string) []string { return []string{t, "null"} }
+	return obj{
+		"Error": object([]string{"error"}, obj{"error": object([]string{"code", "message"}, obj{
+			"code":    obj{"type": "string", "enum": errorCodes},
+			"message": typ("string", "What went wrong, for people."),
+		})}),
+		"Status": object([]string{"status"}, obj{"status": typ("string", `"ok" or "ready"`)}),
+		"SubmitRequest": strictObject([]string{"task"}, obj{
+			"task":              with(typ("string", "The root agent's task."), "minLength", 1),
+			"model":             typ("string", `A model reference overriding the agent's, such as "openai:gpt-4o" or "sim".`),
+			"agent":             ref("AgentSpec"),
+			"id":                with(typ("string", "The run id to use; the same id twice is the same run."), "pattern", "^[A-Za-z0-9_-]{1,64}$"),
+			"agent_max_depth":   with(typ("integer", "Deepest helper allowed; 0 is the default (4)."), "minimum", 0),
+			"agent_max_threads": with(typ("integer", "Live helpers allowed at once; 0 is the default (16)."), "minimum", 0),
+		}),
+		"SubmitResponse": object([]string{"run_id"}, obj{"run_id": typ("string", "")}),
+		"CancelResponse": object([]string{"run_id", "status"}, obj{"run_id": typ("string", ""), "status": obj{"const": "cancelling"}}),
+		"DecideRequest":  strictObject([]string{"decision"}, obj{"decision": obj{"type": "string", "enum": []string{"allow", "deny"}}}),
+		"DecideResponse": object([]string{"id", "decision"}, obj{"id": typ("string", ""), "decision": obj{"type": "string", "enum": []string{"allow", "deny"}}}),
+		"AgentSpec": with(object([]string{"name"}, obj{
+			"name":                typ("string", "One word: letters, digits, '-', '_', '.'; 1 to 64 characters."),
+			"instructions":        typ("string", "The system prompt."),
+			"model":               typ("string", "A model reference."),
+			"model_args":          typ("object", "Provider parameters such as temperature."),
+			"tools":               arrayOf(typ("string", "")),
+			"parallel_tool_calls": typ("boolean", "Run one response's tool calls at once; default true."),
+			"max_turns":           with(typ("integer", "Model calls allowed; 0 is the default (50)."), "minimum", 0),
+			"output_schema":       typ("object", "A JSON Schema the final answer must satisfy."),
+			"handoffs":            arrayOf(typ("string", "")),
+			"harness":             typ("object", "cwd, tools and permissions of the base tools."),
+			"helper":              typ("object", "The `agent` tool's template for helpers."),
+			"agents":              arrayOf(ref("AgentSpec")),
+		}), "description", "An agent spec file as JSON, checked like a spec file (unknown keys are errors). "+
+			"`agents`, only in a submission, lists the agents it may hand off to."),
+		"Usage": object(nil, obj{"input_tokens": typ("integer", ""), "output_tokens": typ("integer", "")}),
+		"Refusals": object(nil, obj{"depth": typ("integer", "Spawns refused by the depth limit."),
+			"threads": typ("integer", "Spawns refused by the thread limit.")}),
+		"Thread": object([]string{"id", "status"}, obj{
+			"id": typ("string", ""), "parent_id": typ("string", ""), "name": typ("string", ""), "depth": typ("integer", ""),
+			"status": threadStatus, "worker": typ("string", ""), "error": typ("string", ""), "usage": usage,
+			"started_at": timeProp(""), "finished_at": timeProp(""),
+		}),
+		"Run": object([]string{"run_id", "status"}, obj{
+			"run_id": typ("string", ""), "status": runStatus, "output": typ("string", ""), "error": typ("string", ""),
+			"threads":  obj{"type": nullable("array"), "items": ref("Thread"), "description": "Root first, then in tree order."},
+			"refusals": ref("Refusals"), "usage": usage, "task": typ("string", ""), "spec": ref("AgentSpec"),
+			"agents": obj{"type": "object", "additionalProperties": ref("AgentSpec")}, "model": typ("string", ""),
+			"attempts":    typ("integer", "How often a coordinator started the run."),
+			"coordinator": typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
+		}),
+		"Event": object([]string{"type", "time", "run_id"}, obj{
+			"type": typ("string", "run.queued, run.started, run.finished, thread.spawned, thread.refused, thread.started, "+
+				"thread.finished, thread.handoff, model.call, tool.call, tool.result, approval.requested, approval.resolved, "+
+				"worker.joined or worker.lost"),
+			"time": timeProp(""), "run_id": typ("string", ""), "thread_id": typ("string", ""), "parent_id": typ("string", ""),
+			"depth": typ("integer", ""), "name": typ("string", ""), "status": eventStatus, "reason": typ("string", ""),
+			"worker": typ("string", ""), "model": typ("string", ""), "usage": usage, "latency_ms": typ("integer", ""),
+			"tool": typ("string", ""), "call_id": typ("string", ""), "arguments": typ("string", ""), "output": typ("string", ""),
+			"decision": obj{"type": "string", "enum": []string{"allow", "deny"}},
+		}),
+		"Approval": object([]string{"id", "run_id", "thread_id", "thread_path", "tool", "arguments", "requested_at"}, obj{
+			"id": typ("string", ""), "run_id": typ("string", ""), "thread_id": typ("string", ""),
+			"thread_path": typ("string", "root/name/... down to the asking thread."), "tool": typ("string", ""),
+			"arguments": typ("string", "The call's exact arguments, as JSON text."), "requested_at": timeProp(""),
+		}),
+		"Worker": object([]string{"id"}, obj{
+			"id": typ("string", ""), "host": typ("string", ""), "slots": typ("integer", "Threads it hosts at once."),
+			"running": typ("integer", ""), "parked": typ("integer", "Threads waiting on helpers."),
+			"placed":   typ("integer", "Threads this coordinator placed there that hold a slot."),
+			"draining": typ("boolean", ""), "last_seen": timeProp("Its last heartbeat."),
+		}),
+	}
+}

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// route is one endpoint of the API.
+type route struct {
+	method string
+	path   string // a ServeMux path, {id} for a wildcard
+	// public routes need no token (the probes).
+	public bool
+	// stream routes run as long as the client listens: no request timeout.
+	stream bool
+	handle func(w http.ResponseWriter, r *http.Request) error
+}
+
+// routes is the whole API; the OpenAPI document must list exactly these.
+func (s *Server) routes() []route {
+	return []route{
+		{method: http.MethodPost, path: "/v1/runs", handle: s.submitRun},
+		{method: http.MethodGet, path: "/v1/runs", handle: s.listRuns},
+		{method: http.MethodGet, path: "/v1/runs/{id}", handle: s.getRun},
+		{method: http.MethodGet, path: "/v1/runs/{id}/events", handle: s.runEvents, stream: true},
+		{method: http.MethodPost, path: "/v1/runs/{id}/cancel", handle: s.cancelRun},
+		{method: http.MethodGet, path: "/v1/approvals", handle: s.listApprovals},
+		{method: http.MethodPost, path: "/v1/approvals/{id}", handle: s.decide},
+		{method: http.MethodGet, path: "/v1/workers", handle: s.workers},
+		{method: http.MethodGet, path: "/v1/openapi.json", handle: s.openAPI},
+		{method: http.MethodGet, path: "/healthz", handle: s.healthz, public: true},
+		{method: http.MethodGet, path: "/readyz", handle: s.readyz, public: true},
+	}
+}
+
+// buildHandler assembles the routes and the middleware, outermost first:
+// access log and panic recovery, cross-origin protection, the loopback host
+// check (without a token), JSON 404/405, and per route the token check.
+func (s *Server) buildHandler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		h := s.endpoint(rt)
+		if !rt.public {
+			h = s.requireToken(h)
+		}
+		mux.Handle(rt.method+" "+rt.path, h)
+	}
+	var h http.Handler = jsonMuxErrors(mux)
+	h = s.checkHost(h)
+	h = crossOrigin(h)
+	return s.observe(h)
+}
+
+// endpoint adapts a route's handler: a returned error becomes the JSON error
+// response, and backend calls of ordinary routes are bounded in time.
+func (s *Server) endpoint(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !rt.stream {
+			ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		if err := rt.handle(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// jsonMuxErrors answers the mux's own 404 and 405 in JSON.
+func jsonMuxErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+// muxErrorWriter replaces the mux's plain-text 404 and 405 bodies.
+type muxErrorWriter struct {
+	http.ResponseWriter
+	r        *http.Request
+	replaced bool
+}
+
+func (m *muxErrorWriter) WriteHeader(code int) {
+	switch code {
+	case http.StatusNotFound:
+		m.replaced = true
+		writeErrorBody(m.ResponseWriter, code, codeNotFound, fmt.Sprintf("no endpoint %s %s", m.r.Method, m.r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		m.replaced = true
+		writeErrorBody(m.ResponseWriter, code, codeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s (allowed: %s)",
+			m.r.Method, m.r.URL.Path, m.Header().Get("Allow")))
+	default:
+		m.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (m *muxErrorWriter) Write(p []byte) (int, error) {
+	if m.replaced {
+		return len(p), nil
+	}
+	return m.ResponseWriter.Write(p)
+}
+
+// observe logs each request at debug and turns a panic into a 500 (or, when
+// the response had begun, an aborted connection).
+func (s *Server) observe(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			p := recover()
+			if p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("api: handler panicked", "method", r.Method, "path", r.URL.Path,
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					writeErrorBody(sw, http.StatusInternalServerError, codeInternal, "internal error")
+					p = nil
+				}
+			}
+			s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+				"bytes", sw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
+			if p != nil {
+				panic(http.ErrAbortHandler) // a half-written response must not look complete
+			}
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status and size of a response. It unwraps for
+// http.ResponseController, so flushes and deadlines reach the connection.
+type statusWriter struct {
+	http.ResponseWriter
+	status int // 0 until the status is written
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// FlushError flushes through to the connection (used by ResponseController).
+func (w *statusWriter) FlushError() error {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (w *statusWriter) Flush() { w.FlushError() }
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// crossOrigin refuses state-changing requests from other origins' web pages.
+func crossOrigin(h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeErrorBody(w, http.StatusForbidden, codeForbidden, "cross-origin request refused")
+	}))
+	return cop.Handler(h)
+}
+
+// pathID returns the {id} of the request's path, checked against pattern:
+// a malformed id names nothing that exists.
+func pathID(r *http.Request, kind string, valid func(string) bool) (string, error) {
+	id := r.PathValue("id")
+	if !valid(id) {
+		return "", notFound("%s %q not found: not a valid id", kind, strings.ToValidUTF8(id, "?"))
+	}
+	return id, nil
+}

@@ -1,0 +1,170 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/record"
+)
+
+// List sizes of GET /v1/runs.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 1000
+)
+
+// maxRunID is the longest run id a client may choose.
+const maxRunID = 64
+
+// runStatuses are the statuses GET /v1/runs?status= accepts.
+var runStatuses = []string{string(record.Queued), string(event.Running),
+	string(event.Succeeded), string(event.Failed), string(event.Cancelled)}
+
+// SubmitBody is the body of POST /v1/runs.
+type SubmitBody struct {
+	// Task is the root agent's task; required.
+	Task string `json:"task"`
+	// Model is a model reference ("openai:gpt-4o", "sim") overriding the
+	// agent's.
+	Model string `json:"model,omitempty"`
+	// Agent is an agent spec file as JSON: the root agent and, under
+	// "agents", the agents it may hand off to. Omitted or null: the
+	// backend's default agent.
+	Agent json.RawMessage `json:"agent,omitempty"`
+	// ID is the run id to use (letters, digits, '-', '_'; at most 64). A
+	// second submission with the same id returns the same run.
+	ID         string `json:"id,omitempty"`
+	MaxDepth   int    `json:"agent_max_depth,omitempty"`
+	MaxThreads int    `json:"agent_max_threads,omitempty"`
+}
+
+// SubmitResponse is the answer to POST /v1/runs.
+type SubmitResponse struct {
+	RunID string `json:"run_id"`
+}
+
+// CancelResponse is the answer to POST /v1/runs/{id}/cancel.
+type CancelResponse struct {
+	RunID  string `json:"run_id"`
+	Status string `json:"status"`
+}
+
+func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) error {
+	var body SubmitBody
+	if err := s.decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	req, err := body.request()
+	if err != nil {
+		return err
+	}
+	id, err := s.b.Submit(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/runs/"+id)
+	writeJSON(w, http.StatusAccepted, SubmitResponse{RunID: id})
+	return nil
+}
+
+// request checks the body and turns it into a SubmitRequest.
+func (b *SubmitBody) request() (SubmitRequest, error) {
+	if strings.TrimSpace(b.Task) == "" {
+		return SubmitRequest{}, badRequest("task is required")
+	}
+	if b.ID != "" && !validRunID(b.ID) {
+		return SubmitRequest{}, badRequest("id must be 1 to %d letters, digits, '-' or '_'", maxRunID)
+	}
+	if b.MaxDepth < 0 {
+		return SubmitRequest{}, badRequest("agent_max_depth must not be negative (0 means the default)")
+	}
+	if b.MaxThreads < 0 {
+		return SubmitRequest{}, badRequest("agent_max_threads must not be negative (0 means the default)")
+	}
+	if b.Model != "" {
+		if _, err := model.ParseRef(b.Model); err != nil {
+			return SubmitRequest{}, badRequest("model: %v", err)
+		}
+	}
+	req := SubmitRequest{Task: b.Task, Model: b.Model, ID: b.ID, MaxDepth: b.MaxDepth, MaxThreads: b.MaxThreads}
+	if len(b.Agent) > 0 && string(b.Agent) != "null" {
+		f, err := parseAgent(b.Agent)
+		if err != nil {
+			return SubmitRequest{}, badRequest("%v", err)
+		}
+		req.Agent, req.Agents = &f.Agent, f.Catalog()
+	}
+	return req, nil
+}
+
+// validRunID reports whether id is one token of letters, digits, '-' and
+// '_', at most 64 long: safe in a URL path and in a NATS subject.
+func validRunID(id string) bool { return validToken(id, maxRunID) }
+
+func validToken(id string, max int) bool {
+	if id == "" || len(id) > max {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	status := q.Get("status")
+	if status != "" && !slices.Contains(runStatuses, status) {
+		return badRequest("status must be one of %v", runStatuses)
+	}
+	limit := defaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return badRequest("limit must be a positive integer (at most %d)", maxListLimit)
+		}
+		limit = min(n, maxListLimit)
+	}
+	runs, err := s.b.ListRuns(r.Context(), status, limit)
+	if err != nil {
+		return err
+	}
+	if runs == nil {
+		runs = []record.Run{}
+	}
+	writeJSON(w, http.StatusOK, runs)
+	return nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "run", validRunID)
+	if err != nil {
+		return err
+	}
+	run, err := s.b.GetRun(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "run", validRunID)
+	if err != nil {
+		return err
+	}
+	if err := s.b.CancelRun(r.Context(), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, CancelResponse{RunID: id, Status: "cancelling"})
+	return nil
+}

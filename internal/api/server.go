@@ -1,0 +1,220 @@
+// Package api is the coordinator's HTTP API: submit, list, inspect, follow
+// (Server-Sent Events) and cancel runs; answer approvals; list workers;
+// health and readiness probes; and an OpenAPI 3.1 document of all of it at
+// /v1/openapi.json.
+//
+// The API reaches the rest of the system only through Backend, which it
+// owns. Errors are JSON, {"error": {"code": ..., "message": ...}}, with a
+// stable code per status (see the OpenAPI document for the list).
+//
+// Security: with Config.Token set, every route but /healthz and /readyz
+// needs "Authorization: Bearer <token>". Without a token, New accepts only
+// loopback addresses, and requests must name a loopback host (localhost,
+// 127.0.0.0/8, ::1) so a web page cannot reach the API through DNS
+// rebinding. Cross-origin browser writes are refused in both cases
+// (http.CrossOriginProtection), so a page cannot submit runs either.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults for a zero Config.
+const (
+	DefaultAddr      = "127.0.0.1:8080"
+	DefaultMaxBody   = 1 << 20
+	DefaultKeepAlive = 15 * time.Second
+)
+
+// Timeouts of the HTTP server. Event streams replace the write timeout with
+// a deadline per event (see events.go); net/http itself lifts the read
+// deadline once a request's body has been read.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	writeTimeout      = time.Minute
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+	// requestTimeout bounds the backend calls of every request but event
+	// streams; a backend that does not answer in time gives a 503.
+	requestTimeout = 30 * time.Second
+)
+
+// Config configures a Server. The zero value serves on 127.0.0.1:8080
+// without a token.
+type Config struct {
+	// Addr is the TCP address Start listens on; default DefaultAddr. Use
+	// port 0 for any free port (see Server.Addr). Without a Token it must be
+	// a loopback address: localhost, 127.0.0.0/8 or ::1.
+	Addr string
+	// Token, when set, is the bearer token every route but /healthz and
+	// /readyz requires. It must not start or end with white space.
+	Token string
+	// MaxBody bounds request bodies in bytes; default DefaultMaxBody.
+	// Larger bodies get 413 too_large.
+	MaxBody int64
+	// KeepAlive is the period of the ": keepalive" comments on an event
+	// stream that has nothing else to send; default DefaultKeepAlive.
+	KeepAlive time.Duration
+	// Logger receives access logs (debug), failures and panics; default
+	// discard.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API. Handler serves it on any http.Server; Start and
+// Shutdown run it on its own.
+type Server struct {
+	cfg     Config
+	b       Backend
+	log     *slog.Logger
+	handler http.Handler
+	srv     *http.Server
+	// streams ends when Shutdown begins, ending every event stream (clients
+	// reconnect with Last-Event-ID).
+	streams    context.Context
+	endStreams context.CancelFunc
+
+	mu       sync.Mutex
+	state    int // stateNew, stateStarted or stateClosed
+	ln       net.Listener
+	served   chan struct{} // closed when Serve returns
+	serveErr error
+}
+
+const (
+	stateNew = iota
+	stateStarted
+	stateClosed
+)
+
+// New checks cfg, fills in its defaults and returns a server for b. It
+// refuses (ErrInsecure) an address beyond loopback without a token.
+func New(cfg Config, b Backend) (*Server, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: no backend", ErrConfig)
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: address %q: %v", ErrConfig, cfg.Addr, err)
+	}
+	if cfg.Token == "" && !isLoopback(host) {
+		return nil, fmt.Errorf("%w: %q is reachable from other machines; set a token or listen on 127.0.0.1, ::1 or localhost",
+			ErrInsecure, cfg.Addr)
+	}
+	if cfg.Token != strings.TrimSpace(cfg.Token) {
+		return nil, fmt.Errorf("%w: the token starts or ends with white space", ErrConfig)
+	}
+	switch {
+	case cfg.MaxBody < 0:
+		return nil, fmt.Errorf("%w: negative MaxBody %d", ErrConfig, cfg.MaxBody)
+	case cfg.MaxBody == 0:
+		cfg.MaxBody = DefaultMaxBody
+	}
+	switch {
+	case cfg.KeepAlive < 0:
+		return nil, fmt.Errorf("%w: negative KeepAlive %v", ErrConfig, cfg.KeepAlive)
+	case cfg.KeepAlive == 0:
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, b: b, log: cfg.Logger}
+	s.streams, s.endStreams = context.WithCancel(context.Background())
+	s.handler = s.buildHandler()
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// isLoopback reports whether host names only this machine: "localhost" or a
+// loopback IP. The empty host (":8080") means every interface.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.WithZone("").Unmap().IsLoopback()
+}
+
+// Handler returns the API's handler, middleware included, to serve on an
+// http.Server of the caller's (Shutdown still ends its event streams).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start listens on Config.Addr and serves in the background. It returns once
+// the listener is open, so Addr is then the real address.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateNew {
+		return ErrServerClosed
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	s.ln, s.state, s.served = ln, stateStarted, make(chan struct{})
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("api: serving stopped", "err", err)
+			s.mu.Lock()
+			s.serveErr = err
+			s.mu.Unlock()
+		}
+	}()
+	s.log.Info("api: listening", "addr", ln.Addr().String(), "auth", s.cfg.Token != "")
+	return nil
+}
+
+// Addr is the address the server listens on once started (the real port
+// when Config.Addr asked for port 0), else Config.Addr.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.cfg.Addr
+}
+
+// Shutdown ends every event stream, stops accepting connections and waits
+// for running requests until ctx ends; then it closes what is left. It is
+// safe to call more than once, and without Start.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	prev := s.state
+	s.state = stateClosed
+	s.mu.Unlock()
+	s.endStreams()
+	if prev != stateStarted {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.srv.Close())
+	}
+	<-s.served
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(err, s.serveErr)
+}

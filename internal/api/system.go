@@ -1,0 +1,49 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/formica-run/formica/internal/coordinator"
+)
+
+// readyTimeout bounds the backend's readiness check: a probe wants a quick
+// answer, and a backend that cannot give one is not ready.
+const readyTimeout = 5 * time.Second
+
+func (s *Server) workers(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.b.Workers(r.Context())
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []coordinator.WorkerInfo{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// Status is the body of /healthz and of a ready /readyz.
+type Status struct {
+	Status string `json:"status"`
+}
+
+// healthz says the process is alive; it asks nothing of the backend.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, Status{Status: "ok"})
+	return nil
+}
+
+// readyz says whether the backend can serve: 200 {"status":"ready"}, or 503
+// unavailable with the reason.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.b.Ready(ctx); err != nil {
+		writeErrorBody(w, http.StatusServiceUnavailable, codeUnavailable, err.Error())
+		return nil
+	}
+	writeJSON(w, http.StatusOK, Status{Status: "ready"})
+	return nil
+}

@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Scenario names, in the order they run.
+const (
+	ScenarioFloors     = "floors"
+	ScenarioSpawn      = "spawn"
+	ScenarioThroughput = "throughput"
+	ScenarioFanout     = "fanout"
+	ScenarioScaling    = "scaling"
+	ScenarioMemory     = "memory"
+)
+
+// Scenarios lists every scenario in running order.
+var Scenarios = []string{ScenarioFloors, ScenarioSpawn, ScenarioThroughput, ScenarioFanout, ScenarioScaling, ScenarioMemory}
+
+// ErrBadConfig wraps rejected settings.
+var ErrBadConfig = errors.New("bad bench config")
+
+// Config chooses what runs and how big. Zero values mean the defaults of the
+// full suite, or of the quick one with Quick set.
+type Config struct {
+	// Quick shrinks every scenario so the suite runs in seconds.
+	Quick bool
+	// Scenarios to run, by name; nil runs them all.
+	Scenarios []string
+	// Settings override the defaults field by field (zero: default).
+	Settings Settings
+	// Child builds the command of a memory-scenario role process from the
+	// role's arguments (see RoleMain). Default: this executable with
+	// "bench" and the arguments, which is right for the formica binary.
+	Child func(args []string) *exec.Cmd
+	// Progress receives a line as each step starts; nil discards.
+	Progress io.Writer
+}
+
+// Settings are the sizes of every scenario.
+type Settings struct {
+	// Samples is the sequential round trips per floor, and the spawns timed
+	// per kind of connection.
+	Samples int `json:"samples"`
+	// Window is how long each 64-in-flight throughput window runs.
+	Window time.Duration `json:"window_ns"`
+	// Parents spawn at once in the throughput scenario, each
+	// HelpersPerParent helpers in sequence.
+	Parents          int `json:"parents"`
+	HelpersPerParent int `json:"helpers_per_parent"`
+	// FanoutN helpers of FanoutLatency each over Workers workers of Slots.
+	FanoutN       int           `json:"fanout_n"`
+	FanoutLatency time.Duration `json:"fanout_latency_ns"`
+	Workers       int           `json:"workers"`
+	Slots         int           `json:"slots"`
+	// ScalingSizes are the fan-out sizes of the scaling scenario; the ratio
+	// is the last one's cost over 100's.
+	ScalingSizes []int `json:"scaling_sizes"`
+	// MemoryHelpers are kept alive at once; MemoryParents parked at once,
+	// each on one helper of ParkLatency (the parents' own first call waits
+	// as long, so it must outlast spawning them all).
+	MemoryHelpers int           `json:"memory_helpers"`
+	MemoryParents int           `json:"memory_parents"`
+	ParkLatency   time.Duration `json:"park_latency_ns"`
+}
+
+// Full and Quick are the default settings.
+var (
+	Full = Settings{Samples: 2000, Window: time.Second, Parents: 64, HelpersPerParent: 100,
+		FanoutN: 1000, FanoutLatency: 100 * time.Millisecond, Workers: 4, Slots: 64,
+		ScalingSizes:  []int{1, 10, 100, 1000, 10000},
+		MemoryHelpers: 10000, MemoryParents: 2000, ParkLatency: 10 * time.Second}
+	Quick = Settings{Samples: 300, Window: 250 * time.Millisecond, Parents: 64, HelpersPerParent: 5,
+		FanoutN: 300, FanoutLatency: 50 * time.Millisecond, Workers: 4, Slots: 64,
+		ScalingSizes:  []int{1, 10, 100, 1000},
+		MemoryHelpers: 1000, MemoryParents: 200, ParkLatency: 3 * time.Second}
+)
+
+// withDefaults fills zero fields from base.
+func (s Settings) withDefaults(base Settings) Settings {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&s.Samples, base.Samples)
+	defD(&s.Window, base.Window)
+	def(&s.Parents, base.Parents)
+	def(&s.HelpersPerParent, base.HelpersPerParent)
+	def(&s.FanoutN, base.FanoutN)
+	defD(&s.FanoutLatency, base.FanoutLatency)
+	def(&s.Workers, base.Workers)
+	def(&s.Slots, base.Slots)
+	if len(s.ScalingSizes) == 0 {
+		s.ScalingSizes = slices.Clone(base.ScalingSizes)
+	}
+	def(&s.MemoryHelpers, base.MemoryHelpers)
+	def(&s.MemoryParents, base.MemoryParents)
+	defD(&s.ParkLatency, base.ParkLatency)
+	return s
+}
+
+func (s Settings) validate() error {
+	for _, v := range []int{s.Samples, s.Parents, s.HelpersPerParent, s.FanoutN, s.Workers, s.Slots, s.MemoryHelpers, s.MemoryParents} {
+		if v < 1 {
+			return fmt.Errorf("%w: sizes must be positive: %+v", ErrBadConfig, s)
+		}
+	}
+	if s.Window <= 0 || s.FanoutLatency < 0 || s.ParkLatency <= 0 {
+		return fmt.Errorf("%w: durations must be positive", ErrBadConfig)
+	}
+	for _, n := range s.ScalingSizes {
+		if n < 1 {
+			return fmt.Errorf("%w: scaling size %d", ErrBadConfig, n)
+		}
+	}
+	return nil
+}
+
+// ParseScenarios splits a comma-separated list and checks every name.
+func ParseScenarios(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(Scenarios, name) {
+			return nil, fmt.Errorf("%w: unknown scenario %q (have %s)", ErrBadConfig, name, strings.Join(Scenarios, ", "))
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// Run runs the chosen scenarios in order and returns their figures.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	base := Full
+	if cfg.Quick {
+		base = Quick
+	}
+	set := cfg.Settings.withDefaults(base)
+	if err := set.validate(); err != nil {
+		return nil, err
+	}
+	want := cfg.Scenarios
+	if len(want) == 0 {
+		want = Scenarios
+	}
+	for _, name := range want {
+		if !slices.Contains(Scenarios, name) {
+			return nil, fmt.Errorf("%w: unknown scenario %q", ErrBadConfig, name)
+		}
+	}
+	b := &suite{set: set, cfg: cfg, progress: cfg.Progress}
+	if b.progress == nil {
+		b.progress = io.Discard
+	}
+	res := &Result{Machine: machine(), Settings: set, Started: time.Now()}
+	steps := []struct {
+		name string
+		run  func(context.Context, *Result) error
+	}{
+		{ScenarioFloors, b.floors},
+		{ScenarioSpawn, b.spawn},
+		{ScenarioThroughput, b.throughput},
+		{ScenarioFanout, b.fanout},
+		{ScenarioScaling, b.scaling},
+		{ScenarioMemory, b.memory},
+	}
+	for _, st := range steps {
+		if !slices.Contains(want, st.name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return res, context.Cause(ctx)
+		}
+		t0 := time.Now()
+		b.logf("== %s", st.name)
+		if err := st.run(ctx, res); err != nil {
+			return res, fmt.Errorf("%s: %w", st.name, err)
+		}
+		b.logf("   %s done in %.1fs", st.name, time.Since(t0).Seconds())
+	}
+	res.Seconds = time.Since(res.Started).Seconds()
+	res.Machine.LoadAfter = loadAverage()
+	res.Targets = res.targets()
+	return res, nil
+}
+
+// suite carries the settings through the scenarios.
+type suite struct {
+	set      Settings
+	cfg      Config
+	progress io.Writer
+}
+
+func (b *suite) logf(format string, a ...any) {
+	fmt.Fprintf(b.progress, format+"\n", a...)
+}

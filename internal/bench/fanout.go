@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// fanout: one root, FanoutN helpers of FanoutLatency over Workers × Slots.
+func (b *suite) fanout(ctx context.Context, res *Result) error {
+	set := b.set
+	b.logf("   %d helpers of %v over %d workers × %d slots", set.FanoutN, set.FanoutLatency, set.Workers, set.Slots)
+	c, err := startCluster(ctx, false, set.Workers, set.Slots)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	if _, err := c.fanout(ctx, 20, 0); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	span, err := c.fanout(ctx, set.FanoutN, set.FanoutLatency)
+	if err != nil {
+		return err
+	}
+	waves := (set.FanoutN + set.Workers*set.Slots - 1) / (set.Workers * set.Slots)
+	ideal := time.Duration(waves) * set.FanoutLatency
+	f := &Fanout{Helpers: set.FanoutN, LatencyMs: ms(set.FanoutLatency), Workers: set.Workers, Slots: set.Slots,
+		IdealMs: ms(ideal), MakespanMs: ms(span)}
+	if ideal > 0 {
+		f.Ratio = round(float64(span)/float64(ideal), 3)
+		res.FanoutMakespanRatio = ptr(f.Ratio)
+	}
+	res.Fanout = f
+	return nil
+}
+
+// scaling: the cost per helper of one root fanning out to each size.
+func (b *suite) scaling(ctx context.Context, res *Result) error {
+	set := b.set
+	c, err := startCluster(ctx, false, set.Workers, set.Slots)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	if _, err := c.fanout(ctx, 20, 0); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	s := &Scaling{Workers: set.Workers, Slots: set.Slots}
+	for _, n := range set.ScalingSizes {
+		// Repeat small fan-outs: one of them is a few hundred microseconds.
+		repeats := max(1, min(21, 2000/n))
+		b.logf("   %d helpers × %d", n, repeats)
+		spans := make([]time.Duration, 0, repeats)
+		for range repeats {
+			span, err := c.fanout(ctx, n, 0)
+			if err != nil {
+				return fmt.Errorf("%d helpers: %w", n, err)
+			}
+			spans = append(spans, span)
+		}
+		med := percentile(spans, 0.5)
+		s.Points = append(s.Points, ScalePoint{Helpers: n, Repeats: repeats, MakespanMs: ms(med),
+			PerHelperUs: us(med / time.Duration(n))})
+	}
+	base := slices.IndexFunc(s.Points, func(p ScalePoint) bool { return p.Helpers == 100 })
+	last := s.Points[len(s.Points)-1]
+	if base >= 0 && last.Helpers > 100 && s.Points[base].PerHelperUs > 0 {
+		s.Ratio = round(last.PerHelperUs/s.Points[base].PerHelperUs, 3)
+		s.RatioOf = fmt.Sprintf("%d/100", last.Helpers)
+		res.ScalingRatio = ptr(s.Ratio)
+	}
+	res.Scaling = s
+	return nil
+}

@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// inFlight is how many requests the throughput floors keep going at once.
+const inFlight = 64
+
+// payloadSize is the raw request's body, about a small spawn's envelope.
+const payloadSize = 128
+
+func (b *suite) floors(ctx context.Context, res *Result) error {
+	f := &Floors{Goroutine: goroutineFloor(b.set.Samples, b.set.Window)}
+	for _, tcp := range []bool{false, true} {
+		srv, err := startServer(ctx, tcp)
+		if err != nil {
+			return err
+		}
+		fl, err := rawFloor(dialer(srv, tcp), b.set.Samples, b.set.Window)
+		srv.Shutdown()
+		if err != nil {
+			return err
+		}
+		if tcp {
+			f.NATSTCP = fl
+		} else {
+			f.NATSInproc = fl
+		}
+	}
+	res.Floors = f
+	return nil
+}
+
+// goroutineFloor is a call to another goroutine that answers on a channel:
+// the cheapest request-reply Go has.
+func goroutineFloor(samples int, window time.Duration) Floor {
+	type req struct {
+		v     int
+		reply chan int
+	}
+	reqs := make(chan req)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case r := <-reqs:
+				r.reply <- r.v
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer close(done)
+	reply := make(chan int)
+	lat := make([]time.Duration, samples)
+	for i := range lat {
+		t0 := time.Now()
+		reqs <- req{i, reply}
+		<-reply
+		lat[i] = time.Since(t0)
+	}
+	rate := parallelRate(window, func() func() error {
+		reply := make(chan int, 1)
+		return func() error {
+			reqs <- req{1, reply}
+			<-reply
+			return nil
+		}
+	})
+	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)), RequestsPerSec: round(rate, 0)}
+}
+
+// rawFloor is plain NATS request-reply between two connections: p50/p99 of
+// sequential round trips, then requests/s with 64 in flight.
+func rawFloor(dial func(string) (*nats.Conn, error), samples int, window time.Duration) (Floor, error) {
+	lat, rate, err := rawRoundTrips(dial, samples, window)
+	if err != nil {
+		return Floor{}, err
+	}
+	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)), RequestsPerSec: round(rate, 0)}, nil
+}
+
+// rawRoundTrips times samples sequential request-replies and, when window is
+// set, counts those completed with 64 in flight for that long.
+func rawRoundTrips(dial func(string) (*nats.Conn, error), samples int, window time.Duration) ([]time.Duration, float64, error) {
+	resp, err := dial("bench-responder")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Close()
+	req, err := dial("bench-requester")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer req.Close()
+	subject := "formica.bench.echo." + nats.NewInbox()[len(nats.InboxPrefix):]
+	sub, err := resp.Subscribe(subject, func(m *nats.Msg) { m.Respond(m.Data) })
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sub.Unsubscribe()
+	sub.SetPendingLimits(-1, -1)
+	if err := resp.Flush(); err != nil {
+		return nil, 0, err
+	}
+	payload := make([]byte, payloadSize)
+	// A few untimed trips set up the response mux and warm the path.
+	for range 50 {
+		if _, err := req.Request(subject, payload, 5*time.Second); err != nil {
+			return nil, 0, fmt.Errorf("raw request: %w", err)
+		}
+	}
+	lat := make([]time.Duration, samples)
+	for i := range lat {
+		t0 := time.Now()
+		if _, err := req.Request(subject, payload, 5*time.Second); err != nil {
+			return nil, 0, fmt.Errorf("raw request: %w", err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	if window <= 0 {
+		return lat, 0, nil
+	}
+	var failed atomic.Value
+	rate := parallelRate(window, func() func() error {
+		return func() error {
+			_, err := req.Request(subject, payload, 5*time.Second)
+			if err != nil {
+				failed.Store(err)
+			}
+			return err
+		}
+	})
+	if err, _ := failed.Load().(error); err != nil {
+		return nil, 0, fmt.Errorf("raw request, %d in flight: %w", inFlight, err)
+	}
+	return lat, rate, nil
+}
+
+// parallelRate runs 64 callers, each calling its own op in a loop for
+// window, and returns completed calls per second. newOp is called once per
+// caller, before the clock starts.
+func parallelRate(window time.Duration, newOp func() func() error) float64 {
+	ops := make([]func() error, inFlight)
+	for i := range ops {
+		ops[i] = newOp()
+	}
+	var done atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, op := range ops {
+		wg.Go(func() {
+			for !stop.Load() {
+				if op() != nil {
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	time.Sleep(window)
+	stop.Store(true)
+	n := done.Load()
+	elapsed := time.Since(start)
+	wg.Wait()
+	return float64(n) / elapsed.Seconds()
+}

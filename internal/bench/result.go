@@ -1,0 +1,185 @@
+package bench
+
+import "time"
+
+// Result is one run of the suite. The ratios the targets are stated in sit
+// at the top level; a scenario that did not run leaves its figures nil.
+type Result struct {
+	SpawnP50RatioInproc      *float64 `json:"spawn_p50_ratio_inproc"`
+	SpawnP50RatioTCP         *float64 `json:"spawn_p50_ratio_tcp"`
+	SpawnThroughputRatio     *float64 `json:"spawn_throughput_ratio"`
+	FanoutMakespanRatio      *float64 `json:"fanout_makespan_ratio"`
+	ScalingRatio             *float64 `json:"scaling_ratio"`
+	WorkerBytesPerLiveHelper *float64 `json:"worker_bytes_per_live_helper"`
+	CoordBytesPerLiveHelper  *float64 `json:"coordinator_bytes_per_live_helper"`
+
+	Machine  Machine   `json:"machine"`
+	Settings Settings  `json:"settings"`
+	Started  time.Time `json:"started"`
+	Seconds  float64   `json:"seconds"`
+
+	Floors     *Floors     `json:"floors,omitempty"`
+	Spawn      *Spawn      `json:"spawn,omitempty"`
+	Throughput *Throughput `json:"throughput,omitempty"`
+	Fanout     *Fanout     `json:"fanout,omitempty"`
+	Scaling    *Scaling    `json:"scaling,omitempty"`
+	Memory     *Memory     `json:"memory,omitempty"`
+
+	// Targets are the goals of BENCHMARKS.md checked against this run.
+	Targets []Target `json:"targets"`
+}
+
+// Machine describes where the suite ran.
+type Machine struct {
+	GoVersion string `json:"go_version"`
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model,omitempty"`
+	MemoryGiB float64 `json:"memory_gib,omitempty"`
+	// LoadBefore and LoadAfter are the 1, 5 and 15 minute load averages.
+	LoadBefore []float64 `json:"load_before,omitempty"`
+	LoadAfter  []float64 `json:"load_after,omitempty"`
+}
+
+// Floor is one reference path: sequential round trips and 64 in flight.
+type Floor struct {
+	Samples int     `json:"samples"`
+	P50us   float64 `json:"p50_us"`
+	P99us   float64 `json:"p99_us"`
+	// RequestsPerSec is completed round trips per second with 64 in flight.
+	RequestsPerSec float64 `json:"requests_per_sec_64"`
+}
+
+// Floors are the paths everything else is compared with.
+type Floors struct {
+	Goroutine  Floor `json:"goroutine"`
+	NATSInproc Floor `json:"nats_inproc"`
+	NATSTCP    Floor `json:"nats_tcp"`
+}
+
+// SpawnLatency is one spawn at a time through the whole path.
+type SpawnLatency struct {
+	Samples int     `json:"samples"`
+	P50us   float64 `json:"p50_us"`
+	P99us   float64 `json:"p99_us"`
+	// RawP50us and RawP99us are plain request-replies on the same server
+	// and kind of connection, measured just before.
+	RawP50us float64 `json:"raw_p50_us"`
+	RawP99us float64 `json:"raw_p99_us"`
+	// Ratio is P50us / (2 × RawP50us).
+	Ratio float64 `json:"ratio"`
+	// CrossWorker is the share of helpers that ran on another worker than
+	// their parent.
+	CrossWorker float64 `json:"cross_worker"`
+}
+
+// Spawn is the spawn latency over both kinds of connection.
+type Spawn struct {
+	Inproc *SpawnLatency `json:"inproc,omitempty"`
+	TCP    *SpawnLatency `json:"tcp,omitempty"`
+}
+
+// Throughput is helpers per second with many parents spawning at once.
+type Throughput struct {
+	Parents          int     `json:"parents"`
+	HelpersPerParent int     `json:"helpers_per_parent"`
+	Workers          int     `json:"workers"`
+	Slots            int     `json:"slots"`
+	Helpers          int     `json:"helpers"`
+	Seconds          float64 `json:"seconds"`
+	HelpersPerSec    float64 `json:"helpers_per_sec"`
+	// RawRequestsPerSec is plain request-replies with 64 in flight on the
+	// same in-process server.
+	RawRequestsPerSec float64 `json:"raw_requests_per_sec_64"`
+	// Ratio is HelpersPerSec / (RawRequestsPerSec / 2).
+	Ratio float64 `json:"ratio"`
+}
+
+// Fanout is one parent fanning out to N helpers of latency L.
+type Fanout struct {
+	Helpers    int     `json:"helpers"`
+	LatencyMs  float64 `json:"latency_ms"`
+	Workers    int     `json:"workers"`
+	Slots      int     `json:"slots"`
+	IdealMs    float64 `json:"ideal_ms"`
+	MakespanMs float64 `json:"makespan_ms"`
+	Ratio      float64 `json:"ratio"`
+}
+
+// ScalePoint is the cost per helper of one fan-out size.
+type ScalePoint struct {
+	Helpers int `json:"helpers"`
+	Repeats int `json:"repeats"`
+	// MakespanMs is the median fan-out makespan.
+	MakespanMs  float64 `json:"makespan_ms"`
+	PerHelperUs float64 `json:"per_helper_us"`
+}
+
+// Scaling is the cost per helper as one parent's fan-out grows.
+type Scaling struct {
+	Workers int          `json:"workers"`
+	Slots   int          `json:"slots"`
+	Points  []ScalePoint `json:"points"`
+	// Ratio is the cost per helper at the largest size / at 100 helpers;
+	// RatioOf says which sizes ("10000/100").
+	Ratio   float64 `json:"ratio"`
+	RatioOf string  `json:"ratio_of"`
+}
+
+// Side is one process's share of the memory scenario.
+type Side struct {
+	// BaseBytes is HeapAlloc + StackInuse idle after a warm-up run.
+	BaseBytes uint64 `json:"base_bytes"`
+	// HeapPerHelper and StackPerHelper split BytesPerLiveHelper.
+	BytesPerLiveHelper float64 `json:"bytes_per_live_helper"`
+	HeapPerHelper      float64 `json:"heap_per_live_helper"`
+	StackPerHelper     float64 `json:"stack_per_live_helper"`
+	GoroutinesPerHelper float64 `json:"goroutines_per_live_helper"`
+	// BytesPerParkedParent is what a parent waiting on its helper adds.
+	BytesPerParkedParent *float64 `json:"bytes_per_parked_parent,omitempty"`
+}
+
+// Memory is what a live helper and a parked parent cost each side.
+type Memory struct {
+	Helpers     int  `json:"helpers"`
+	Parents     int  `json:"parents"`
+	Workers     int  `json:"workers"`
+	Coordinator Side `json:"coordinator"`
+	Worker      Side `json:"worker"`
+}
+
+// Target is one goal of BENCHMARKS.md and whether this run met it.
+type Target struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Limit is the bound Value must stay at or under (AtLeast: at or over).
+	Limit   float64 `json:"limit"`
+	AtLeast bool    `json:"at_least,omitempty"`
+	Met     bool    `json:"met"`
+}
+
+func ptr(f float64) *float64 { return &f }
+
+// targets checks the goals against what ran.
+func (r *Result) targets() []Target {
+	var ts []Target
+	add := func(name string, v *float64, limit float64, atLeast bool) {
+		if v == nil {
+			return
+		}
+		met := *v <= limit
+		if atLeast {
+			met = *v >= limit
+		}
+		ts = append(ts, Target{Name: name, Value: *v, Limit: limit, AtLeast: atLeast, Met: met})
+	}
+	add("spawn p50 / 2 raw round trips, in-process", r.SpawnP50RatioInproc, 3, false)
+	add("spawn p50 / 2 raw round trips, TCP", r.SpawnP50RatioTCP, 3, false)
+	add("spawn throughput / (raw req/s / 2)", r.SpawnThroughputRatio, 1.0/3, true)
+	add("fan-out makespan / ideal", r.FanoutMakespanRatio, 1.10, false)
+	add("cost per helper at 10,000 / at 100", r.ScalingRatio, 1.5, false)
+	add("worker bytes per live helper", r.WorkerBytesPerLiveHelper, 16<<10, false)
+	add("coordinator bytes per live helper", r.CoordBytesPerLiveHelper, 8<<10, false)
+	return ts
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints res as aligned tables, one per scenario, then the targets.
+func WriteTable(w io.Writer, res *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	p := func(format string, a ...any) { fmt.Fprintf(tw, format+"\n", a...) }
+	m := res.Machine
+	fmt.Fprintf(w, "formica bench: %s %s/%s, %d CPUs", m.GoVersion, m.OS, m.Arch, m.CPUs)
+	if m.CPUModel != "" {
+		fmt.Fprintf(w, " (%s)", m.CPUModel)
+	}
+	if m.MemoryGiB > 0 {
+		fmt.Fprintf(w, ", %.0f GiB", m.MemoryGiB)
+	}
+	fmt.Fprintf(w, "\nload average before %s, after %s; %.1f s\n", loads(m.LoadBefore), loads(m.LoadAfter), res.Seconds)
+
+	if f := res.Floors; f != nil {
+		fmt.Fprintln(w, "\nfloors (128 B request-reply)")
+		p("\tpath\tp50\tp99\treq/s, 64 in flight\t")
+		for _, r := range []struct {
+			name string
+			f    Floor
+		}{{"goroutine + channel reply", f.Goroutine}, {"NATS in-process", f.NATSInproc}, {"NATS TCP loopback", f.NATSTCP}} {
+			p("\t%s\t%s\t%s\t%s\t", r.name, usStr(r.f.P50us), usStr(r.f.P99us), count(r.f.RequestsPerSec))
+		}
+		tw.Flush()
+	}
+	if s := res.Spawn; s != nil {
+		fmt.Fprintln(w, "\nspawn latency (one agent call, whole path, sequential)")
+		p("\tconnection\tspawns\tp50\tp99\traw p50\traw p99\tp50 / 2 raw\ton other worker\t")
+		for _, r := range []struct {
+			name string
+			l    *SpawnLatency
+		}{{"in-process", s.Inproc}, {"TCP loopback", s.TCP}} {
+			if r.l == nil {
+				continue
+			}
+			p("\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t", r.name, r.l.Samples, usStr(r.l.P50us), usStr(r.l.P99us),
+				usStr(r.l.RawP50us), usStr(r.l.RawP99us), times(r.l.Ratio), 100*r.l.CrossWorker)
+		}
+		tw.Flush()
+	}
+	if t := res.Throughput; t != nil {
+		fmt.Fprintf(w, "\nspawn throughput (%d parents spawning in sequence, %d workers, in-process)\n", t.Parents, t.Workers)
+		p("\thelpers\tseconds\thelpers/s\traw req/s (64)\thelpers/s / (raw/2)\t")
+		p("\t%d\t%.2f\t%s\t%s\t%s\t", t.Helpers, t.Seconds, count(t.HelpersPerSec), count(t.RawRequestsPerSec), times(t.Ratio))
+		tw.Flush()
+	}
+	if f := res.Fanout; f != nil {
+		fmt.Fprintf(w, "\nfan-out makespan (N=%d, L=%gms, W=%d, S=%d)\n", f.Helpers, f.LatencyMs, f.Workers, f.Slots)
+		p("\tideal\tmakespan\tratio\t")
+		p("\t%s\t%s\t%s\t", msStr(f.IdealMs), msStr(f.MakespanMs), times(f.Ratio))
+		tw.Flush()
+	}
+	if s := res.Scaling; s != nil {
+		fmt.Fprintf(w, "\nscaling (one parent fans out, zero latency, W=%d, S=%d)\n", s.Workers, s.Slots)
+		p("\thelpers\trepeats\tmakespan\tper helper\t")
+		for _, pt := range s.Points {
+			p("\t%s\t%d\t%s\t%s\t", count(float64(pt.Helpers)), pt.Repeats, msStr(pt.MakespanMs), usStr(pt.PerHelperUs))
+		}
+		tw.Flush()
+		if s.RatioOf != "" {
+			fmt.Fprintf(w, "per-helper cost %s: %s\n", s.RatioOf, times(s.Ratio))
+		}
+	}
+	if mem := res.Memory; mem != nil {
+		fmt.Fprintf(w, "\nmemory (heap + stacks after GC; %d live helpers, %d parked parents, %d workers)\n", mem.Helpers, mem.Parents, mem.Workers)
+		p("\tprocess\tidle\tper live helper\theap\tstacks\tgoroutines\tper parked parent\t")
+		for _, r := range []struct {
+			name string
+			s    Side
+		}{{"coordinator", mem.Coordinator}, {"workers", mem.Worker}} {
+			pp := "-"
+			if r.s.BytesPerParkedParent != nil {
+				pp = bytesStr(*r.s.BytesPerParkedParent)
+			}
+			p("\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", r.name, bytesStr(float64(r.s.BaseBytes)), bytesStr(r.s.BytesPerLiveHelper),
+				bytesStr(r.s.HeapPerHelper), bytesStr(r.s.StackPerHelper), r.s.GoroutinesPerHelper, pp)
+		}
+		tw.Flush()
+	}
+	if len(res.Targets) > 0 {
+		fmt.Fprintln(w, "\ntargets")
+		p("\ttarget\tvalue\tbound\t\t")
+		for _, t := range res.Targets {
+			bound, verdict := "≤ ", "met"
+			if t.AtLeast {
+				bound = "≥ "
+			}
+			if !t.Met {
+				verdict = "MISSED"
+			}
+			p("\t%s\t%s\t%s%s\t%s\t", t.Name, num(t.Value), bound, num(t.Limit), verdict)
+		}
+		tw.Flush()
+	}
+	return nil
+}
+
+func loads(l []float64) string {
+	if len(l) == 0 {
+		return "n/a"
+	}
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strings.Join(s, " ")
+}
+
+func usStr(v float64) string {
+	switch {
+	case v >= 10000:
+		return fmt.Sprintf("%.1f ms", v/1000)
+	case v >= 100:
+		return fmt.Sprintf("%.0f µs", v)
+	}
+	return fmt.Sprintf("%.1f µs", v)
+}
+
+func msStr(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+func times(v float64) string { return fmt.Sprintf("%.2f×", v) }
+
+// count writes an integer with thousands separators.
+func count(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func bytesStr(v float64) string {
+	neg := ""
+	if v < 0 {
+		neg, v = "-", -v
+	}
+	switch {
+	case v >= 1<<20:
+		return fmt.Sprintf("%s%.1f MiB", neg, v/(1<<20))
+	case v >= 1<<10:
+		return fmt.Sprintf("%s%.1f KiB", neg, v/(1<<10))
+	}
+	return fmt.Sprintf("%s%.0f B", neg, v)
+}
+
+// num prints a target's value: bytes as such, ratios with two decimals.
+func num(v float64) string {
+	if v >= 1000 {
+		return bytesStr(v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}

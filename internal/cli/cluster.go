@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/service"
+	"github.com/formica-run/formica/internal/store"
+)
+
+// clusterFlags are the connection flags of every command that talks to a
+// running cluster; without --nats the FORMICA_NATS environment variable names it.
+type clusterFlags struct {
+	nats broker.ClientConfig
+	json bool
+}
+
+func (f *clusterFlags) register(fs *flag.FlagSet, withJSON bool) {
+	f.nats.RegisterFlags(fs)
+	if withJSON {
+		fs.BoolVar(&f.json, "json", false, "print JSON")
+	}
+}
+
+// cluster is an open connection to a cluster, its store and its service.
+type cluster struct {
+	nc  *nats.Conn
+	st  *store.Store
+	svc *service.Service
+}
+
+func (f *clusterFlags) connect(ctx context.Context, cwd string) (*cluster, error) {
+	if len(f.nats.URLs) == 0 {
+		env := os.Getenv("FORMICA_NATS")
+		if env == "" {
+			return nil, usagef("no cluster given: use --nats URL or set FORMICA_NATS")
+		}
+		f.nats.URLs = strings.Split(env, ",")
+	}
+	f.nats.Name = "formica-cli"
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	nc, err := broker.Connect(ctx, f.nats)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, nc, store.Config{})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	svc, err := service.New(service.Config{Conn: nc, Store: st, DefaultModel: os.Getenv("FORMICA_MODEL"), Cwd: cwd})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &cluster{nc: nc, st: st, svc: svc}, nil
+}
+
+func (c *cluster) close() {
+	c.svc.Close()
+	broker.Drain(c.nc, 5*time.Second)
+}
+
+// runCluster parses a command's flags, connects, and runs fn, mapping errors
+// to exit codes.
+func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
+	extra func(fs *flag.FlagSet), fn func(ctx context.Context, c *cluster, f *clusterFlags, args []string) (int, error)) int {
+	fs := flag.NewFlagSet("formica "+name, flag.ContinueOnError)
+	fs.SetOutput(stdio.Err)
+	var f clusterFlags
+	f.register(fs, withJSON)
+	if extra != nil {
+		extra(fs)
+	}
+	fs.Usage = func() {
+		stdio.Err.Write([]byte("Usage: formica " + name + " " + usage + "\n"))
+		fs.PrintDefaults()
+	}
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	ctx, stop := signalContext(0)
+	defer stop()
+	cwd, _ := os.Getwd()
+	c, err := f.connect(ctx, cwd)
+	if err == nil {
+		defer c.close()
+		var code int
+		code, err = fn(ctx, c, &f, positional)
+		if err == nil {
+			return code
+		}
+	}
+	stdio.Err.Write([]byte("formica " + name + ": " + err.Error() + "\n"))
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailed
+}
+
+// oneID returns the single positional argument, a run or approval id.
+func oneID(args []string, what string) (string, error) {
+	if len(args) != 1 || args[0] == "" {
+		return "", usagef("give exactly one %s id", what)
+	}
+	return args[0], nil
+}

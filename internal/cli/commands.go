@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/formica-run/formica/internal/api"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/spec"
+)
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// exitFor maps a run's final status to the exit code.
+func exitFor(s event.Status) int {
+	if s == event.Succeeded {
+		return ExitOK
+	}
+	return ExitFailed
+}
+
+func submitCommand(args []string, stdio Stdio) int {
+	var (
+		id, agentFile, model string
+		wait                 bool
+		maxDepth, maxThreads int
+	)
+	return runCluster("submit", "[flags] TASK", args, stdio, true, func(fs *flag.FlagSet) {
+		fs.StringVar(&id, "id", "", "run `id` (one word); submitting the same id twice gives one run")
+		fs.StringVar(&agentFile, "agent", "", "agent spec `file`")
+		fs.StringVar(&model, "model", "", "model `ref` for the root agent")
+		fs.BoolVar(&wait, "wait", false, "stream the run's tree and print its output when it ends")
+		fs.IntVar(&maxDepth, "agent-max-depth", limits.DefaultMaxDepth, "deepest helper allowed (root is 0)")
+		fs.IntVar(&maxThreads, "agent-max-threads", limits.DefaultMaxThreads, "live helpers allowed at once")
+	}, func(ctx context.Context, c *cluster, f *clusterFlags, pos []string) (int, error) {
+		task, err := readTask(pos, stdio.In)
+		if err != nil {
+			return 0, err
+		}
+		req := api.SubmitRequest{Task: task, Model: model, ID: id, MaxDepth: maxDepth, MaxThreads: maxThreads}
+		if agentFile != "" {
+			file, err := spec.Load(agentFile)
+			if err != nil {
+				return 0, usageError{err}
+			}
+			req.Agent, req.Agents = &file.Agent, file.Catalog()
+		}
+		sub, err := c.svc.Submission(req)
+		if err != nil {
+			return 0, err
+		}
+		if !wait {
+			if _, err := c.st.Enqueue(ctx, sub); err != nil {
+				return 0, err
+			}
+			fmt.Fprintln(stdio.Out, sub.RunID)
+			return ExitOK, nil
+		}
+		view := newTreeView(stdio.Err, isTerminal(stdio.Err))
+		rec := record.NewRecorder(view.changed)
+		view.rec = rec
+		view.start()
+		// Follow before enqueueing, so no event is missed.
+		follow := make(chan error, 1)
+		go func() {
+			follow <- c.st.Events(ctx, sub.RunID, 0, func(_ uint64, e event.Event) error {
+				rec.Emit(e)
+				view.Emit(e)
+				return nil
+			})
+		}()
+		if _, err := c.st.Enqueue(ctx, sub); err != nil {
+			view.stop()
+			return 0, err
+		}
+		final, err := waitFinal(ctx, c, sub.RunID)
+		view.stop()
+		if err != nil {
+			return 0, err
+		}
+		return printOutcome(stdio, final, f.json)
+	})
+}
+
+// waitFinal watches a run's record until it is final.
+func waitFinal(ctx context.Context, c *cluster, id string) (record.Run, error) {
+	ch, err := c.st.WatchRecord(ctx, id)
+	if err != nil {
+		return record.Run{}, err
+	}
+	for r := range ch {
+		if r.Status.Final() {
+			return r, nil
+		}
+	}
+	return record.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, context.Cause(ctx))
+}
+
+func printOutcome(stdio Stdio, r record.Run, asJSON bool) (int, error) {
+	if asJSON {
+		return exitFor(r.Status), printJSON(stdio.Out, r)
+	}
+	if r.Status == event.Succeeded {
+		fmt.Fprintln(stdio.Out, r.Output)
+	} else {
+		fmt.Fprintf(stdio.Err, "formica: run %s %s: %s\n", r.RunID, r.Status, r.Error)
+	}
+	return exitFor(r.Status), nil
+}
+
+func getCommand(args []string, stdio Stdio) int {
+	return runCluster("get", "[--json] ID", args, stdio, true, nil,
+		func(ctx context.Context, c *cluster, f *clusterFlags, pos []string) (int, error) {
+			id, err := oneID(pos, "run")
+			if err != nil {
+				return 0, err
+			}
+			r, err := c.svc.GetRun(ctx, id)
+			if err != nil {
+				return 0, err
+			}
+			if f.json {
+				return ExitOK, printJSON(stdio.Out, r)
+			}
+			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "run\t%s\nstatus\t%s\nattempts\t%d\ncreated\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt))
+			fmt.Fprintf(w, "started\t%s\nfinished\t%s\ntokens\t%d in, %d out\n", stamp(r.StartedAt), stamp(r.FinishedAt), r.Usage.InputTokens, r.Usage.OutputTokens)
+			fmt.Fprintf(w, "task\t%s\n", oneLine(r.Task, 100))
+			if r.Error != "" {
+				fmt.Fprintf(w, "error\t%s\n", r.Error)
+			}
+			w.Flush()
+			for _, l := range treeLines(r, time.Now()) {
+				fmt.Fprintln(stdio.Out, "  "+l)
+			}
+			if r.Output != "" {
+				fmt.Fprintf(stdio.Out, "\n%s\n", r.Output)
+			}
+			return ExitOK, nil
+		})
+}
+
+func runsCommand(args []string, stdio Stdio) int {
+	var status string
+	var limit int
+	return runCluster("runs", "[--status S] [--limit N] [--json]", args, stdio, true, func(fs *flag.FlagSet) {
+		fs.StringVar(&status, "status", "", "only runs with this `status` (queued, running, succeeded, failed, cancelled)")
+		fs.IntVar(&limit, "limit", 20, "at most `N` runs, newest first")
+	}, func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
+		runs, err := c.svc.ListRuns(ctx, status, limit)
+		if err != nil {
+			return 0, err
+		}
+		if f.json {
+			if runs == nil {
+				runs = []record.Run{}
+			}
+			return ExitOK, printJSON(stdio.Out, runs)
+		}
+		w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tCREATED\tTASK")
+		for _, r := range runs {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt), oneLine(r.Task, 50))
+		}
+		return ExitOK, w.Flush()
+	})
+}
+
+func watchCommand(args []string, stdio Stdio) int {
+	return runCluster("watch", "ID", args, stdio, false, nil,
+		func(ctx context.Context, c *cluster, _ *clusterFlags, pos []string) (int, error) {
+			id, err := oneID(pos, "run")
+			if err != nil {
+				return 0, err
+			}
+			view := newTreeView(stdio.Err, isTerminal(stdio.Err))
+			rec := record.NewRecorder(view.changed)
+			view.rec = rec
+			view.start()
+			err = c.svc.Events(ctx, id, 0, func(_ uint64, e event.Event) error {
+				rec.Emit(e)
+				view.Emit(e)
+				return nil
+			})
+			view.stop()
+			if err != nil {
+				return 0, err
+			}
+			r, err := c.svc.GetRun(ctx, id)
+			if err != nil {
+				return 0, err
+			}
+			return printOutcome(stdio, r, false)
+		})
+}
+
+func cancelCommand(args []string, stdio Stdio) int {
+	return runCluster("cancel", "ID", args, stdio, false, nil,
+		func(ctx context.Context, c *cluster, _ *clusterFlags, pos []string) (int, error) {
+			id, err := oneID(pos, "run")
+			if err != nil {
+				return 0, err
+			}
+			if err := c.svc.CancelRun(ctx, id); err != nil {
+				return 0, err
+			}
+			fmt.Fprintf(stdio.Err, "cancelling %s\n", id)
+			return ExitOK, nil
+		})
+}
+
+func approvalsCommand(args []string, stdio Stdio) int {
+	return runCluster("approvals", "[--json]", args, stdio, true, nil,
+		func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
+			as, err := c.svc.ListApprovals(ctx)
+			if err != nil {
+				return 0, err
+			}
+			if f.json {
+				if as == nil {
+					as = []api.Approval{}
+				}
+				return ExitOK, printJSON(stdio.Out, as)
+			}
+			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tRUN\tTHREAD\tTOOL\tARGUMENTS\tREQUESTED")
+			for _, a := range as {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.RunID, a.ThreadPath, a.Tool, oneLine(a.Arguments, 60), stamp(a.RequestedAt))
+			}
+			return ExitOK, w.Flush()
+		})
+}
+
+func approveCommand(args []string, stdio Stdio) int {
+	var allow, deny bool
+	return runCluster("approve", "ID --allow|--deny", args, stdio, false, func(fs *flag.FlagSet) {
+		fs.BoolVar(&allow, "allow", false, "allow the tool call")
+		fs.BoolVar(&deny, "deny", false, "deny the tool call")
+	}, func(ctx context.Context, c *cluster, _ *clusterFlags, pos []string) (int, error) {
+		id, err := oneID(pos, "approval")
+		if err != nil {
+			return 0, err
+		}
+		if allow == deny {
+			return 0, usagef("give exactly one of --allow and --deny")
+		}
+		if err := c.svc.Decide(ctx, id, allow); err != nil {
+			return 0, err
+		}
+		return ExitOK, nil
+	})
+}
+
+func workersCommand(args []string, stdio Stdio) int {
+	return runCluster("workers", "[--json]", args, stdio, true, nil,
+		func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
+			ws, err := c.svc.Workers(ctx)
+			if err != nil {
+				return 0, err
+			}
+			if f.json {
+				return ExitOK, printJSON(stdio.Out, ws)
+			}
+			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tHOST\tSLOTS\tRUNNING\tPARKED\tLAST SEEN")
+			for _, x := range ws {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s ago\n", x.ID, x.Host, x.Slots, x.Running, x.Parked, time.Since(x.LastSeen).Round(time.Millisecond))
+			}
+			return ExitOK, w.Flush()
+		})
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}

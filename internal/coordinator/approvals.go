@@ -1,0 +1,78 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// holdApproval keeps an `ask` of a queued run (nobody is attached to answer
+// it) in the approvals bucket for a person to decide through the HTTP API or
+// the CLI, and waits for the decision, denying after ApprovalTimeout.
+func (c *Coordinator) holdApproval(ctx context.Context, req tools.ApprovalRequest) tools.Approval {
+	a := store.Approval{
+		ID: c.cfg.NewID(), RunID: req.RunID, ThreadID: req.ThreadID, ThreadPath: req.ThreadPath,
+		Tool: req.Tool, Arguments: req.Arguments, Coordinator: c.cfg.ID, RequestedAt: c.cfg.Now(),
+	}
+	decided := make(chan store.Approval, 1)
+	c.mu.Lock()
+	c.decisions[a.ID] = decided
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.decisions, a.ID)
+		c.mu.Unlock()
+	}()
+	if err := c.cfg.Store.PutApproval(ctx, a); err != nil {
+		return tools.Approval{Reason: "could not hold the approval: " + err.Error()}
+	}
+	timer := time.NewTimer(c.cfg.ApprovalTimeout)
+	defer timer.Stop()
+	select {
+	case d := <-decided:
+		return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}
+	case <-timer.C:
+		reason := fmt.Sprintf("no decision within %v", c.cfg.ApprovalTimeout)
+		d, err := c.cfg.Store.Decide(context.WithoutCancel(ctx), a.ID, false, reason)
+		if errors.Is(err, store.ErrDecided) {
+			// Decided in the same instant: honour the person's answer.
+			return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}
+		}
+		return tools.Approval{Reason: reason}
+	case <-ctx.Done():
+		c.cfg.Store.Decide(context.WithoutCancel(ctx), a.ID, false, "the run ended")
+		return tools.Approval{Reason: "the run ended"}
+	}
+}
+
+// watchApprovals hands decisions on this coordinator's held approvals to the
+// threads waiting for them, whichever coordinator or client recorded them.
+func (c *Coordinator) watchApprovals(ctx context.Context) {
+	defer c.loops.Done()
+	for ctx.Err() == nil {
+		ch, err := c.cfg.Store.WatchApprovals(ctx)
+		if err != nil {
+			c.cfg.Logger.Warn("watch approvals", "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		for a := range ch {
+			if a.Decision == "" || a.Coordinator != c.cfg.ID {
+				continue
+			}
+			c.mu.Lock()
+			w := c.decisions[a.ID]
+			c.mu.Unlock()
+			if w != nil {
+				select {
+				case w <- a:
+				default:
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package coordinator
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// errStopping cancels runs when their coordinator shuts down: queued runs
+// then go back to the queue for another coordinator instead of ending.
+var errStopping = errors.New("coordinator stopping")
+
+// open checks a submission and registers its run with this coordinator.
+func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
+	if sub.RunID == "" {
+		sub.RunID = c.cfg.NewID()
+	}
+	if strings.TrimSpace(sub.Task) == "" || sub.Agent.Name == "" || strings.ContainsAny(sub.RunID, ". *>") {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a run needs a task, an agent name and a one-token id"}
+	}
+	ledger, err := limits.New(sub.Limits)
+	if err != nil {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
+	rn := newRun(sub.RunID, ledger, sub.Approver)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state.Load() != 1 {
+		return nil, &wire.Error{Code: wire.CodeDraining, Message: "coordinator " + c.cfg.ID + " is stopping"}
+	}
+	if _, dup := c.runs[sub.RunID]; dup {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "run " + sub.RunID + " is already running"}
+	}
+	c.runs[sub.RunID] = rn
+	return rn, nil
+}
+
+// close forgets a run and cancels whatever is left of it.
+func (c *Coordinator) close(rn *run) {
+	c.mu.Lock()
+	delete(c.runs, rn.id)
+	c.mu.Unlock()
+	rn.cancel(nil)
+}
+
+// execute runs a registered run's root thread to its end and returns the
+// run's record.
+func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
+	root := runner.Thread{
+		RunID: sub.RunID, ID: c.cfg.NewID(), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
+		Agent: sub.Agent, Agents: sub.Agents, Cwd: sub.Cwd,
+		Permissions: tools.Permissions{sub.Agent.Harness.Permissions},
+	}
+	c.emit(rn, event.Event{Type: event.RunStarted, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name})
+	t := rn.add(root, nil)
+	res, reported := c.execThread(rn, t)
+	rn.finish(t, res, c.cfg.Now())
+	if !reported {
+		c.emitThreadEnd(rn, t, res)
+	}
+	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
+		Status: res.Status, Reason: res.Error, Output: res.Output, Usage: res.Usage})
+	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
+	rec := rn.rec.Snapshot()
+	rec.Coordinator = c.cfg.ID
+	return rec
+}

@@ -1,0 +1,126 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// consume takes submissions from the durable queue, one per run slot, for as
+// long as the coordinator runs. Each of Config.MaxRuns consumers holds at most
+// one run, so a busy coordinator leaves the rest of the queue to others.
+func (c *Coordinator) consume(ctx context.Context) {
+	defer c.loops.Done()
+	for ctx.Err() == nil {
+		sub, err := c.cfg.Store.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.cfg.Logger.Warn("queue", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		c.runQueued(ctx, sub)
+	}
+}
+
+// runQueued runs one submission and acks it only once its final record is
+// stored. A run whose record is already final was finished by an earlier
+// attempt (the ack was lost): it is acked, never run again.
+func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
+	st := c.cfg.Store
+	sub := s.Sub
+	stop := st.KeepInProgress(ctx, s)
+	defer stop()
+
+	cur, _, err := st.GetRecord(ctx, sub.RunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// Enqueued by someone who wrote no record: start one.
+	case err != nil:
+		c.cfg.Logger.Warn("read run record", "run", sub.RunID, "err", err)
+		s.Nak(ctx, time.Second)
+		return
+	case cur.Status.Final():
+		s.Ack(ctx)
+		return
+	}
+	rn, err := c.open(&sub)
+	if err != nil {
+		c.cfg.Logger.Warn("refused queued run", "run", sub.RunID, "err", err)
+		if c.state.Load() != 1 {
+			s.Nak(ctx, 0)
+			return
+		}
+		c.finishRecord(ctx, sub.RunID, func(r *record.Run) {
+			r.Status, r.Error, r.FinishedAt = event.Failed, err.Error(), c.cfg.Now()
+		})
+		s.Ack(ctx)
+		return
+	}
+	defer c.close(rn)
+	started, err := st.UpdateRecord(ctx, sub.RunID, func(r *record.Run) error {
+		if r.RunID == "" {
+			*r = submittedRecord(sub, c.cfg.Now())
+		}
+		r.Attempts++
+		r.Status, r.StartedAt, r.Coordinator = event.Running, c.cfg.Now(), c.cfg.ID
+		return nil
+	})
+	if err != nil {
+		c.cfg.Logger.Warn("start run record", "run", sub.RunID, "err", err)
+		s.Nak(ctx, time.Second)
+		return
+	}
+	c.cfg.Logger.Info("run started", "run", sub.RunID, "attempt", started.Attempts)
+
+	rec := c.execute(rn, sub)
+	if errors.Is(context.Cause(rn.ctx), errStopping) {
+		// Shutting down: hand the run to the next coordinator untouched.
+		c.finishRecord(context.WithoutCancel(ctx), sub.RunID, func(r *record.Run) { r.Status = record.Queued })
+		s.Nak(context.WithoutCancel(ctx), 0)
+		return
+	}
+	c.finishRecord(context.WithoutCancel(ctx), sub.RunID, func(r *record.Run) {
+		keep := *r
+		*r = rec
+		r.Task, r.Spec, r.Agents, r.Model = keep.Task, keep.Spec, keep.Agents, keep.Model
+		r.Attempts, r.CreatedAt, r.StartedAt, r.FinishedAt = keep.Attempts, keep.CreatedAt, keep.StartedAt, c.cfg.Now()
+	})
+	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {
+		c.cfg.Logger.Warn("ack run", "run", sub.RunID, "err", err)
+	}
+}
+
+// finishRecord updates a run record, retrying for a while: the ack waits on it.
+func (c *Coordinator) finishRecord(ctx context.Context, id string, fn func(*record.Run)) {
+	for attempt := 0; attempt < 10; attempt++ {
+		_, err := c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error { fn(r); return nil })
+		if err == nil {
+			return
+		}
+		c.cfg.Logger.Warn("update run record", "run", id, "err", err)
+		sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// submittedRecord is the record of a run as submitted, for a queued run that
+// arrived without one.
+func submittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
+	a := sub.Agent
+	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model, CreatedAt: now}
+}

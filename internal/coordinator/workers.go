@@ -1,0 +1,14 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// handleWorkers answers `formica workers` and GET /v1/workers from this
+// coordinator's registry; every coordinator sees every worker's heartbeat.
+func (c *Coordinator) handleWorkers(_ context.Context, _ actor.Msg, r actor.Replier) {
+	r.Reply(msg(wire.TypeWorkersList, c.registry.list()))
+}

@@ -1,0 +1,235 @@
+// Package service is what users ask of a Formica cluster — submit, list, get,
+// follow, cancel, approve, list workers — implemented over the run store and
+// NATS. The HTTP API serves it (it satisfies api.Backend) and the CLI calls it
+// directly, so both behave alike.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/api"
+	"github.com/formica-run/formica/internal/coordinator"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// Config configures a Service.
+type Config struct {
+	Conn  *nats.Conn
+	Store *store.Store
+	// DefaultModel is given to submitted agents that name no model.
+	DefaultModel string
+	// Cwd is the harness directory of submitted runs on the workers.
+	Cwd string
+}
+
+// Service implements api.Backend.
+type Service struct {
+	cfg Config
+	tr  *natstransport.Transport
+}
+
+var _ api.Backend = (*Service)(nil)
+
+// New returns a service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Conn == nil || cfg.Store == nil {
+		return nil, errors.New("service: a NATS connection and a store are required")
+	}
+	if cfg.DefaultModel == "" {
+		cfg.DefaultModel = "sim"
+	}
+	if cfg.Cwd == "" {
+		cfg.Cwd, _ = os.Getwd()
+	}
+	tr, err := natstransport.New(cfg.Conn, natstransport.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, tr: tr}, nil
+}
+
+// Close releases the service's subscriptions.
+func (s *Service) Close() error { return s.tr.Close() }
+
+// Submit queues a run. The same id twice is one run.
+func (s *Service) Submit(ctx context.Context, req api.SubmitRequest) (string, error) {
+	sub, err := s.Submission(req)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.cfg.Store.Enqueue(ctx, sub); err != nil {
+		return "", mapErr(err)
+	}
+	return sub.RunID, nil
+}
+
+// Submission builds the queued form of a request: the default agent when it
+// names none, the model override, and the run's default model on every agent
+// without one.
+func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
+	root, agents := spec.Default().Agent, req.Agents
+	if req.Agent != nil {
+		root = *req.Agent
+	}
+	if req.Model != "" {
+		root.Model = req.Model
+	}
+	if root.Model == "" {
+		root.Model = s.cfg.DefaultModel
+	}
+	filled := make(map[string]spec.Agent, len(agents))
+	for name, a := range agents {
+		if a.Model == "" {
+			a.Model = s.cfg.DefaultModel
+		}
+		filled[name] = a
+	}
+	id := req.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	if req.MaxDepth < 0 || req.MaxThreads < 0 {
+		return wire.RunSubmit{}, fmt.Errorf("%w: limits must not be negative", api.ErrInvalid)
+	}
+	return wire.RunSubmit{
+		RunID: id, Task: req.Task, Agent: root, Agents: filled, Cwd: s.cfg.Cwd,
+		Limits: limits.Config{MaxDepth: req.MaxDepth, MaxThreads: req.MaxThreads},
+	}, nil
+}
+
+// ListRuns lists records, newest first.
+func (s *Service) ListRuns(ctx context.Context, status string, limit int) ([]record.Run, error) {
+	runs, err := s.cfg.Store.ListRecords(ctx, store.ListOptions{Status: event.Status(status), Limit: limit})
+	return runs, mapErr(err)
+}
+
+// GetRun returns one record.
+func (s *Service) GetRun(ctx context.Context, id string) (record.Run, error) {
+	r, _, err := s.cfg.Store.GetRecord(ctx, id)
+	return r, mapErr(err)
+}
+
+// Events replays and follows a run's events until it finishes.
+func (s *Service) Events(ctx context.Context, id string, after uint64, send func(uint64, event.Event) error) error {
+	rec, err := s.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.Status.Final() {
+		// Stored history only: stop once nothing more arrives, in case the
+		// run's last events have expired from the stream.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+	}
+	return mapErr(s.cfg.Store.Events(ctx, id, after, send))
+}
+
+// CancelRun cancels a queued or running run.
+func (s *Service) CancelRun(ctx context.Context, id string) error {
+	rec, err := s.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.Status.Final() {
+		return fmt.Errorf("%w: run %s already %s", api.ErrConflict, id, rec.Status)
+	}
+	if rec.Status == record.Queued {
+		_, err := s.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+			if r.Status == record.Queued {
+				r.Status, r.Error, r.FinishedAt = event.Cancelled, "cancelled before it started", time.Now()
+			}
+			return nil
+		})
+		if err != nil {
+			return mapErr(err)
+		}
+	}
+	c := wire.Cancel{RunID: id, Reason: "cancelled by a user"}
+	return s.tr.Publish(ctx, wire.SubjectRunCancel, actor.Msg{Type: string(wire.TypeCancel), Data: wire.MustEncode(wire.TypeCancel, c)})
+}
+
+// ListApprovals lists approvals waiting for a person.
+func (s *Service) ListApprovals(ctx context.Context) ([]api.Approval, error) {
+	as, err := s.cfg.Store.ListApprovals(ctx, true)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]api.Approval, len(as))
+	for i, a := range as {
+		out[i] = api.Approval{ID: a.ID, RunID: a.RunID, ThreadID: a.ThreadID, ThreadPath: a.ThreadPath,
+			Tool: a.Tool, Arguments: a.Arguments, RequestedAt: a.RequestedAt}
+	}
+	return out, nil
+}
+
+// Decide answers a pending approval.
+func (s *Service) Decide(ctx context.Context, id string, allow bool) error {
+	reason := "denied by a user"
+	if allow {
+		reason = ""
+	}
+	_, err := s.cfg.Store.Decide(ctx, id, allow, reason)
+	return mapErr(err)
+}
+
+// Workers asks any coordinator for the live workers.
+func (s *Service) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error) {
+	call, err := s.tr.Request(ctx, wire.SubjectWorkers, actor.Msg{Type: string(wire.TypeWorkersList)})
+	if err != nil {
+		return nil, err
+	}
+	defer call.Close()
+	m, err := call.Next(ctx, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, actor.ErrNoResponders) {
+			return nil, fmt.Errorf("%w: no coordinator is running", api.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	var ws []coordinator.WorkerInfo
+	if err := wire.DecodeAs(m.Data, wire.TypeWorkersList, &ws); err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
+
+// Ready reports whether NATS and the store answer.
+func (s *Service) Ready(ctx context.Context) error {
+	if st := s.cfg.Conn.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w: NATS connection %v", api.ErrUnavailable, st)
+	}
+	if _, err := s.cfg.Store.ListRecords(ctx, store.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("%w: run store: %v", api.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// mapErr turns store errors into the API's.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %v", api.ErrNotFound, err)
+	case errors.Is(err, store.ErrDecided):
+		return fmt.Errorf("%w: %v", api.ErrConflict, err)
+	case errors.Is(err, store.ErrInvalidID), errors.Is(err, store.ErrTooLarge):
+		return fmt.Errorf("%w: %v", api.ErrInvalid, err)
+	}
+	return err
+}

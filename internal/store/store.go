@@ -1,0 +1,295 @@
+// Package store keeps all of Formica's durable state in NATS JetStream:
+//
+//   - submissions: a work-queue stream (FORMICA_QUEUE on formica.queue.runs),
+//     deduplicated by run id, with one durable pull consumer "coordinators"
+//     that every coordinator shares. A submission is acked only when its run
+//     has finished and its record is stored; while the run goes on, its
+//     coordinator keeps the message in progress (KeepInProgress). A dead
+//     coordinator's submissions come back after AckWait with a higher
+//     delivery count.
+//   - run records: the KV bucket formica_runs, JSON of record.Run keyed by
+//     run id, updated by compare-and-set. A record too large for one NATS
+//     message lives in the object store and the bucket holds a pointer.
+//   - events: the limits stream FORMICA_EVENTS on formica.events.>, which
+//     captures the events coordinators and workers publish with plain core
+//     NATS; Events replays a run's events and follows it live.
+//   - approvals held for a person: the KV bucket formica_approvals.
+//   - large payloads: the object store formica_payloads (see Offloader).
+//
+// Open creates or updates all of it, idempotently; several coordinators may
+// open the same store at once. The Store does not own the NATS connection.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of the JetStream assets.
+const (
+	// QueueStream holds submissions (WorkQueuePolicy).
+	QueueStream = "FORMICA_QUEUE"
+	// SubjectQueue is the one subject of QueueStream.
+	SubjectQueue = "formica.queue.runs"
+	// QueueConsumer is the durable pull consumer all coordinators share.
+	QueueConsumer = "coordinators"
+	// EventsStream captures every run's events (LimitsPolicy, MaxAge).
+	EventsStream = "FORMICA_EVENTS"
+	// RunsBucket is the KV bucket of run records.
+	RunsBucket = "formica_runs"
+	// ApprovalsBucket is the KV bucket of approvals held for a person.
+	ApprovalsBucket = "formica_approvals"
+	// PayloadsBucket is the object store of large payloads.
+	PayloadsBucket = "formica_payloads"
+)
+
+// Defaults for the zero Config fields.
+const (
+	DefaultReplicas        = 1
+	DefaultEventsMaxAge    = 7 * 24 * time.Hour
+	DefaultDuplicateWindow = 24 * time.Hour
+	DefaultAckWait         = 30 * time.Second
+	DefaultMaxDeliver      = 10
+	DefaultMaxRunSlots     = 64
+)
+
+// Config configures a Store. The zero value is a single-node store with the
+// defaults above.
+type Config struct {
+	// Replicas of every stream, bucket and consumer: 1 (the default) for a
+	// single server, 3 for a clustered NATS. At most 5.
+	Replicas int
+	// EventsMaxAge is how long events are kept; default 7 days.
+	EventsMaxAge time.Duration
+	// DuplicateWindow is how long a run id is remembered to drop a second
+	// submission of the same run; default 24 h.
+	DuplicateWindow time.Duration
+	// AckWait is how long a coordinator may hold a submission without acking
+	// or reporting progress before it is delivered again; default 30 s.
+	// KeepInProgress reports progress every AckWait/3.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries of one submission; default 10. A message
+	// at its last delivery (Submission.LastDelivery) must be settled, or it
+	// stays in the queue, undelivered, for good.
+	MaxDeliver int
+	// MaxRunSlots bounds the submissions held unacked across all
+	// coordinators (the consumer's MaxAckPending); default 64. Each
+	// coordinator pulls one submission per free run slot anyway.
+	MaxRunSlots int
+	// Logger receives warnings (undecodable messages, failed progress
+	// reports, orphaned objects); nil discards them.
+	Logger *slog.Logger
+	// Now is the clock for record and approval times; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() error {
+	switch {
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmt.Errorf("%w: Replicas %d, want 1 to 5", ErrInvalidConfig, c.Replicas)
+	case c.EventsMaxAge < 0, c.DuplicateWindow < 0, c.AckWait < 0:
+		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
+	case c.MaxDeliver < 0 || c.MaxRunSlots < 0:
+		return fmt.Errorf("%w: negative MaxDeliver or MaxRunSlots", ErrInvalidConfig)
+	case c.AckWait != 0 && c.AckWait < 100*time.Millisecond:
+		return fmt.Errorf("%w: AckWait %s is below 100ms", ErrInvalidConfig, c.AckWait)
+	}
+	setDefault(&c.Replicas, DefaultReplicas)
+	setDefault(&c.EventsMaxAge, DefaultEventsMaxAge)
+	setDefault(&c.DuplicateWindow, DefaultDuplicateWindow)
+	setDefault(&c.AckWait, DefaultAckWait)
+	setDefault(&c.MaxDeliver, DefaultMaxDeliver)
+	setDefault(&c.MaxRunSlots, DefaultMaxRunSlots)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Store is Formica's durable state. It is safe for concurrent use.
+type Store struct {
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	cfg       Config
+	log       *slog.Logger
+	queue     jetstream.Consumer
+	runs      jetstream.KeyValue
+	approvals jetstream.KeyValue
+	payloads  jetstream.ObjectStore
+}
+
+// Open creates or updates every stream, bucket and consumer of the store,
+// idempotently, and returns a Store over them. Several processes may Open
+// at once. On a cluster still placing peers ("no suitable peers", no meta
+// leader yet) each step is retried until ctx ends, so give ctx a deadline.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidConfig)
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	s := &Store{nc: nc, js: js, cfg: cfg, log: cfg.Logger}
+	r := cfg.Replicas
+	streams := []jetstream.StreamConfig{{
+		Name:        QueueStream,
+		Description: "Formica run submissions",
+		Subjects:    []string{SubjectQueue},
+		Retention:   jetstream.WorkQueuePolicy,
+		Duplicates:  cfg.DuplicateWindow,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}, {
+		Name:        EventsStream,
+		Description: "Formica run events",
+		Subjects:    []string{"formica.events.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      cfg.EventsMaxAge,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}}
+	for _, sc := range streams {
+		if err := retry(ctx, "stream "+sc.Name, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, sc)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	err = retry(ctx, "consumer "+QueueConsumer, func(ctx context.Context) (err error) {
+		s.queue, err = js.CreateOrUpdateConsumer(ctx, QueueStream, jetstream.ConsumerConfig{
+			Durable:       QueueConsumer,
+			Description:   "Formica coordinators",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxDeliver:    cfg.MaxDeliver,
+			MaxAckPending: cfg.MaxRunSlots,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range []struct {
+		dst  *jetstream.KeyValue
+		name string
+		desc string
+	}{{&s.runs, RunsBucket, "Formica run records"}, {&s.approvals, ApprovalsBucket, "Formica approvals"}} {
+		err := retry(ctx, "bucket "+kv.name, func(ctx context.Context) (err error) {
+			*kv.dst, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: kv.name, Description: kv.desc, History: 1,
+				Storage: jetstream.FileStorage, Replicas: r,
+			})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	err = retry(ctx, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
+		s.payloads, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: PayloadsBucket, Description: "Formica large payloads",
+			Storage: jetstream.FileStorage, Replicas: r,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (s *Store) Config() Config { return s.cfg }
+
+// JetStream codes worth another attempt while a cluster settles.
+const (
+	codeNoSuitablePeers   = 10005 // placement before the meta leader sees every peer
+	codeClusterNotAvail   = 10008 // JetStream system temporarily unavailable
+	codeClusterNotLeader  = 10009
+	codeStreamUpdateRaced = 10058 // name in use: a peer created it with a different config meanwhile
+)
+
+// retry runs f with a bounded attempt timeout until it succeeds, fails for
+// good, or ctx ends.
+func retry(ctx context.Context, what string, f func(context.Context) error) error {
+	wait := 50 * time.Millisecond
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := f(attempt)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			return fmt.Errorf("store: create %s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: create %s: %w (last error: %w)", what, context.Cause(ctx), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func transient(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case codeNoSuitablePeers, codeClusterNotAvail, codeClusterNotLeader, codeStreamUpdateRaced:
+			return true
+		}
+		return api.Code == 503
+	}
+	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+// validKey matches the ids the store accepts: KV keys that are also one
+// subject token (run ids go into event subjects).
+var validKey = regexp.MustCompile(`^[-_=a-zA-Z0-9]+$`)
+
+func checkID(id string) error {
+	if !validKey.MatchString(id) {
+		return fmt.Errorf("%w: %q", ErrInvalidID, id)
+	}
+	return nil
+}
+
+// withTimeout bounds a ctx without deadline by the JetStream API default.
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, apiTimeout)
+}
+
+// apiTimeout bounds a JetStream request whose ctx has no deadline, as the
+// jetstream package does for its own calls.
+const apiTimeout = 5 * time.Second

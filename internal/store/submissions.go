@@ -1,0 +1,264 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// pollWait bounds one pull request of Next; Next pulls again after it.
+const pollWait = 30 * time.Second
+
+// Enqueue submits a run. It creates the run's queued record first, then
+// publishes the submission with the run id as message id, so the stream
+// drops a second copy within the DuplicateWindow.
+//
+// A run whose record already exists is a duplicate: Enqueue reports
+// duplicate=true and publishes nothing, except when that record is still
+// queued and young enough for the stream to deduplicate: then it publishes
+// again (a no-op if the first publish landed), which repairs an Enqueue that
+// died between the record and the publish.
+func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool, err error) {
+	if err := checkID(sub.RunID); err != nil {
+		return false, err
+	}
+	data, err := wire.Encode(wire.TypeRunSubmit, sub)
+	if err != nil {
+		return false, fmt.Errorf("store: enqueue %s: %w", sub.RunID, err)
+	}
+	if limit := s.maxValue(); len(data) > limit {
+		return false, fmt.Errorf("%w: submission of run %s is %d bytes, limit %d", ErrTooLarge, sub.RunID, len(data), limit)
+	}
+	agent := sub.Agent
+	rec := record.Run{
+		RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &agent,
+		Agents: sub.Agents, Model: agent.Model, CreatedAt: s.cfg.Now().UTC(),
+	}
+	if _, err := s.CreateRecord(ctx, rec); err != nil {
+		if !errors.Is(err, ErrExists) {
+			return false, fmt.Errorf("store: enqueue %s: %w", sub.RunID, err)
+		}
+		cur, _, gerr := s.GetRecord(ctx, sub.RunID)
+		if gerr != nil {
+			return true, fmt.Errorf("store: enqueue %s: %w", sub.RunID, gerr)
+		}
+		if cur.Status != record.Queued || s.cfg.Now().Sub(cur.CreatedAt) > s.cfg.DuplicateWindow*9/10 {
+			return true, nil
+		}
+		duplicate = true
+	}
+	msg := &nats.Msg{Subject: SubjectQueue, Data: data, Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderRun, sub.RunID)
+	msg.Header.Set(wire.HeaderType, string(wire.TypeRunSubmit))
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(sub.RunID), jetstream.WithExpectStream(QueueStream))
+	if err != nil {
+		return duplicate, fmt.Errorf("store: enqueue %s: publish: %w", sub.RunID, err)
+	}
+	return duplicate || ack.Duplicate, nil
+}
+
+// Next waits for one submission and returns it, until ctx ends. It pulls
+// exactly one message at a time, so a coordinator holds only what it runs.
+// A message that does not decode as a RunSubmit is terminated, logged and
+// skipped. Transient pull errors (a reconnect, a leader change) are logged
+// and retried; Next returns an error only when ctx ends, the connection is
+// closed, or the consumer is gone.
+func (s *Store) Next(ctx context.Context) (*Submission, error) {
+	wait := 100 * time.Millisecond
+	for {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		pctx, cancel := context.WithTimeout(ctx, pollWait)
+		msg, err := s.queue.Next(jetstream.FetchContext(pctx))
+		cancel()
+		switch {
+		case err == nil:
+			wait = 100 * time.Millisecond
+			if sub := s.submission(ctx, msg); sub != nil {
+				return sub, nil
+			}
+			continue
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			continue // an empty pull: pull again
+		case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConsumerDeleted),
+			errors.Is(err, jetstream.ErrConsumerNotFound):
+			return nil, fmt.Errorf("store: next submission: %w", err)
+		}
+		s.log.Warn("store: pull submission failed, retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// submission decodes msg, or terminates it and returns nil.
+func (s *Store) submission(ctx context.Context, msg jetstream.Msg) *Submission {
+	sub := &Submission{msg: msg, nc: s.nc, maxDeliver: s.cfg.MaxDeliver}
+	meta, err := msg.Metadata()
+	if err == nil {
+		sub.delivered, sub.seq = meta.NumDelivered, meta.Sequence.Stream
+		err = wire.DecodeAs(msg.Data(), wire.TypeRunSubmit, &sub.Sub)
+	}
+	if err == nil && checkID(sub.Sub.RunID) != nil {
+		err = fmt.Errorf("bad run id %q", sub.Sub.RunID)
+	}
+	if err == nil {
+		return sub
+	}
+	s.log.Warn("store: terminating undecodable submission", "seq", sub.seq, "bytes", len(msg.Data()), "err", err)
+	if terr := sub.Term(ctx, "undecodable submission: "+err.Error()); terr != nil {
+		s.log.Warn("store: terminate undecodable submission", "seq", sub.seq, "err", terr)
+	}
+	return nil
+}
+
+// Submission is one delivery of a submitted run. Settle it exactly once
+// with Ack (run finished, record stored), Nak (give it back) or Term (never
+// deliver again); until then report progress (InProgress, KeepInProgress)
+// at least every AckWait, or it is delivered again.
+type Submission struct {
+	Sub wire.RunSubmit
+
+	msg        jetstream.Msg
+	nc         *nats.Conn
+	delivered  uint64
+	seq        uint64
+	maxDeliver int
+
+	mu      sync.Mutex
+	settled bool
+}
+
+// Delivered is how often this submission has been delivered, this delivery
+// included: 1 the first time, 2 after a coordinator died holding it.
+func (s *Submission) Delivered() uint64 { return s.delivered }
+
+// LastDelivery reports whether this is the last delivery MaxDeliver allows.
+// The coordinator must then settle it (fail the run, Ack or Term): an
+// unsettled message at its last delivery is never delivered again and stays
+// in the queue.
+func (s *Submission) LastDelivery() bool { return s.delivered >= uint64(s.maxDeliver) }
+
+// Sequence is the message's sequence in QueueStream.
+func (s *Submission) Sequence() uint64 { return s.seq }
+
+// InProgress tells the server the run goes on, resetting its AckWait
+// timer, and waits for the server's confirmation.
+func (s *Submission) InProgress(ctx context.Context) error {
+	return s.reply(ctx, "in progress", []byte("+WPI"), false)
+}
+
+// Ack removes the submission from the queue, confirmed by the server.
+// Call it only when the run has finished and its record is stored.
+func (s *Submission) Ack(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.settled {
+		return ErrSettled
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if err := s.msg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("store: ack run %s: %w", s.Sub.RunID, err)
+	}
+	s.settled = true
+	return nil
+}
+
+// Nak gives the submission back for delivery again after delay (0: at
+// once), confirmed by the server.
+func (s *Submission) Nak(ctx context.Context, delay time.Duration) error {
+	body := []byte("-NAK")
+	if delay > 0 {
+		body = []byte(`-NAK {"delay": ` + strconv.FormatInt(delay.Nanoseconds(), 10) + `}`)
+	}
+	return s.reply(ctx, "nak", body, true)
+}
+
+// Term removes the submission for good (it is never delivered again),
+// confirmed by the server; reason shows in the server's advisory.
+func (s *Submission) Term(ctx context.Context, reason string) error {
+	body := []byte("+TERM")
+	if reason != "" {
+		body = []byte("+TERM " + reason)
+	}
+	return s.reply(ctx, "term", body, true)
+}
+
+// reply sends an ack-protocol message and waits for the server's answer.
+// jetstream.Msg has a confirmed form only for Ack (DoubleAck); the server
+// answers every kind of ack that carries a reply subject.
+func (s *Submission) reply(ctx context.Context, what string, body []byte, settles bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.settled {
+		return ErrSettled
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := s.nc.RequestWithContext(ctx, s.msg.Reply(), body); err != nil {
+		return fmt.Errorf("store: %s run %s: %w", what, s.Sub.RunID, err)
+	}
+	s.settled = settles
+	return nil
+}
+
+// KeepInProgress reports progress on sub every AckWait/3 until stop is
+// called, ctx ends, or sub is settled. stop waits for the reporter to exit
+// (so no progress report follows an Ack made after stop) and is safe to
+// call twice. Failed reports are logged; the next tick tries again.
+func (s *Store) KeepInProgress(ctx context.Context, sub *Submission) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	every := s.cfg.AckWait / 3
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, every)
+			err := sub.InProgress(rctx)
+			rcancel()
+			switch {
+			case errors.Is(err, ErrSettled):
+				return
+			case err != nil && ctx.Err() == nil:
+				s.log.Warn("store: progress report failed", "run", sub.Sub.RunID, "err", err)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+}
+
+// maxValue is the largest value the store writes as one message, leaving
+// headroom under the server's max payload for subject and headers.
+func (s *Store) maxValue() int {
+	const headroom = 16 << 10
+	return max(int(s.nc.MaxPayload())-headroom, 4<<10)
+}
