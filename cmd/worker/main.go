@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/worker"
 )
 
@@ -59,6 +60,12 @@ func run() error {
 	}
 	defer broker.Drain(nc, 5*time.Second)
 	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
+	// Results larger than the NATS max payload travel through the object store.
+	if st, err := store.Open(ctx, nc, store.Config{}); err != nil {
+		logger.Warn("no JetStream run store: results over the NATS max payload will fail", "err", err)
+	} else {
+		wc.Offloader = st
+	}
 	w, err := worker.New(wc)
 	if err != nil {
 		return err

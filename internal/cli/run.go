@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/embedded"
@@ -25,6 +26,7 @@ import (
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -122,12 +124,12 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 
 	ctx, stop := signalContext(f.timeout)
 	defer stop()
-	nc, cleanup, err := connect(ctx, f)
+	nc, off, cleanup, err := connect(ctx, f)
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
-	cl, err := client.New(nc)
+	cl, err := client.New(nc, off)
 	if err != nil {
 		return 0, err
 	}
@@ -179,14 +181,21 @@ func defaultModel(a *spec.Agent, ref string) {
 // connect reaches the cluster named by --nats or, without it, starts an
 // embedded one in this process: NATS, a coordinator and a local worker with
 // room for the root and every helper the limits allow.
-func connect(ctx context.Context, f runFlags) (*nats.Conn, func(), error) {
+func connect(ctx context.Context, f runFlags) (*nats.Conn, natstransport.Offloader, func(), error) {
 	if len(f.nats.URLs) > 0 {
 		f.nats.Name = "formica-cli"
 		nc, err := broker.Connect(ctx, f.nats)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return nc, func() { broker.Drain(nc, 5*time.Second) }, nil
+		cleanup := func() { broker.Drain(nc, 5*time.Second) }
+		// The cluster's object store carries records too large for one
+		// message; without JetStream, large results cannot come back.
+		st, err := store.Open(ctx, nc, store.Config{})
+		if err != nil {
+			return nc, nil, cleanup, nil
+		}
+		return nc, st, cleanup, nil
 	}
 	stack, err := embedded.Start(ctx, embedded.Config{
 		Workers: 1,
@@ -194,14 +203,14 @@ func connect(ctx context.Context, f runFlags) (*nats.Conn, func(), error) {
 		Models:  runner.ModelOpenerFunc(providers.Open),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc, err := stack.Connect("formica-cli")
 	if err != nil {
 		stack.Stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return nc, func() { stack.Stop() }, nil
+	return nc, nil, func() { stack.Stop() }, nil
 }
 
 func readTask(positional []string, in io.Reader) (string, error) {

@@ -31,9 +31,10 @@ type Client struct {
 	tr *natstransport.Transport
 }
 
-// New returns a client.
-func New(nc *nats.Conn) (*Client, error) {
-	tr, err := natstransport.New(nc, natstransport.Config{})
+// New returns a client. off, when not nil, fetches and stores messages
+// larger than the NATS max payload (a run's large record) by reference.
+func New(nc *nats.Conn, off natstransport.Offloader) (*Client, error) {
+	tr, err := natstransport.New(nc, natstransport.Config{Offloader: off})
 	if err != nil {
 		return nil, err
 	}

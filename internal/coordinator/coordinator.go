@@ -119,7 +119,11 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger})
+	tc := natstransport.Config{Logger: cfg.Logger}
+	if cfg.Store != nil {
+		tc.Offloader = cfg.Store
+	}
+	tr, err := natstransport.New(cfg.Conn, tc)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func spawnRoundTrips(tb testing.TB, s *Stack, n int) []time.Duration {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cl, err := client.New(nc)
+	cl, err := client.New(nc, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -64,6 +64,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}()
 	if s.connect == nil {
+		if !cfg.Durable && cfg.Server.MaxPayload == 0 {
+			// Without JetStream nothing can carry a body by reference, so
+			// allow NATS's largest messages instead.
+			cfg.Server.MaxPayload = 64 << 20
+		}
 		if s.Server, err = broker.StartServer(ctx, cfg.Server); err != nil {
 			return nil, err
 		}
@@ -109,8 +114,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		w, err := worker.New(worker.Config{Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
-			HeartbeatInterval: cfg.HeartbeatInterval, Logger: cfg.Logger})
+		wc := worker.Config{Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
+			HeartbeatInterval: cfg.HeartbeatInterval, Logger: cfg.Logger}
+		if s.Store != nil {
+			wc.Offloader = s.Store
+		}
+		w, err := worker.New(wc)
 		if err != nil {
 			return nil, err
 		}

@@ -41,7 +41,7 @@ func startStack(t *testing.T, workers, slots int) (*Stack, *client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(nc)
+	cl, err := client.New(nc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,10 @@ type Config struct {
 	Harness runner.HarnessConfig
 	// HeartbeatInterval paces worker heartbeats and progress on running threads.
 	HeartbeatInterval time.Duration
-	Logger            *slog.Logger
+	// Offloader, when set, carries messages larger than the NATS max payload
+	// (a large result, say) through the JetStream object store.
+	Offloader natstransport.Offloader
+	Logger    *slog.Logger
 }
 
 // Worker hosts threads. Create with New, then Start.
@@ -108,7 +111,7 @@ func New(cfg Config) (*Worker, error) {
 	if strings.ContainsAny(cfg.ID, ". *>\t") {
 		return nil, fmt.Errorf("%w: id %q must be one subject token", ErrBadConfig, cfg.ID)
 	}
-	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger})
+	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader})
 	if err != nil {
 		return nil, err
 	}
