@@ -25,7 +25,7 @@ var errStreamClosed = errors.New("api: event stream closed")
 //	id: <seq>
 //	data: <event JSON, one line>
 //
-// and, while nothing else is sent, a ": keepalive" comment every
+// and a ": keepalive" comment whenever nothing was sent for
 // Config.KeepAlive. It resumes after the Last-Event-ID header, or else after
 // the "after" query parameter, or else from the start. The stream ends when
 // the backend's Events returns: at once for a finished run, after its history.
@@ -65,7 +65,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 			case <-done:
 				return
 			case <-tick.C:
-				if err := st.write([]byte(": keepalive\n\n")); err != nil {
+				if err := st.keepAlive(s.cfg.KeepAlive); err != nil {
 					cancel()
 					return
 				}
@@ -75,14 +75,16 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	err = s.b.Events(ctx, id, after, st.send)
 	close(done)
 	wg.Wait()
-	opened := st.close()
+	opened, clientGone := st.close()
 
 	switch {
 	case !opened && err == nil:
 		w.WriteHeader(http.StatusNoContent)
+	case !opened && r.Context().Err() == nil && s.streams.Err() != nil:
+		return &apiError{http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down"}
 	case !opened:
 		return err
-	case err != nil && ctx.Err() == nil:
+	case err != nil && ctx.Err() == nil && !clientGone:
 		s.log.Warn("api: event stream broke off", "run", id, "err", err)
 	}
 	return nil
@@ -113,6 +115,8 @@ type sseStream struct {
 	mu     sync.Mutex
 	opened bool
 	closed bool
+	last   time.Time // of the last write
+	failed bool      // a write failed: the client is gone or stalled
 	buf    []byte
 }
 
@@ -152,10 +156,14 @@ func (st *sseStream) send(seq uint64, e event.Event) error {
 	return st.writeLocked(st.buf)
 }
 
-func (st *sseStream) write(p []byte) error {
+// keepAlive sends a comment unless something was sent within period.
+func (st *sseStream) keepAlive(period time.Duration) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.writeLocked(p)
+	if st.opened && time.Since(st.last) < period {
+		return nil
+	}
+	return st.writeLocked([]byte(": keepalive\n\n"))
 }
 
 func (st *sseStream) writeLocked(p []byte) error {
@@ -166,11 +174,17 @@ func (st *sseStream) writeLocked(p []byte) error {
 		return context.Cause(st.ctx)
 	}
 	st.openLocked()
-	st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) // unsupported in tests' recorders
-	if _, err := st.w.Write(p); err != nil {
+	st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) // where the writer supports deadlines
+	_, err := st.w.Write(p)
+	if err == nil {
+		err = st.flushLocked()
+	}
+	if err != nil {
+		st.failed = true
 		return err
 	}
-	return st.flushLocked()
+	st.last = time.Now()
+	return nil
 }
 
 func (st *sseStream) flushLocked() error {
@@ -181,10 +195,11 @@ func (st *sseStream) flushLocked() error {
 	return nil
 }
 
-// close stops all writes and reports whether the stream was opened.
-func (st *sseStream) close() bool {
+// close stops all writes and reports whether the stream was opened and
+// whether a write to the client failed.
+func (st *sseStream) close() (opened, failed bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.closed = true
-	return st.opened
+	return st.opened, st.failed
 }

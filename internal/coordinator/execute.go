@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"strings"
 
@@ -64,10 +65,26 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 	if !reported {
 		c.emitThreadEnd(rn, t, res)
 	}
+	// The root has ended, but a cancelled tree may still be winding down:
+	// stop what is left and let it report, so the record is final.
+	if context.Cause(rn.ctx) == nil {
+		rn.cancel(errors.New("the run has ended"))
+	}
+	rn.settle(settleTimeout)
 	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
-		Status: res.Status, Reason: res.Error, Output: res.Output, Usage: res.Usage})
+		Status: res.Status, Reason: res.Error, Output: clip(res.Output, maxEventOutput), Usage: res.Usage})
 	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
 	rec := rn.rec.Snapshot()
 	rec.Coordinator = c.cfg.ID
 	return rec
+}
+
+// maxEventOutput bounds the output an event carries; the run record has all of it.
+const maxEventOutput = 64 << 10
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

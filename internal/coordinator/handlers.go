@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -24,59 +23,17 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 		r.Reply(errorMsg(err))
 		return
 	}
-	if sub.RunID == "" {
-		sub.RunID = c.cfg.NewID()
-	}
-	if strings.TrimSpace(sub.Task) == "" || sub.Agent.Name == "" || strings.ContainsAny(sub.RunID, ". *>") {
-		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: "a run needs a task, an agent name and a one-token id"}))
-		return
-	}
-	ledger, err := limits.New(sub.Limits)
+	rn, err := c.open(&sub)
 	if err != nil {
-		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
+		r.Reply(errorMsg(err))
 		return
 	}
-	rn := newRun(sub.RunID, ledger, sub.Approver)
-	c.mu.Lock()
-	if _, dup := c.runs[sub.RunID]; dup {
-		c.mu.Unlock()
-		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: "run " + sub.RunID + " is already running"}))
-		return
-	}
-	c.runs[sub.RunID] = rn
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.runs, sub.RunID)
-		c.mu.Unlock()
-		rn.cancel(nil)
-	}()
-
+	defer c.close(rn)
 	r.Reply(msg(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
 	ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{}))
-
-	root := runner.Thread{
-		RunID: sub.RunID, ID: c.cfg.NewID(), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
-		Agent: sub.Agent, Agents: sub.Agents, Cwd: sub.Cwd,
-		Permissions: tools.Permissions{sub.Agent.Harness.Permissions},
-	}
-	c.emit(rn, event.Event{Type: event.RunStarted, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name})
-	t := rn.add(root, nil)
-	res, reported := c.execThread(rn, t)
-	rn.finish(t, res, c.cfg.Now())
-	if !reported {
-		c.emitThreadEnd(rn, t, res)
-	}
-	// The root has ended, but a cancelled tree may still be winding down:
-	// stop what is left and let it report, so the record is final.
-	rn.cancel(errors.New("the run has ended"))
-	rn.settle(settleTimeout)
-	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
-		Status: res.Status, Reason: res.Error, Output: res.Output, Usage: res.Usage})
-
-	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
+	rec := c.execute(rn, sub)
 	c.alive.remove(ping)
-	r.Reply(msg(wire.TypeRunResult, wire.RunResult{Record: rn.rec.Snapshot()}))
+	r.Reply(msg(wire.TypeRunResult, wire.RunResult{Record: rec}))
 }
 
 // handleSpawn admits, places and waits for one helper, then answers its parent.

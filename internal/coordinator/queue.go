@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
@@ -42,9 +43,12 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Enqueued by someone who wrote no record: start one.
+		if _, err := st.CreateRecord(ctx, submittedRecord(sub, c.cfg.Now())); err != nil && !errors.Is(err, store.ErrExists) {
+			c.retryLater(ctx, s, "create run record", err)
+			return
+		}
 	case err != nil:
-		c.cfg.Logger.Warn("read run record", "run", sub.RunID, "err", err)
-		s.Nak(ctx, time.Second)
+		c.retryLater(ctx, s, "read run record", err)
 		return
 	case cur.Status.Final():
 		s.Ack(ctx)
@@ -65,16 +69,12 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	}
 	defer c.close(rn)
 	started, err := st.UpdateRecord(ctx, sub.RunID, func(r *record.Run) error {
-		if r.RunID == "" {
-			*r = submittedRecord(sub, c.cfg.Now())
-		}
 		r.Attempts++
 		r.Status, r.StartedAt, r.Coordinator = event.Running, c.cfg.Now(), c.cfg.ID
 		return nil
 	})
 	if err != nil {
-		c.cfg.Logger.Warn("start run record", "run", sub.RunID, "err", err)
-		s.Nak(ctx, time.Second)
+		c.retryLater(ctx, s, "start run record", err)
 		return
 	}
 	c.cfg.Logger.Info("run started", "run", sub.RunID, "attempt", started.Attempts)
@@ -95,6 +95,23 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {
 		c.cfg.Logger.Warn("ack run", "run", sub.RunID, "err", err)
 	}
+}
+
+// retryLater gives a submission back to the queue after a store error, or,
+// on its last delivery, fails the run for good: a message past its last
+// delivery would otherwise stay in the queue forever.
+func (c *Coordinator) retryLater(ctx context.Context, s *store.Submission, what string, err error) {
+	c.cfg.Logger.Warn(what, "run", s.Sub.RunID, "delivery", s.Delivered(), "err", err)
+	ctx = context.WithoutCancel(ctx)
+	if !s.LastDelivery() {
+		s.Nak(ctx, time.Second)
+		return
+	}
+	reason := fmt.Sprintf("gave up after %d deliveries: %s: %v", s.Delivered(), what, err)
+	c.finishRecord(ctx, s.Sub.RunID, func(r *record.Run) {
+		r.Status, r.Error, r.FinishedAt = event.Failed, reason, c.cfg.Now()
+	})
+	s.Term(ctx, reason)
 }
 
 // finishRecord updates a run record, retrying for a while: the ack waits on it.

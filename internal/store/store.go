@@ -30,6 +30,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Names of the JetStream assets.
@@ -163,7 +165,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	}, {
 		Name:        EventsStream,
 		Description: "Formica run events",
-		Subjects:    []string{"formica.events.>"},
+		Subjects:    []string{wire.EventsAll},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      cfg.EventsMaxAge,
@@ -171,14 +173,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		Replicas:    r,
 	}}
 	for _, sc := range streams {
-		if err := retry(ctx, "stream "+sc.Name, func(ctx context.Context) error {
+		if err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {
 			return nil, err
 		}
 	}
-	err = retry(ctx, "consumer "+QueueConsumer, func(ctx context.Context) (err error) {
+	err = retry(ctx, s.log, "consumer "+QueueConsumer, func(ctx context.Context) (err error) {
 		s.queue, err = js.CreateOrUpdateConsumer(ctx, QueueStream, jetstream.ConsumerConfig{
 			Durable:       QueueConsumer,
 			Description:   "Formica coordinators",
@@ -197,7 +199,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		name string
 		desc string
 	}{{&s.runs, RunsBucket, "Formica run records"}, {&s.approvals, ApprovalsBucket, "Formica approvals"}} {
-		err := retry(ctx, "bucket "+kv.name, func(ctx context.Context) (err error) {
+		err := retry(ctx, s.log, "bucket "+kv.name, func(ctx context.Context) (err error) {
 			*kv.dst, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 				Bucket: kv.name, Description: kv.desc, History: 1,
 				Storage: jetstream.FileStorage, Replicas: r,
@@ -208,7 +210,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	err = retry(ctx, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
+	err = retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
 		s.payloads, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 			Bucket: PayloadsBucket, Description: "Formica large payloads",
 			Storage: jetstream.FileStorage, Replicas: r,
@@ -230,11 +232,12 @@ const (
 	codeClusterNotAvail   = 10008 // JetStream system temporarily unavailable
 	codeClusterNotLeader  = 10009
 	codeStreamUpdateRaced = 10058 // name in use: a peer created it with a different config meanwhile
+	codeNoJetStreamForAcc = 10039 // a 503 that waiting will not fix
 )
 
 // retry runs f with a bounded attempt timeout until it succeeds, fails for
 // good, or ctx ends.
-func retry(ctx context.Context, what string, f func(context.Context) error) error {
+func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
 	wait := 50 * time.Millisecond
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -246,6 +249,7 @@ func retry(ctx context.Context, what string, f func(context.Context) error) erro
 		if !transient(err) || ctx.Err() != nil {
 			return fmt.Errorf("store: create %s: %w", what, err)
 		}
+		log.Info("store: JetStream not ready, retrying", "what", what, "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("store: create %s: %w (last error: %w)", what, context.Cause(ctx), err)
@@ -259,6 +263,8 @@ func transient(err error) bool {
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode {
+		case codeNoJetStreamForAcc:
+			return false
 		case codeNoSuitablePeers, codeClusterNotAvail, codeClusterNotLeader, codeStreamUpdateRaced:
 			return true
 		}

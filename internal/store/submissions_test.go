@@ -70,6 +70,24 @@ func TestEnqueueDeduplicates(t *testing.T) {
 	if n := queued(t, s); n != 2 {
 		t.Fatalf("%d queued messages, want 2", n)
 	}
+	// The stream remembers a run id for the DuplicateWindow even after its
+	// message was acked and removed: a record left "queued" by a
+	// coordinator that failed to update it does not make the run run twice.
+	for range 2 {
+		sub, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dup, err := s.Enqueue(ctx, submit("run-1")); err != nil || !dup {
+		t.Fatalf("Enqueue after ack: dup=%v err=%v", dup, err)
+	}
+	if n := queued(t, s); n != 0 {
+		t.Fatalf("%d queued messages after the runs were acked, want 0", n)
+	}
 	if _, err := s.Enqueue(ctx, submit("bad.id")); !errors.Is(err, ErrInvalidID) {
 		t.Fatalf("bad id: %v", err)
 	}

@@ -65,6 +65,16 @@ func (t *Transport) resolve(m actor.Msg) (actor.Msg, error) {
 	}
 	delete(m.Header, PayloadHeader)
 	m.Data = data
+	if d, ok := t.cfg.Offloader.(interface {
+		DeletePayload(context.Context, string) error
+	}); ok {
+		// Each offloaded body has exactly one reader: drop it once read.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), offloadTimeout)
+			defer cancel()
+			d.DeletePayload(ctx, ref)
+		}()
+	}
 	return m, nil
 }
 
