@@ -223,3 +223,18 @@ func TestLoad(t *testing.T) {
 		t.Fatal("fixture changed")
 	}
 }
+
+// FuzzParse feeds arbitrary documents to the spec parser, which the HTTP API
+// runs on request bodies: it must return a spec or an error, never panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("name: a\ninstructions: x\nhelper: {tools: {policy: restrict, only: [agent]}}\n"))
+	f.Add([]byte(`{"name":"a","output_schema":{"type":"object"},"agents":[{"name":"b"}],"handoffs":["b"]}`))
+	f.Add([]byte("name: a\nharness: {permissions: {default: ask, rules: [{tool: bash, match: 'git *', decision: allow}]}}\n"))
+	f.Add([]byte("&x name: *x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse(data, "fuzz.yaml")
+		if err == nil && file.Name == "" {
+			t.Fatal("a spec without a name was accepted")
+		}
+	})
+}
