@@ -165,18 +165,16 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 		c.subs = append(c.subs, sub)
 	}
-	for subject, h := range map[string]nats.MsgHandler{
-		wire.SubjectWorkerHeartbeats: c.handleWorkerHeartbeat,
-		wire.EventsAll:               c.handleEvent,
-	} {
-		sub, err := c.cfg.Conn.Subscribe(subject, h)
-		if err != nil {
-			c.stopSubs()
-			return err
-		}
-		sub.SetPendingLimits(1<<20, 256<<20)
-		c.natsSubs = append(c.natsSubs, sub)
+	// The records of runs are kept from what the coordinator itself sees
+	// (placements, results with each thread's own usage), not from events,
+	// so it needs no subscription to the event firehose.
+	hb, err := c.cfg.Conn.Subscribe(wire.SubjectWorkerHeartbeats, c.handleWorkerHeartbeat)
+	if err != nil {
+		c.stopSubs()
+		return err
 	}
+	hb.SetPendingLimits(1<<20, 64<<20)
+	c.natsSubs = append(c.natsSubs, hb)
 	if err := c.tr.Flush(ctx); err != nil {
 		c.stopSubs()
 		return err

@@ -104,7 +104,11 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 			return failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
 		}
 		switch wire.Type(reply.Type) {
-		case wire.TypeExecAccepted, wire.TypeProgress:
+		case wire.TypeExecAccepted:
+			e := threadEvent(event.ThreadStarted, t.thread)
+			e.Worker, e.Time = wid, c.cfg.Now()
+			r.rec.Emit(e)
+		case wire.TypeProgress:
 		case wire.TypeExecBusy:
 			return runner.Result{}, busy
 		case wire.TypeExecResult:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
@@ -182,24 +181,6 @@ func (c *Coordinator) handleRunCancel(_ context.Context, m actor.Msg, r actor.Re
 	}
 	rn.cancel(errors.New(reason))
 	r.Reply(msg(wire.TypeOK, struct{}{}))
-}
-
-// handleEvent folds events of owned runs into their records.
-func (c *Coordinator) handleEvent(m *nats.Msg) {
-	run := m.Header.Get(wire.HeaderRun)
-	rn := c.run(run)
-	if rn == nil {
-		return
-	}
-	var e event.Event
-	if err := wire.DecodeAs(m.Data, wire.TypeEvent, &e); err != nil {
-		return
-	}
-	switch e.Type { // the coordinator's own events are already in the record
-	case event.RunStarted, event.RunFinished, event.ThreadSpawned, event.ThreadRefused:
-		return
-	}
-	rn.rec.Emit(e)
 }
 
 func (c *Coordinator) run(id string) *run {

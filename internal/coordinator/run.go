@@ -132,6 +132,7 @@ func (r *run) finish(t *threadRec, res runner.Result, at time.Time) {
 	e := threadEvent(event.ThreadFinished, t.thread)
 	e.Status, e.Reason, e.Usage, e.Time = res.Status, res.Error, res.Usage, at
 	r.rec.Emit(e)
+	r.rec.ThreadUsage(t.thread.ID, res.Own)
 }
 
 // settleTimeout bounds how long a run's end waits for its last threads.

@@ -135,6 +135,15 @@ func (r *Recorder) thread(e event.Event) *Thread {
 	return t
 }
 
+// ThreadUsage sets a thread's own token usage.
+func (r *Recorder) ThreadUsage(id string, u model.Usage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.threads[id]; ok {
+		t.Usage = u
+	}
+}
+
 // SetResult records the run's final output (events carry no outputs of runs).
 func (r *Recorder) SetResult(status event.Status, output, errText string, usage model.Usage) {
 	r.mu.Lock()

@@ -151,7 +151,7 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 	if err != nil {
 		return tools.HelperResult{}, err
 	}
-	st.addUsage(res.Usage)
+	st.addHelper(res.Usage)
 	if res.Status != event.Succeeded {
 		reason := res.Error
 		if reason == "" {

@@ -19,7 +19,7 @@ func (r *Runner) RunThread(ctx context.Context, th Thread) Result {
 	r.emit(th.event(event.ThreadStarted))
 	st := &threadState{r: r, th: &th}
 	res := st.run(ctx)
-	res.Usage = st.totalUsage()
+	res.Usage, res.Own = st.usages()
 	e := th.event(event.ThreadFinished)
 	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
 	e.Latency = event.Duration(r.cfg.Now().Sub(start))
@@ -42,20 +42,28 @@ type threadState struct {
 	messages  []model.Message
 	permStack tools.Permissions
 
-	mu    sync.Mutex
-	usage model.Usage // own model calls plus every helper's subtree
+	mu      sync.Mutex
+	own     model.Usage // this thread's model calls
+	helpers model.Usage // every helper's subtree
 }
 
-func (st *threadState) addUsage(u model.Usage) {
+func (st *threadState) addOwn(u model.Usage) {
 	st.mu.Lock()
-	st.usage = st.usage.Add(u)
+	st.own = st.own.Add(u)
 	st.mu.Unlock()
 }
 
-func (st *threadState) totalUsage() model.Usage {
+func (st *threadState) addHelper(u model.Usage) {
+	st.mu.Lock()
+	st.helpers = st.helpers.Add(u)
+	st.mu.Unlock()
+}
+
+// usages returns the subtree's total and the thread's own part of it.
+func (st *threadState) usages() (total, own model.Usage) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.usage
+	return st.own.Add(st.helpers), st.own
 }
 
 func (st *threadState) run(ctx context.Context) Result {
@@ -130,7 +138,7 @@ func (st *threadState) generate(ctx context.Context) (model.Response, error) {
 		e.Reason = err.Error()
 	} else {
 		e.Usage = resp.Usage
-		st.addUsage(resp.Usage)
+		st.addOwn(resp.Usage)
 	}
 	st.r.emit(e)
 	return resp, err

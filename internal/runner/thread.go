@@ -34,8 +34,10 @@ type Result struct {
 	Output string       `msgpack:"output,omitempty"`
 	// Error says why a thread failed or was cancelled.
 	Error string `msgpack:"error,omitempty"`
-	// Usage is the tokens of this thread and its whole subtree.
+	// Usage is the tokens of this thread and its whole subtree; Own is the
+	// part spent by this thread's own model calls.
 	Usage model.Usage `msgpack:"usage"`
+	Own   model.Usage `msgpack:"own"`
 }
 
 func (t *Thread) event(typ event.Type) event.Event {
