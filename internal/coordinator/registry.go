@@ -149,8 +149,9 @@ func (g *registry) place(ctx context.Context, timeout time.Duration) (string, er
 		if w := g.pickLocked(); w != nil {
 			w.load++
 			w.hosted++
+			id := w.info.ID // heartbeats rewrite info under the lock
 			g.mu.Unlock()
-			return w.info.ID, nil
+			return id, nil
 		}
 	}
 	wt := &waiter{ch: make(chan string, 1)}

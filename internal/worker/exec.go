@@ -108,15 +108,23 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 
 	w.mu.Lock()
 	if _, dup := w.threads[th.ID]; dup {
+		// An earlier placement of the thread still runs here: its coordinator
+		// gave up on it (this worker seemed lost). Busy sends the new
+		// placement elsewhere instead of failing the thread.
 		w.mu.Unlock()
 		<-w.slots
 		cancel(nil)
-		r.Reply(errorMsg(&wire.Error{Code: wire.CodeBadRequest, Message: "thread " + th.ID + " is already running here"}))
+		r.Reply(msg(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
 		return
 	}
 	w.threads[th.ID] = h
 	w.runs[th.RunID] = req.Coordinator
-	if _, ok := w.coords[req.Coordinator]; !ok {
+	// A placement is a sign of life: a coordinator restarted under the same
+	// id places threads before its first heartbeat reaches this worker, and
+	// the last heartbeat seen is then its dead predecessor's.
+	if c, ok := w.coords[req.Coordinator]; ok {
+		c.last = nowFunc()
+	} else {
 		w.coords[req.Coordinator] = &coordSeen{last: nowFunc(), interval: DefaultHeartbeatInterval}
 	}
 	w.mu.Unlock()
