@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -70,9 +71,20 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// Refuse a bad --http before anything starts: not even one queued run
+	// may be taken by a coordinator that is about to exit.
+	if hc.Addr != "off" {
+		if err := api.Check(hc); err != nil {
+			if errors.Is(err, api.ErrInsecure) {
+				err = fmt.Errorf("--http: %w (give one with --http-token or $FORMICA_HTTP_TOKEN)", err)
+			}
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	cc.Cwd = *cwd
 	cfg := embedded.Config{
 		Coordinator:       cc,
 		Durable:           true,

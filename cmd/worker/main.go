@@ -61,7 +61,7 @@ func run() error {
 	defer broker.Drain(nc, 5*time.Second)
 	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
 	// Results larger than the NATS max payload travel through the object store.
-	if st, err := store.Open(ctx, nc, store.Config{}); err != nil {
+	if st, err := store.Open(ctx, nc, store.Config{Client: true}); err != nil {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail", "err", err)
 	} else {
 		wc.Offloader = st

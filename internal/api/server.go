@@ -146,6 +146,16 @@ func New(cfg Config, b Backend) (*Server, error) {
 	return s, nil
 }
 
+// Check reports why New would refuse cfg, without a backend, so a program
+// can refuse a bad configuration before it starts anything else.
+func Check(cfg Config) error {
+	_, err := New(cfg, checkOnly{})
+	return err
+}
+
+// checkOnly stands in for the backend in Check; New calls none of its methods.
+type checkOnly struct{ Backend }
+
 // isLoopback reports whether host names only this machine: "localhost" or a
 // loopback IP. The empty host (":8080") means every interface.
 func isLoopback(host string) bool {

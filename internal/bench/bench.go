@@ -61,8 +61,11 @@ type Settings struct {
 	Workers       int           `json:"workers"`
 	Slots         int           `json:"slots"`
 	// ScalingSizes are the fan-out sizes of the scaling scenario; the ratio
-	// is the last one's cost over 100's.
-	ScalingSizes []int `json:"scaling_sizes"`
+	// is the last one's cost over 100's. Sizes below ScalingRepeat are run
+	// several times (up to 21, about ScalingRepeat helpers in all) and the
+	// median taken.
+	ScalingSizes  []int `json:"scaling_sizes"`
+	ScalingRepeat int   `json:"scaling_repeat"`
 	// MemoryHelpers are kept alive at once; MemoryParents parked at once,
 	// each on one helper of ParkLatency (the parents' own first call waits
 	// as long, so it must outlast spawning them all).
@@ -75,11 +78,11 @@ type Settings struct {
 var (
 	Full = Settings{Samples: 2000, Window: time.Second, Parents: 64, HelpersPerParent: 100,
 		FanoutN: 1000, FanoutLatency: 100 * time.Millisecond, Workers: 4, Slots: 64,
-		ScalingSizes:  []int{1, 10, 100, 1000, 10000},
+		ScalingSizes: []int{1, 10, 100, 1000, 10000}, ScalingRepeat: 2000,
 		MemoryHelpers: 10000, MemoryParents: 2000, ParkLatency: 10 * time.Second}
 	Quick = Settings{Samples: 300, Window: 250 * time.Millisecond, Parents: 64, HelpersPerParent: 5,
 		FanoutN: 300, FanoutLatency: 50 * time.Millisecond, Workers: 4, Slots: 64,
-		ScalingSizes:  []int{1, 10, 100, 1000},
+		ScalingSizes: []int{1, 10, 100, 1000}, ScalingRepeat: 1000,
 		MemoryHelpers: 1000, MemoryParents: 200, ParkLatency: 3 * time.Second}
 )
 
@@ -106,6 +109,7 @@ func (s Settings) withDefaults(base Settings) Settings {
 	if len(s.ScalingSizes) == 0 {
 		s.ScalingSizes = slices.Clone(base.ScalingSizes)
 	}
+	def(&s.ScalingRepeat, base.ScalingRepeat)
 	def(&s.MemoryHelpers, base.MemoryHelpers)
 	def(&s.MemoryParents, base.MemoryParents)
 	defD(&s.ParkLatency, base.ParkLatency)
@@ -113,7 +117,7 @@ func (s Settings) withDefaults(base Settings) Settings {
 }
 
 func (s Settings) validate() error {
-	for _, v := range []int{s.Samples, s.Parents, s.HelpersPerParent, s.FanoutN, s.Workers, s.Slots, s.MemoryHelpers, s.MemoryParents} {
+	for _, v := range []int{s.Samples, s.Parents, s.HelpersPerParent, s.FanoutN, s.Workers, s.Slots, s.ScalingRepeat, s.MemoryHelpers, s.MemoryParents} {
 		if v < 1 {
 			return fmt.Errorf("%w: sizes must be positive: %+v", ErrBadConfig, s)
 		}

@@ -29,8 +29,9 @@ import (
 )
 
 // maxPayload lets a 10,000-helper run's record (about 2.5 MB of msgpack)
-// come back in one message; Formica does not yet move large payloads to the
-// object store (DESIGN "Wire and state"), and the default 1 MiB refuses it.
+// come back in one message: the bench stacks run without the durable store,
+// so there is no object store to move large payloads to, and the default
+// 1 MiB would refuse it.
 const maxPayload = 64 << 20
 
 // server starts an embedded NATS server, listening on loopback when tcp.
@@ -84,7 +85,7 @@ func startCluster(ctx context.Context, tcp bool, workers, slots int) (_ *cluster
 	if c.nc, err = c.stack.Connect("bench-client"); err != nil {
 		return nil, err
 	}
-	if c.client, err = client.New(c.nc); err != nil {
+	if c.client, err = client.New(c.nc, nil); err != nil {
 		return nil, err
 	}
 	if c.cwd, err = os.MkdirTemp("", "formica-bench"); err != nil {
@@ -106,6 +107,15 @@ func (c *cluster) stop() {
 	if c.cwd != "" {
 		os.RemoveAll(c.cwd)
 	}
+}
+
+// messages are the messages the server has received and delivered so far.
+func (c *cluster) messages() (in, out int64) {
+	v, err := c.srv.NATS().Varz(nil)
+	if err != nil {
+		return 0, 0
+	}
+	return v.InMsgs, v.OutMsgs
 }
 
 // rootAgent is the root of every bench run: the sim model with the agent

@@ -19,7 +19,11 @@
 //     Helpers/s is helpers over the wall time from the first submission to
 //     the last record, so root start-up is included (amortised over the
 //     helpers of each parent). Ratio: helpers/s / (raw requests/s with 64
-//     in flight on the same in-process server / 2).
+//     in flight on the same in-process server / 2). Wall-clock ratios swing
+//     with whatever else the machine runs, so the scenario also reports what
+//     load does not move: process CPU time per helper and per raw round trip
+//     (and their ratio), heap allocations per helper, and NATS messages
+//     published and delivered per helper.
 //   - fanout: one root fans out to N helpers of latency L over W workers of
 //     S slots, agent_max_threads = N; makespan from the root's first
 //     tool.call to its last tool.result. Ratio: makespan /
@@ -29,16 +33,22 @@
 //     count (median of repeats at small sizes). Ratio: cost at the largest
 //     size (10,000) / cost at 100.
 //   - memory: bytes per live helper in the coordinator and in a worker, and
-//     per parked parent. The coordinator and the workers run in two child
-//     processes (`formica bench --role coordinator|workers`) on a NATS
-//     server in this process, so each side's growth is measured in a heap of
-//     its own: runtime.ReadMemStats after runtime.GC, HeapAlloc + StackInuse
-//     (goroutine stacks are memory a helper costs too). Deltas are taken
-//     against the same processes idle after a warm-up run, with N helpers
-//     alive and blocked in a long sim call; parked parents are measured as a
-//     tree of P parents each waiting on one blocked helper, minus P live
-//     helpers. The figures include each helper's conversation (a system
-//     prompt and a one-line task, about 300 bytes with sim).
+//     per parked parent. The coordinator, the parent's worker (one worker,
+//     one slot: it hosts the root) and the helpers' workers run as three
+//     child processes (`formica bench --role ...`) on a NATS server in this
+//     process, so each side grows in a heap of its own: runtime.ReadMemStats
+//     after runtime.GC, HeapAlloc + StackInuse (goroutine stacks are memory a
+//     helper costs too). The delta is taken from the same processes idle
+//     after a warm-up run to the moment N helpers are alive, blocked in a
+//     long sim call. "Worker" is the helpers' workers divided by the helpers
+//     they host: a live helper's own thread. The parent's side of each call
+//     (its goroutine waiting for the reply on the parent's worker) is
+//     reported apart. Parked parents are a tree of P parents each waiting on
+//     one blocked helper, in fresh processes (a process that ran many
+//     goroutines reuses their cached stacks), less P helpers and P calls at
+//     the costs just measured. The figures include each helper's
+//     conversation (a system prompt and a one-line task, about 300 bytes
+//     with sim).
 //
 // Times are wall-clock and the machine is shared: Result records the load
 // average before and after, and nothing here asserts on times.

@@ -49,9 +49,11 @@ func (b *suite) scaling(ctx context.Context, res *Result) error {
 	s := &Scaling{Workers: set.Workers, Slots: set.Slots}
 	for _, n := range set.ScalingSizes {
 		// Repeat small fan-outs: one of them is a few hundred microseconds.
-		repeats := max(1, min(21, 2000/n))
+		repeats := max(1, min(21, set.ScalingRepeat/n))
 		b.logf("   %d helpers × %d", n, repeats)
 		spans := make([]time.Duration, 0, repeats)
+		cpu0 := cpuTime()
+		in0, _ := c.messages()
 		for range repeats {
 			span, err := c.fanout(ctx, n, 0)
 			if err != nil {
@@ -59,14 +61,21 @@ func (b *suite) scaling(ctx context.Context, res *Result) error {
 			}
 			spans = append(spans, span)
 		}
+		cpu := cpuTime() - cpu0
+		in1, _ := c.messages()
 		med := percentile(spans, 0.5)
 		s.Points = append(s.Points, ScalePoint{Helpers: n, Repeats: repeats, MakespanMs: ms(med),
-			PerHelperUs: us(med / time.Duration(n))})
+			PerHelperUs:       us(med / time.Duration(n)),
+			CPUPerHelperUs:    round(float64(cpu)/float64(time.Microsecond)/float64(n*repeats), 1),
+			MessagesPerHelper: round(float64(in1-in0)/float64(n*repeats), 1)})
 	}
 	base := slices.IndexFunc(s.Points, func(p ScalePoint) bool { return p.Helpers == 100 })
 	last := s.Points[len(s.Points)-1]
 	if base >= 0 && last.Helpers > 100 && s.Points[base].PerHelperUs > 0 {
 		s.Ratio = round(last.PerHelperUs/s.Points[base].PerHelperUs, 3)
+		if c := s.Points[base].CPUPerHelperUs; c > 0 {
+			s.CPURatio = round(last.CPUPerHelperUs/c, 3)
+		}
 		s.RatioOf = fmt.Sprintf("%d/100", last.Helpers)
 		res.ScalingRatio = ptr(s.Ratio)
 	}

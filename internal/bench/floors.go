@@ -66,7 +66,7 @@ func goroutineFloor(samples int, window time.Duration) Floor {
 		<-reply
 		lat[i] = time.Since(t0)
 	}
-	rate := parallelRate(window, func() func() error {
+	rate, cpu := parallelRate(window, func() func() error {
 		reply := make(chan int, 1)
 		return func() error {
 			reqs <- req{1, reply}
@@ -74,62 +74,65 @@ func goroutineFloor(samples int, window time.Duration) Floor {
 			return nil
 		}
 	})
-	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)), RequestsPerSec: round(rate, 0)}
+	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)),
+		RequestsPerSec: round(rate, 0), CPUPerRequestUs: round(cpu, 2)}
 }
 
 // rawFloor is plain NATS request-reply between two connections: p50/p99 of
 // sequential round trips, then requests/s with 64 in flight.
 func rawFloor(dial func(string) (*nats.Conn, error), samples int, window time.Duration) (Floor, error) {
-	lat, rate, err := rawRoundTrips(dial, samples, window)
+	lat, rate, cpu, err := rawRoundTrips(dial, samples, window)
 	if err != nil {
 		return Floor{}, err
 	}
-	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)), RequestsPerSec: round(rate, 0)}, nil
+	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)),
+		RequestsPerSec: round(rate, 0), CPUPerRequestUs: round(cpu, 2)}, nil
 }
 
 // rawRoundTrips times samples sequential request-replies and, when window is
-// set, counts those completed with 64 in flight for that long.
-func rawRoundTrips(dial func(string) (*nats.Conn, error), samples int, window time.Duration) ([]time.Duration, float64, error) {
+// set, counts those completed with 64 in flight for that long: their rate,
+// and the process CPU time each cost (server, both clients).
+func rawRoundTrips(dial func(string) (*nats.Conn, error), samples int, window time.Duration) (lat []time.Duration, rate, cpuUs float64, err error) {
 	resp, err := dial("bench-responder")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer resp.Close()
 	req, err := dial("bench-requester")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer req.Close()
 	subject := "formica.bench.echo." + nats.NewInbox()[len(nats.InboxPrefix):]
 	sub, err := resp.Subscribe(subject, func(m *nats.Msg) { m.Respond(m.Data) })
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer sub.Unsubscribe()
 	sub.SetPendingLimits(-1, -1)
 	if err := resp.Flush(); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	payload := make([]byte, payloadSize)
 	// A few untimed trips set up the response mux and warm the path.
 	for range 50 {
 		if _, err := req.Request(subject, payload, 5*time.Second); err != nil {
-			return nil, 0, fmt.Errorf("raw request: %w", err)
+			return nil, 0, 0, fmt.Errorf("raw request: %w", err)
 		}
 	}
-	lat := make([]time.Duration, samples)
+	lat = make([]time.Duration, samples)
 	for i := range lat {
 		t0 := time.Now()
 		if _, err := req.Request(subject, payload, 5*time.Second); err != nil {
-			return nil, 0, fmt.Errorf("raw request: %w", err)
+			return nil, 0, 0, fmt.Errorf("raw request: %w", err)
 		}
 		lat[i] = time.Since(t0)
 	}
 	if window <= 0 {
-		return lat, 0, nil
+		return lat, 0, 0, nil
 	}
 	var failed atomic.Value
-	rate := parallelRate(window, func() func() error {
+	rate, cpuUs = parallelRate(window, func() func() error {
 		return func() error {
 			_, err := req.Request(subject, payload, 5*time.Second)
 			if err != nil {
@@ -139,15 +142,16 @@ func rawRoundTrips(dial func(string) (*nats.Conn, error), samples int, window ti
 		}
 	})
 	if err, _ := failed.Load().(error); err != nil {
-		return nil, 0, fmt.Errorf("raw request, %d in flight: %w", inFlight, err)
+		return nil, 0, 0, fmt.Errorf("raw request, %d in flight: %w", inFlight, err)
 	}
-	return lat, rate, nil
+	return lat, rate, cpuUs, nil
 }
 
 // parallelRate runs 64 callers, each calling its own op in a loop for
-// window, and returns completed calls per second. newOp is called once per
-// caller, before the clock starts.
-func parallelRate(window time.Duration, newOp func() func() error) float64 {
+// window, and returns completed calls per second and the process CPU time
+// per call in microseconds. newOp is called once per caller, before the
+// clock starts.
+func parallelRate(window time.Duration, newOp func() func() error) (rate, cpuUs float64) {
 	ops := make([]func() error, inFlight)
 	for i := range ops {
 		ops[i] = newOp()
@@ -155,7 +159,7 @@ func parallelRate(window time.Duration, newOp func() func() error) float64 {
 	var done atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for _, op := range ops {
 		wg.Go(func() {
 			for !stop.Load() {
@@ -169,7 +173,10 @@ func parallelRate(window time.Duration, newOp func() func() error) float64 {
 	time.Sleep(window)
 	stop.Store(true)
 	n := done.Load()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	wg.Wait()
-	return float64(n) / elapsed.Seconds()
+	if n == 0 {
+		return 0, 0
+	}
+	return float64(n) / elapsed.Seconds(), float64(cpu) / float64(time.Microsecond) / float64(n)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -24,8 +25,20 @@ import (
 // the run is cancelled.
 const liveLatency = time.Hour
 
+// Worker process names of the memory scenario. Placement breaks ties by
+// worker id, so the root lands on the parent's worker ("a-…" sorts first),
+// and helpers go to the helpers' workers: the parent's one slot is taken by
+// at most one helper while the root waits.
+const (
+	parentWorkers = "a-parent"
+	helperWorkers = "b-helpers"
+)
+
 // memory measures each side's bytes per live helper and per parked parent,
-// the coordinator and the workers each in a child process of its own.
+// the coordinator, the parent's worker and the helpers' workers each in a
+// child process of its own. Each of the two measurements starts fresh
+// processes: a process that has run many goroutines keeps their freed stacks
+// cached, and new goroutines reuse them without growing StackInuse.
 func (b *suite) memory(ctx context.Context, res *Result) error {
 	set := b.set
 	srv, err := startServer(ctx, true)
@@ -38,29 +51,11 @@ func (b *suite) memory(ctx context.Context, res *Result) error {
 		return err
 	}
 	defer nc.Close()
-	cl, err := client.New(nc)
+	cl, err := client.New(nc, nil)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-
-	id := strings.ReplaceAll(uuid.NewString(), "-", "")
-	most := max(set.MemoryHelpers, 2*set.MemoryParents) + 2
-	slots := (most + set.Workers - 1) / set.Workers
-	coord, err := b.startChild(ctx, RoleCoordinator, srv.ClientURL(), id, 0, 0)
-	if err != nil {
-		return err
-	}
-	defer coord.stop()
-	workers, err := b.startChild(ctx, RoleWorkers, srv.ClientURL(), id, set.Workers, slots)
-	if err != nil {
-		return err
-	}
-	defer workers.stop()
-	m := &memProbe{nc: nc, id: id}
-	if err := m.await(ctx, 30*time.Second, "workers registered", func(c, _ memReport) bool { return c.Workers == set.Workers }); err != nil {
-		return err
-	}
 	cwd, err := os.MkdirTemp("", "formica-bench")
 	if err != nil {
 		return err
@@ -68,63 +63,102 @@ func (b *suite) memory(ctx context.Context, res *Result) error {
 	defer os.RemoveAll(cwd)
 	r := &memRunner{cl: cl, nc: nc, cwd: cwd}
 
-	// Warm up: open the model and the harness, fill the pools.
-	if err := r.complete(ctx, listTask(20)); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
-	}
-	baseC, baseW, err := m.both()
-	if err != nil {
-		return err
-	}
 	n := set.MemoryHelpers
 	b.logf("   %d live helpers", n)
-	liveC, liveW, err := r.holding(ctx, m, listTask(n), liveLatency, limits.Config{MaxThreads: n}, 1, n, n+1)
+	base, live, err := b.memPhase(ctx, srv, r, listTask(n), liveLatency, limits.Config{MaxThreads: n}, 1, n, n+1)
 	if err != nil {
 		return err
 	}
-	side := func(base, live memReport) Side {
-		return Side{
-			BaseBytes:           base.bytes(),
-			BytesPerLiveHelper:  round((float64(live.bytes())-float64(base.bytes()))/float64(n), 0),
-			HeapPerHelper:       round((float64(live.Heap)-float64(base.Heap))/float64(n), 0),
-			StackPerHelper:      round((float64(live.Stack)-float64(base.Stack))/float64(n), 0),
-			GoroutinesPerHelper: round(float64(live.Goroutines-base.Goroutines)/float64(n), 2),
-		}
-	}
+	// The parent's worker hosts the root and at most one helper.
+	onParent := live.parent.Hosted - 1
 	mem := &Memory{Helpers: n, Parents: set.MemoryParents, Workers: set.Workers,
-		Coordinator: side(baseC, liveC), Worker: side(baseW, liveW)}
+		Coordinator: side(base.coord, live.coord, n, 0, 0),
+		Worker:      side(base.helpers, live.helpers, live.helpers.Hosted, 0, 0)}
+	mem.ParentWorker = side(base.parent, live.parent, n, onParent, mem.Worker.BytesPerLiveHelper)
 
-	// Parked parents: P parents, each waiting on one helper; subtract the
-	// helpers at the per-helper cost just measured.
-	if err := m.await(ctx, time.Minute, "helpers gone", func(_, w memReport) bool { return w.Hosted == 0 }); err != nil {
-		return err
-	}
-	baseC, baseW, err = m.both()
-	if err != nil {
-		return err
-	}
+	// Parked parents: P parents, each waiting on one helper. Subtract the
+	// helpers, and the root's calls to the parents, at the costs just
+	// measured.
 	p := set.MemoryParents
 	b.logf("   %d parked parents", p)
 	var task strings.Builder
 	for i := range p {
 		fmt.Fprintf(&task, "- parent %d\n  - leaf %d\n", i, i)
 	}
-	parkC, parkW, err := r.holding(ctx, m, task.String(), set.ParkLatency, limits.Config{MaxThreads: 2 * p}, 2, p, 2*p+1)
+	base, park, err := b.memPhase(ctx, srv, r, task.String(), set.ParkLatency, limits.Config{MaxThreads: 2 * p}, 2, p, 2*p+1)
 	if err != nil {
 		return err
 	}
-	parked := func(s *Side, base, now memReport) {
-		v := (float64(now.bytes()) - float64(base.bytes()) - float64(p)*s.BytesPerLiveHelper) / float64(p)
-		s.BytesPerParkedParent = ptr(round(v, 0))
-	}
-	parked(&mem.Coordinator, baseC, parkC)
-	parked(&mem.Worker, baseW, parkW)
+	perP := func(base, now memReport) float64 { return (float64(now.bytes()) - float64(base.bytes())) / float64(p) }
+	mem.Coordinator.BytesPerParkedParent = ptr(round(perP(base.coord, park.coord)-mem.Coordinator.BytesPerLiveHelper, 0))
+	workers := perP(base.parent, park.parent) + perP(base.helpers, park.helpers)
+	mem.Worker.BytesPerParkedParent = ptr(round(workers-mem.Worker.BytesPerLiveHelper-mem.ParentWorker.BytesPerLiveHelper, 0))
 
 	res.Memory = mem
 	res.WorkerBytesPerLiveHelper = ptr(mem.Worker.BytesPerLiveHelper)
 	res.CoordBytesPerLiveHelper = ptr(mem.Coordinator.BytesPerLiveHelper)
 	return nil
 }
+
+// memPhase starts a coordinator, the parent's worker and the helpers'
+// workers as child processes on srv, warms them up with a small run, reads
+// their memory (base), then reads it again while a run of task holds want
+// threads at depth (now; see memRunner.holding), and stops them.
+func (b *suite) memPhase(ctx context.Context, srv *broker.Server, r *memRunner, task string, latency time.Duration,
+	lim limits.Config, depth, want, hosted int) (base, now memSnap, err error) {
+	set := b.set
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")
+	most := max(set.MemoryHelpers, 2*set.MemoryParents) + 2
+	slots := (most + set.Workers - 1) / set.Workers
+	for _, p := range []struct {
+		role, name     string
+		workers, slots int
+	}{
+		{RoleCoordinator, RoleCoordinator, 0, 0},
+		{RoleWorkers, parentWorkers, 1, 1},
+		{RoleWorkers, helperWorkers, set.Workers, slots},
+	} {
+		ch, err := b.startChild(ctx, p.role, p.name, srv.ClientURL(), id, p.workers, p.slots)
+		if err != nil {
+			return base, now, err
+		}
+		defer ch.stop()
+	}
+	m := &memProbe{nc: r.nc, id: id}
+	if err := m.await(ctx, 30*time.Second, "workers registered", func(s memSnap) bool { return s.coord.Workers == set.Workers+1 }); err != nil {
+		return base, now, err
+	}
+	// Warm up: open the model and the harness, fill the pools.
+	if err := r.complete(ctx, listTask(20)); err != nil {
+		return base, now, fmt.Errorf("warm-up: %w", err)
+	}
+	if base, err = m.all(); err != nil {
+		return base, now, err
+	}
+	now, err = r.holding(ctx, m, task, latency, lim, depth, want, hosted)
+	return base, now, err
+}
+
+// side is one process's growth from base to now over n helpers, less
+// others helpers at otherCost each.
+func side(base, now memReport, n, others int, otherCost float64) Side {
+	per := func(a, b uint64) float64 { return (float64(b) - float64(a)) / float64(max(n, 1)) }
+	less := float64(others) * otherCost / float64(max(n, 1))
+	heapShare := 1.0
+	if d := float64(now.bytes()) - float64(base.bytes()); d > 0 {
+		heapShare = (float64(now.Heap) - float64(base.Heap)) / d
+	}
+	return Side{
+		BaseBytes:           base.bytes(),
+		BytesPerLiveHelper:  round(per(base.bytes(), now.bytes())-less, 0),
+		HeapPerHelper:       round(per(base.Heap, now.Heap)-less*heapShare, 0),
+		StackPerHelper:      round(per(base.Stack, now.Stack)-less*(1-heapShare), 0),
+		GoroutinesPerHelper: round(float64(now.Goroutines-base.Goroutines)/float64(max(n, 1)), 2),
+	}
+}
+
+// memSnap is every process's report at one moment.
+type memSnap struct{ coord, parent, helpers memReport }
 
 // memProbe asks the role processes for their memory.
 type memProbe struct {
@@ -142,27 +176,30 @@ func (m *memProbe) ask(role string) (memReport, error) {
 	return r, err
 }
 
-func (m *memProbe) both() (coord, workers memReport, err error) {
-	if coord, err = m.ask(RoleCoordinator); err != nil {
+func (m *memProbe) all() (s memSnap, err error) {
+	if s.coord, err = m.ask(RoleCoordinator); err != nil {
 		return
 	}
-	workers, err = m.ask(RoleWorkers)
+	if s.parent, err = m.ask(parentWorkers); err != nil {
+		return
+	}
+	s.helpers, err = m.ask(helperWorkers)
 	return
 }
 
-// await polls both reports until ok or timeout.
-func (m *memProbe) await(ctx context.Context, timeout time.Duration, what string, ok func(c, w memReport) bool) error {
+// await polls the reports until ok or timeout.
+func (m *memProbe) await(ctx context.Context, timeout time.Duration, what string, ok func(memSnap) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		c, w, err := m.both()
+		s, err := m.all()
 		if err != nil {
 			return err
 		}
-		if ok(c, w) {
+		if ok(s) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s after %v (coordinator %+v, workers %+v)", errNotReady, what, timeout, c, w)
+			return fmt.Errorf("%w: %s after %v (%+v)", errNotReady, what, timeout, s)
 		}
 		select {
 		case <-ctx.Done():
@@ -193,7 +230,7 @@ func (r *memRunner) complete(ctx context.Context, task string) error {
 // fails if a thread at depth ended before the reading: then the threads
 // above it were not all still waiting.
 func (r *memRunner) holding(ctx context.Context, m *memProbe, task string, latency time.Duration, lim limits.Config,
-	depth, want, hosted int) (coord, workers memReport, err error) {
+	depth, want, hosted int) (snap memSnap, err error) {
 	runID := uuid.NewString()
 	var started, finished atomic.Int64
 	sub, err := r.nc.Subscribe(wire.SubjectEvents(runID)+".thread.*", func(msg *nats.Msg) {
@@ -228,12 +265,12 @@ func (r *memRunner) holding(ctx context.Context, m *memProbe, task string, laten
 	defer wg.Wait()
 
 	timeout := 2*time.Minute + time.Duration(want)*5*time.Millisecond
-	err = m.await(ctx, timeout, fmt.Sprintf("%d threads at depth %d started", want, depth), func(_, w memReport) bool {
-		return started.Load() >= int64(want) && w.Hosted >= hosted
+	err = m.await(ctx, timeout, fmt.Sprintf("%d threads at depth %d started", want, depth), func(s memSnap) bool {
+		return started.Load() >= int64(want) && s.parent.Hosted+s.helpers.Hosted >= hosted
 	})
 	if err == nil {
 		time.Sleep(100 * time.Millisecond) // let replies and events in flight land
-		coord, workers, err = m.both()
+		snap, err = m.all()
 	}
 	if err == nil && finished.Load() > 0 {
 		err = fmt.Errorf("%d threads at depth %d ended before the reading: latency %v too short for this machine", finished.Load(), depth, latency)

@@ -31,11 +31,11 @@ type Result struct {
 
 // Machine describes where the suite ran.
 type Machine struct {
-	GoVersion string `json:"go_version"`
-	OS        string `json:"os"`
-	Arch      string `json:"arch"`
-	CPUs      int    `json:"cpus"`
-	CPUModel  string `json:"cpu_model,omitempty"`
+	GoVersion string  `json:"go_version"`
+	OS        string  `json:"os"`
+	Arch      string  `json:"arch"`
+	CPUs      int     `json:"cpus"`
+	CPUModel  string  `json:"cpu_model,omitempty"`
 	MemoryGiB float64 `json:"memory_gib,omitempty"`
 	// LoadBefore and LoadAfter are the 1, 5 and 15 minute load averages.
 	LoadBefore []float64 `json:"load_before,omitempty"`
@@ -47,8 +47,10 @@ type Floor struct {
 	Samples int     `json:"samples"`
 	P50us   float64 `json:"p50_us"`
 	P99us   float64 `json:"p99_us"`
-	// RequestsPerSec is completed round trips per second with 64 in flight.
-	RequestsPerSec float64 `json:"requests_per_sec_64"`
+	// RequestsPerSec is completed round trips per second with 64 in flight,
+	// CPUPerRequestUs the process CPU time each took then.
+	RequestsPerSec  float64 `json:"requests_per_sec_64"`
+	CPUPerRequestUs float64 `json:"cpu_per_request_us"`
 }
 
 // Floors are the paths everything else is compared with.
@@ -72,6 +74,9 @@ type SpawnLatency struct {
 	// CrossWorker is the share of helpers that ran on another worker than
 	// their parent.
 	CrossWorker float64 `json:"cross_worker"`
+	// CPUPerSpawnUs is the process CPU time per timed spawn (every
+	// component is in this process).
+	CPUPerSpawnUs float64 `json:"cpu_per_spawn_us"`
 }
 
 // Spawn is the spawn latency over both kinds of connection.
@@ -94,6 +99,21 @@ type Throughput struct {
 	RawRequestsPerSec float64 `json:"raw_requests_per_sec_64"`
 	// Ratio is HelpersPerSec / (RawRequestsPerSec / 2).
 	Ratio float64 `json:"ratio"`
+	// CPUPerHelperUs and RawCPUPerRequestUs are process CPU time per helper
+	// and per raw round trip. Both runs saturate the CPUs, so CPURatio =
+	// 2 × RawCPUPerRequestUs / CPUPerHelperUs is the ratio the machine's
+	// other load does not move.
+	CPUPerHelperUs     float64 `json:"cpu_per_helper_us"`
+	RawCPUPerRequestUs float64 `json:"raw_cpu_per_request_us"`
+	CPURatio           float64 `json:"cpu_ratio"`
+	// AllocsPerHelper and AllocBytesPerHelper are heap allocations per
+	// helper, every component included: a figure load does not move.
+	AllocsPerHelper     float64 `json:"allocs_per_helper"`
+	AllocBytesPerHelper float64 `json:"alloc_bytes_per_helper"`
+	// MessagesPerHelper are published to the server per helper (control
+	// messages, events, heartbeats), DeliveriesPerHelper delivered by it.
+	MessagesPerHelper   float64 `json:"messages_per_helper"`
+	DeliveriesPerHelper float64 `json:"deliveries_per_helper"`
 }
 
 // Fanout is one parent fanning out to N helpers of latency L.
@@ -114,6 +134,11 @@ type ScalePoint struct {
 	// MakespanMs is the median fan-out makespan.
 	MakespanMs  float64 `json:"makespan_ms"`
 	PerHelperUs float64 `json:"per_helper_us"`
+	// CPUPerHelperUs is the process CPU time per helper over the repeats,
+	// each run's set-up and record included.
+	CPUPerHelperUs float64 `json:"cpu_per_helper_us"`
+	// MessagesPerHelper are published to the server per helper.
+	MessagesPerHelper float64 `json:"messages_per_helper"`
 }
 
 // Scaling is the cost per helper as one parent's fan-out grows.
@@ -125,6 +150,9 @@ type Scaling struct {
 	// RatioOf says which sizes ("10000/100").
 	Ratio   float64 `json:"ratio"`
 	RatioOf string  `json:"ratio_of"`
+	// CPURatio is the same ratio of CPU time per helper, which the
+	// machine's other load moves less than the wall-clock one.
+	CPURatio float64 `json:"cpu_ratio"`
 }
 
 // Side is one process's share of the memory scenario.
@@ -132,9 +160,9 @@ type Side struct {
 	// BaseBytes is HeapAlloc + StackInuse idle after a warm-up run.
 	BaseBytes uint64 `json:"base_bytes"`
 	// HeapPerHelper and StackPerHelper split BytesPerLiveHelper.
-	BytesPerLiveHelper float64 `json:"bytes_per_live_helper"`
-	HeapPerHelper      float64 `json:"heap_per_live_helper"`
-	StackPerHelper     float64 `json:"stack_per_live_helper"`
+	BytesPerLiveHelper  float64 `json:"bytes_per_live_helper"`
+	HeapPerHelper       float64 `json:"heap_per_live_helper"`
+	StackPerHelper      float64 `json:"stack_per_live_helper"`
 	GoroutinesPerHelper float64 `json:"goroutines_per_live_helper"`
 	// BytesPerParkedParent is what a parent waiting on its helper adds.
 	BytesPerParkedParent *float64 `json:"bytes_per_parked_parent,omitempty"`
@@ -142,11 +170,18 @@ type Side struct {
 
 // Memory is what a live helper and a parked parent cost each side.
 type Memory struct {
-	Helpers     int  `json:"helpers"`
-	Parents     int  `json:"parents"`
-	Workers     int  `json:"workers"`
+	Helpers int `json:"helpers"`
+	Parents int `json:"parents"`
+	Workers int `json:"workers"`
+	// Coordinator is the coordinator's process.
 	Coordinator Side `json:"coordinator"`
-	Worker      Side `json:"worker"`
+	// Worker is the helpers' workers: a live helper's own thread. Its
+	// parked-parent figure covers the parent's thread and its call to its
+	// helper, wherever they run.
+	Worker Side `json:"worker"`
+	// ParentWorker is the parent's worker: what each of the parent's calls
+	// to a live helper costs there (the parent's side of the spawn).
+	ParentWorker Side `json:"parent_worker"`
 }
 
 // Target is one goal of BENCHMARKS.md and whether this run met it.
@@ -178,7 +213,11 @@ func (r *Result) targets() []Target {
 	add("spawn p50 / 2 raw round trips, TCP", r.SpawnP50RatioTCP, 3, false)
 	add("spawn throughput / (raw req/s / 2)", r.SpawnThroughputRatio, 1.0/3, true)
 	add("fan-out makespan / ideal", r.FanoutMakespanRatio, 1.10, false)
-	add("cost per helper at 10,000 / at 100", r.ScalingRatio, 1.5, false)
+	scaling := "cost per helper at 10,000 / at 100"
+	if r.Scaling != nil && r.Scaling.RatioOf != "" && r.Scaling.RatioOf != "10000/100" {
+		scaling = "cost per helper at " + r.Scaling.RatioOf + " helpers (target: 10000/100)"
+	}
+	add(scaling, r.ScalingRatio, 1.5, false)
 	add("worker bytes per live helper", r.WorkerBytesPerLiveHelper, 16<<10, false)
 	add("coordinator bytes per live helper", r.CoordBytesPerLiveHelper, 8<<10, false)
 	return ts

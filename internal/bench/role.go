@@ -21,6 +21,7 @@ import (
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/worker"
 )
 
 // Roles of the memory scenario's child processes.
@@ -70,45 +71,68 @@ func RoleMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	role := fs.String("role", "", "coordinator or workers")
 	url := fs.String("nats", "", "NATS URL")
 	id := fs.String("id", "", "control subject token")
+	name := fs.String("name", "", "worker id prefix (role workers); the control subject's last token")
 	workers := fs.Int("workers", 1, "workers to start (role workers)")
 	slots := fs.Int("slots", 64, "slots per worker")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := serveRole(*role, *url, *id, *workers, *slots, stdin, stdout); err != nil {
+	if err := serveRole(*role, *url, *id, *name, *workers, *slots, stdin, stdout); err != nil {
 		fmt.Fprintln(stderr, "formica bench role:", err)
 		return 1
 	}
 	return 0
 }
 
-func serveRole(role, url, id string, workers, slots int, stdin io.Reader, stdout io.Writer) error {
-	if url == "" || id == "" || (role != RoleCoordinator && role != RoleWorkers) {
-		return fmt.Errorf("%w: need --role coordinator|workers, --nats and --id", ErrBadConfig)
+func serveRole(role, url, id, name string, workers, slots int, stdin io.Reader, stdout io.Writer) error {
+	if url == "" || id == "" || (role != RoleCoordinator && role != RoleWorkers) || (role == RoleWorkers && name == "") {
+		return fmt.Errorf("%w: need --role coordinator|workers, --nats, --id, and --name for workers", ErrBadConfig)
 	}
-	cfg := embedded.Config{
-		Connect: func(name string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(name)) },
-		Slots:   slots,
-		Models:  runner.ModelOpenerFunc(providers.Open),
-	}
-	if role == RoleWorkers {
-		cfg.NoCoordinator, cfg.Workers = true, workers
-	}
+	connect := func(n string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(n)) }
+	cfg := embedded.Config{Connect: connect, NoCoordinator: role == RoleWorkers}
 	stack, err := embedded.Start(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
 	defer stack.Stop()
+	// Workers are started here rather than by the stack so their ids, and
+	// with them placement's tie-break, are known: "<name>-<n>".
+	var ws []*worker.Worker
+	defer func() {
+		for _, w := range ws {
+			w.Stop()
+		}
+	}()
+	if role == RoleWorkers {
+		for i := range workers {
+			nc, err := stack.Connect(fmt.Sprintf("formica-worker-%d", i+1))
+			if err != nil {
+				return err
+			}
+			w, err := worker.New(worker.Config{ID: fmt.Sprintf("%s-%d", name, i+1), Conn: nc, Slots: slots,
+				Models: runner.ModelOpenerFunc(providers.Open)})
+			if err != nil {
+				return err
+			}
+			if err := w.Start(context.Background()); err != nil {
+				return err
+			}
+			ws = append(ws, w)
+		}
+	}
 	nc, err := stack.Connect("bench-control")
 	if err != nil {
 		return err
+	}
+	if role == RoleWorkers {
+		role = name
 	}
 	sub, err := nc.Subscribe(controlSubject(id, role), func(m *nats.Msg) {
 		r := readMem()
 		if stack.Coordinator != nil {
 			r.Workers = len(stack.Coordinator.Workers())
 		}
-		for _, w := range stack.Workers {
+		for _, w := range ws {
 			r.Hosted += w.Hosted()
 		}
 		b, _ := json.Marshal(r)
@@ -136,8 +160,9 @@ type child struct {
 }
 
 // startChild starts a role process and waits for it to say it is ready.
-func (b *suite) startChild(ctx context.Context, role, url, id string, workers, slots int) (*child, error) {
-	args := []string{RoleFlag, role, "--nats", url, "--id", id,
+// name names a workers process (its workers are "<name>-1", ...).
+func (b *suite) startChild(ctx context.Context, role, name, url, id string, workers, slots int) (*child, error) {
+	args := []string{RoleFlag, role, "--nats", url, "--id", id, "--name", name,
 		"--workers", strconv.Itoa(workers), "--slots", strconv.Itoa(slots)}
 	var cmd *exec.Cmd
 	if b.cfg.Child != nil {

@@ -50,7 +50,7 @@ func (b *suite) spawnLatency(ctx context.Context, tcp bool) (*SpawnLatency, erro
 		return nil, err
 	}
 	defer c.stop()
-	raw, _, err := rawRoundTrips(c.dial, b.set.Samples, 0)
+	raw, _, _, err := rawRoundTrips(c.dial, b.set.Samples, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +60,7 @@ func (b *suite) spawnLatency(ctx context.Context, tcp bool) (*SpawnLatency, erro
 	}
 	var lat []time.Duration
 	cross, helpers := 0, 0
+	cpu0 := cpuTime()
 	for left := b.set.Samples; left > 0; left -= spawnsPerRun {
 		var times toolTimes
 		n := min(left, spawnsPerRun)
@@ -84,6 +85,7 @@ func (b *suite) spawnLatency(ctx context.Context, tcp bool) (*SpawnLatency, erro
 			}
 		}
 	}
+	cpu := cpuTime() - cpu0
 	if len(lat) < b.set.Samples {
 		return nil, fmt.Errorf("%w: %d of %d spawns timed", errShort, len(lat), b.set.Samples)
 	}
@@ -91,7 +93,8 @@ func (b *suite) spawnLatency(ctx context.Context, tcp bool) (*SpawnLatency, erro
 	return &SpawnLatency{
 		Samples: len(lat), P50us: us(p50), P99us: us(percentile(lat, 0.99)),
 		RawP50us: us(rawP50), RawP99us: us(percentile(raw, 0.99)),
-		Ratio:       round(float64(p50)/float64(2*rawP50), 2),
-		CrossWorker: round(float64(cross)/float64(max(helpers, 1)), 3),
+		Ratio:         round(float64(p50)/float64(2*rawP50), 2),
+		CrossWorker:   round(float64(cross)/float64(max(helpers, 1)), 3),
+		CPUPerSpawnUs: round(float64(cpu)/float64(time.Microsecond)/float64(len(lat)), 1),
 	}, nil
 }

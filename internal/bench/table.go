@@ -24,18 +24,18 @@ func WriteTable(w io.Writer, res *Result) error {
 
 	if f := res.Floors; f != nil {
 		fmt.Fprintln(w, "\nfloors (128 B request-reply)")
-		p("\tpath\tp50\tp99\treq/s, 64 in flight\t")
+		p("\tpath\tp50\tp99\treq/s, 64 in flight\tCPU/req\t")
 		for _, r := range []struct {
 			name string
 			f    Floor
 		}{{"goroutine + channel reply", f.Goroutine}, {"NATS in-process", f.NATSInproc}, {"NATS TCP loopback", f.NATSTCP}} {
-			p("\t%s\t%s\t%s\t%s\t", r.name, usStr(r.f.P50us), usStr(r.f.P99us), count(r.f.RequestsPerSec))
+			p("\t%s\t%s\t%s\t%s\t%s\t", r.name, usStr(r.f.P50us), usStr(r.f.P99us), count(r.f.RequestsPerSec), usStr(r.f.CPUPerRequestUs))
 		}
 		tw.Flush()
 	}
 	if s := res.Spawn; s != nil {
 		fmt.Fprintln(w, "\nspawn latency (one agent call, whole path, sequential)")
-		p("\tconnection\tspawns\tp50\tp99\traw p50\traw p99\tp50 / 2 raw\ton other worker\t")
+		p("\tconnection\tspawns\tp50\tp99\traw p50\traw p99\tp50 / 2 raw\ton other worker\tCPU/spawn\t")
 		for _, r := range []struct {
 			name string
 			l    *SpawnLatency
@@ -43,16 +43,18 @@ func WriteTable(w io.Writer, res *Result) error {
 			if r.l == nil {
 				continue
 			}
-			p("\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t", r.name, r.l.Samples, usStr(r.l.P50us), usStr(r.l.P99us),
-				usStr(r.l.RawP50us), usStr(r.l.RawP99us), times(r.l.Ratio), 100*r.l.CrossWorker)
+			p("\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%s\t", r.name, r.l.Samples, usStr(r.l.P50us), usStr(r.l.P99us),
+				usStr(r.l.RawP50us), usStr(r.l.RawP99us), times(r.l.Ratio), 100*r.l.CrossWorker, usStr(r.l.CPUPerSpawnUs))
 		}
 		tw.Flush()
 	}
 	if t := res.Throughput; t != nil {
 		fmt.Fprintf(w, "\nspawn throughput (%d parents spawning in sequence, %d workers, in-process)\n", t.Parents, t.Workers)
-		p("\thelpers\tseconds\thelpers/s\traw req/s (64)\thelpers/s / (raw/2)\t")
-		p("\t%d\t%.2f\t%s\t%s\t%s\t", t.Helpers, t.Seconds, count(t.HelpersPerSec), count(t.RawRequestsPerSec), times(t.Ratio))
+		p("\thelpers\tseconds\thelpers/s\traw req/s (64)\thelpers/s / (raw/2)\tCPU/helper\tCPU/raw req\tCPU ratio\tallocs/helper\t")
+		p("\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s (%s)\t", t.Helpers, t.Seconds, count(t.HelpersPerSec), count(t.RawRequestsPerSec), times(t.Ratio),
+			usStr(t.CPUPerHelperUs), usStr(t.RawCPUPerRequestUs), times(t.CPURatio), count(t.AllocsPerHelper), bytesStr(t.AllocBytesPerHelper))
 		tw.Flush()
+		fmt.Fprintf(w, "per helper: %.1f messages published, %.1f delivered\n", t.MessagesPerHelper, t.DeliveriesPerHelper)
 	}
 	if f := res.Fanout; f != nil {
 		fmt.Fprintf(w, "\nfan-out makespan (N=%d, L=%gms, W=%d, S=%d)\n", f.Helpers, f.LatencyMs, f.Workers, f.Slots)
@@ -62,22 +64,23 @@ func WriteTable(w io.Writer, res *Result) error {
 	}
 	if s := res.Scaling; s != nil {
 		fmt.Fprintf(w, "\nscaling (one parent fans out, zero latency, W=%d, S=%d)\n", s.Workers, s.Slots)
-		p("\thelpers\trepeats\tmakespan\tper helper\t")
+		p("\thelpers\trepeats\tmakespan\tper helper\tCPU/helper\tmessages/helper\t")
 		for _, pt := range s.Points {
-			p("\t%s\t%d\t%s\t%s\t", count(float64(pt.Helpers)), pt.Repeats, msStr(pt.MakespanMs), usStr(pt.PerHelperUs))
+			p("\t%s\t%d\t%s\t%s\t%s\t%.1f\t", count(float64(pt.Helpers)), pt.Repeats, msStr(pt.MakespanMs), usStr(pt.PerHelperUs),
+				usStr(pt.CPUPerHelperUs), pt.MessagesPerHelper)
 		}
 		tw.Flush()
 		if s.RatioOf != "" {
-			fmt.Fprintf(w, "per-helper cost %s: %s\n", s.RatioOf, times(s.Ratio))
+			fmt.Fprintf(w, "per-helper cost %s: %s (CPU per helper: %s)\n", s.RatioOf, times(s.Ratio), times(s.CPURatio))
 		}
 	}
 	if mem := res.Memory; mem != nil {
-		fmt.Fprintf(w, "\nmemory (heap + stacks after GC; %d live helpers, %d parked parents, %d workers)\n", mem.Helpers, mem.Parents, mem.Workers)
+		fmt.Fprintf(w, "\nmemory (heap + stacks after GC; %d live helpers, %d parked parents, %d helper workers)\n", mem.Helpers, mem.Parents, mem.Workers)
 		p("\tprocess\tidle\tper live helper\theap\tstacks\tgoroutines\tper parked parent\t")
 		for _, r := range []struct {
 			name string
 			s    Side
-		}{{"coordinator", mem.Coordinator}, {"workers", mem.Worker}} {
+		}{{"coordinator", mem.Coordinator}, {"helper's worker", mem.Worker}, {"parent's worker", mem.ParentWorker}} {
 			pp := "-"
 			if r.s.BytesPerParkedParent != nil {
 				pp = bytesStr(*r.s.BytesPerParkedParent)

@@ -26,12 +26,13 @@ func benchCommand(args []string, stdio Stdio) int {
 		jsonFile  = fs.String("json", "", "also write the figures as JSON to `file`")
 		scenarios = fs.String("scenario", "", "run only these scenarios, comma-separated: floors, spawn, throughput, fanout, scaling, memory")
 		cpuFile   = fs.String("cpuprofile", "", "write a CPU profile of this process (not the memory scenario's children) to `file`")
+		memFile   = fs.String("memprofile", "", "write an allocation profile of this process to `file` at the end")
 		set       bench.Settings
 	)
 	fs.IntVar(&set.FanoutN, "fanout-n", 0, "fan-out helpers (default 1000; quick 300)")
 	fs.DurationVar(&set.FanoutLatency, "fanout-latency", 0, "fan-out helpers' model latency (default 100ms; quick 50ms)")
 	fs.IntVar(&set.Workers, "workers", 0, "workers of the throughput, fan-out, scaling and memory scenarios (default 4)")
-	fs.IntVar(&set.Slots, "slots", 0, "slots per worker of the fan-out and scaling scenarios (default 64)")
+	fs.IntVar(&set.Slots, "slots", 0, "slots per worker of the throughput, fan-out and scaling scenarios (default 64)")
 	fs.Usage = func() {
 		fmt.Fprintln(stdio.Err, "Usage: formica bench [--quick] [--json FILE] [--scenario NAME[,NAME]] [fan-out flags]")
 		fs.PrintDefaults()
@@ -76,6 +77,12 @@ func benchCommand(args []string, stdio Stdio) int {
 		}
 		return ExitFailed
 	}
+	if *memFile != "" {
+		if err := writeHeapProfile(*memFile); err != nil {
+			fmt.Fprintln(stdio.Err, "formica bench: memory profile:", err)
+			return ExitFailed
+		}
+	}
 	bench.WriteTable(stdio.Out, res)
 	if *jsonFile != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
@@ -88,4 +95,16 @@ func benchCommand(args []string, stdio Stdio) int {
 		}
 	}
 	return ExitOK
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -39,6 +39,7 @@ Commands:
   approvals          list tool calls waiting for approval
   approve ID         answer one (--allow or --deny)
   workers            list live workers
+  bench              measure the spawn path against raw NATS (--quick, --json FILE)
 
 Cluster commands find the cluster with --nats URL or $FORMICA_NATS.
 
@@ -70,6 +71,8 @@ func Main(args []string, stdio Stdio) int {
 		return approveCommand(args[1:], stdio)
 	case "workers":
 		return workersCommand(args[1:], stdio)
+	case "bench":
+		return benchCommand(args[1:], stdio)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdio.Out, usage)
 		return ExitOK

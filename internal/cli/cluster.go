@@ -36,7 +36,7 @@ type cluster struct {
 	svc *service.Service
 }
 
-func (f *clusterFlags) connect(ctx context.Context, cwd string) (*cluster, error) {
+func (f *clusterFlags) connect(ctx context.Context) (*cluster, error) {
 	if len(f.nats.URLs) == 0 {
 		env := os.Getenv("FORMICA_NATS")
 		if env == "" {
@@ -51,12 +51,12 @@ func (f *clusterFlags) connect(ctx context.Context, cwd string) (*cluster, error
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, nc, store.Config{})
+	st, err := store.Open(ctx, nc, store.Config{Client: true})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	svc, err := service.New(service.Config{Conn: nc, Store: st, DefaultModel: os.Getenv("FORMICA_MODEL"), Cwd: cwd})
+	svc, err := service.New(service.Config{Conn: nc, Store: st, DefaultModel: os.Getenv("FORMICA_MODEL")})
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -93,8 +93,9 @@ func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
 	}
 	ctx, stop := signalContext(0)
 	defer stop()
-	cwd, _ := os.Getwd()
-	c, err := f.connect(ctx, cwd)
+	// Submitted runs get the coordinator's --cwd: this directory means
+	// nothing on the workers.
+	c, err := f.connect(ctx)
 	if err == nil {
 		defer c.close()
 		var code int

@@ -191,7 +191,7 @@ func connect(ctx context.Context, f runFlags) (*nats.Conn, natstransport.Offload
 		cleanup := func() { broker.Drain(nc, 5*time.Second) }
 		// The cluster's object store carries records too large for one
 		// message; without JetStream, large results cannot come back.
-		st, err := store.Open(ctx, nc, store.Config{})
+		st, err := store.Open(ctx, nc, store.Config{Client: true})
 		if err != nil {
 			return nc, nil, cleanup, nil
 		}

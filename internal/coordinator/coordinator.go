@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,11 @@ type Config struct {
 	Logger  *slog.Logger
 	NewID   func() string
 	Now     func() time.Time
+
+	// Cwd is the harness directory, on the workers, of queued runs that
+	// were submitted without one (`formica submit` leaves it to the
+	// coordinator); default: this process's working directory.
+	Cwd string
 }
 
 // Coordinator runs the control plane on one NATS connection.
@@ -115,6 +121,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = DefaultMaxRuns
+	}
+	if cfg.Cwd == "" {
+		cfg.Cwd, _ = os.Getwd()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

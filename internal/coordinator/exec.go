@@ -73,11 +73,11 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 	}
 }
 
-// execOn runs one placement of t on worker wid.
+// execOn runs one placement of t on worker wid. Its goroutine waits here for
+// the whole life of the thread, so what builds messages and events lives in
+// functions of their own: their large values never sit on this frame.
 func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid string, attempt int) (runner.Result, outcome) {
-	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Attempt: attempt}
-	m := withIDs(msg(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
-	call, err := c.tr.Request(ctx, wire.SubjectExec(wid), m)
+	call, err := c.tr.Request(ctx, wire.SubjectExec(wid), c.execRequest(t, attempt))
 	if err != nil {
 		if ctx.Err() != nil {
 			return cancelled(ctx), aborted
@@ -105,24 +105,46 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		}
 		switch wire.Type(reply.Type) {
 		case wire.TypeExecAccepted:
-			e := threadEvent(event.ThreadStarted, t.thread)
-			e.Worker, e.Time = wid, c.cfg.Now()
-			r.rec.Emit(e)
+			c.recordStarted(r, t, wid)
 		case wire.TypeProgress:
 		case wire.TypeExecBusy:
 			return runner.Result{}, busy
 		case wire.TypeExecResult:
-			var er wire.ExecResult
-			if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
-				return failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted
-			}
-			return er.Result, ended
+			return execResult(reply, wid)
 		default:
 			if err := actor.MsgError(reply); err != nil {
 				return failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
 			}
 		}
 	}
+}
+
+// execRequest is the message placing t on a worker.
+//
+//go:noinline
+func (c *Coordinator) execRequest(t *threadRec, attempt int) actor.Msg {
+	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Attempt: attempt}
+	return withIDs(msg(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+}
+
+// recordStarted records that t started on worker wid.
+//
+//go:noinline
+func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
+	e := threadEvent(event.ThreadStarted, t.thread)
+	e.Worker, e.Time = wid, c.cfg.Now()
+	r.rec.Emit(e)
+}
+
+// execResult decodes a worker's final answer.
+//
+//go:noinline
+func execResult(reply actor.Msg, wid string) (runner.Result, outcome) {
+	var er wire.ExecResult
+	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
+		return failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted
+	}
+	return er.Result, ended
 }
 
 // cancelOn tells the worker to cancel the thread and waits, bounded, for the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -37,20 +36,41 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 
 // handleSpawn admits, places and waits for one helper, then answers its parent.
 func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replier) {
+	sp := c.admitSpawn(m, r)
+	if sp == nil {
+		return
+	}
+	c.superviseSpawn(sp, r)
+}
+
+// admittedSpawn is a helper admitted by admitSpawn, on the heap: the
+// goroutine that waits for the helper keeps only small frames on its stack,
+// so the runtime can shrink the stack of every live helper's goroutine.
+type admittedSpawn struct {
+	rn     *run
+	parent *threadRec
+	t      *threadRec
+	slot   *limits.Slot
+	ping   *alivePing
+}
+
+// admitSpawn decodes and admits a spawn, registers the helper and tells the
+// parent its id; nil means it answered the parent already (refused or bad).
+func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	var req wire.SpawnRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
 		r.Reply(errorMsg(err))
-		return
+		return nil
 	}
 	rn := c.run(req.RunID)
 	if rn == nil {
 		r.Reply(errorMsg(&wire.Error{Code: wire.CodeNotFound, Message: "run " + req.RunID + " is not owned by coordinator " + c.cfg.ID}))
-		return
+		return nil
 	}
 	parent := rn.thread(req.ParentID)
 	if parent == nil {
 		r.Reply(errorMsg(&wire.Error{Code: wire.CodeNotFound, Message: "thread " + req.ParentID + " is not in run " + req.RunID}))
-		return
+		return nil
 	}
 	// The tree here is the authority on depth and path, not the request.
 	req.ParentDepth, req.ParentPath = parent.thread.Depth, parent.thread.Path
@@ -63,31 +83,36 @@ func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replie
 		e.ThreadID, e.Reason = "", string(refusal.Reason)
 		c.emit(rn, e)
 		r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
-		return
+		return nil
 	}
 	t := rn.add(th, parent)
 	c.emit(rn, threadEvent(event.ThreadSpawned, th))
 	progress := msg(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
-	ping := c.alive.add(r, progress)
+	return &admittedSpawn{rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress)}
+}
 
-	if w := rn.parkParent(parent); w != "" {
+// superviseSpawn places an admitted helper, waits for its end and answers
+// the parent.
+func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
+	rn, t := sp.rn, sp.t
+	if w := rn.parkParent(sp.parent); w != "" {
 		c.registry.park(w)
 	}
 	res, reported := c.execThread(rn, t)
-	slot.Release() // the slot is free the moment the helper ends
+	sp.slot.Release() // the slot is free the moment the helper ends
 	rn.finish(t, res, c.cfg.Now())
 	if !reported {
 		c.emitThreadEnd(rn, t, res)
 	}
-	if w := rn.unparkParent(parent); w != "" {
+	if w := rn.unparkParent(sp.parent); w != "" {
 		c.registry.unpark(w)
 	}
-	c.alive.remove(ping)
+	c.alive.remove(sp.ping)
 	rn.mu.Lock()
 	worker := t.worker
 	rn.mu.Unlock()
-	r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: th.ID, Worker: worker, Result: res}))
+	r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
 }
 
 // handleApproval asks the run's approver and answers the worker, denying when

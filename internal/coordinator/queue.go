@@ -36,6 +36,9 @@ func (c *Coordinator) consume(ctx context.Context) {
 func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	st := c.cfg.Store
 	sub := s.Sub
+	if sub.Cwd == "" {
+		sub.Cwd = c.cfg.Cwd
+	}
 	stop := st.KeepInProgress(ctx, s)
 	defer stop()
 

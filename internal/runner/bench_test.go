@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -45,6 +46,29 @@ func BenchmarkTurn(b *testing.B) {
 	}}
 	r, _ := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root"})
 	a := spec.Agent{Name: "root", MaxTurns: b.N + 2}
+	b.ReportAllocs()
+	b.ResetTimer()
+	res, err := r.Run(context.Background(), RunRequest{Task: "t", Agent: a, Cwd: b.TempDir()})
+	if err != nil || res.Status != event.Succeeded {
+		b.Fatalf("%v %s", err, res.Error)
+	}
+}
+
+// BenchmarkTurnNoopTool is one model turn with one call to a tool that does
+// nothing: the loop's own cost per turn (permission gate, events, history),
+// without BenchmarkTurn's directory listing.
+func BenchmarkTurnNoopTool(b *testing.B) {
+	m := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if len(req.Messages) < 2*b.N+2 {
+			return calls(call("c", "noop", map[string]string{})), nil
+		}
+		return text("done"), nil
+	}}
+	noop := &tools.Func{ToolName: "noop", Desc: "does nothing", Parameters: []byte(`{"type":"object"}`),
+		Fn: func(context.Context, json.RawMessage) (string, error) { return "ok", nil }}
+	r, _ := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{noop}})
+	a := spec.Agent{Name: "root", MaxTurns: b.N + 2, Tools: []string{"noop"},
+		Harness: spec.Harness{Tools: []string{}, Permissions: tools.PermissionPolicy{Default: tools.Allow}}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	res, err := r.Run(context.Background(), RunRequest{Task: "t", Agent: a, Cwd: b.TempDir()})

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,7 +31,8 @@ type Config struct {
 	Store *store.Store
 	// DefaultModel is given to submitted agents that name no model.
 	DefaultModel string
-	// Cwd is the harness directory of submitted runs on the workers.
+	// Cwd is the harness directory of submitted runs on the workers; empty
+	// leaves it to the coordinator that runs them (its --cwd).
 	Cwd string
 }
 
@@ -51,9 +51,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.DefaultModel == "" {
 		cfg.DefaultModel = "sim"
-	}
-	if cfg.Cwd == "" {
-		cfg.Cwd, _ = os.Getwd()
 	}
 	tr, err := natstransport.New(cfg.Conn, natstransport.Config{})
 	if err != nil {
@@ -130,8 +127,19 @@ func (s *Service) Events(ctx context.Context, id string, after uint64, send func
 		return err
 	}
 	if rec.Status.Final() {
-		// Stored history only: stop once nothing more arrives, in case the
-		// run's last events have expired from the stream.
+		// Stored history only, which ends at the run's run.finished: when
+		// there is none after the resume point (the client has it all, the
+		// run was cancelled before it started, or its events expired),
+		// nothing more will come.
+		last, err := s.cfg.Store.LastEventSeq(ctx, id, event.RunFinished)
+		if err != nil {
+			return mapErr(err)
+		}
+		if last <= after {
+			return nil
+		}
+		// Stop anyway once nothing more arrives, in case the run's events
+		// expire from the stream meanwhile.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Minute)
 		defer cancel()

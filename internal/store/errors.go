@@ -32,4 +32,8 @@ var (
 	// ErrSettled reports an Ack, Nak, Term or InProgress on a submission that
 	// was already acked, nakked or terminated.
 	ErrSettled = errors.New("store: submission already settled")
+
+	// ErrClient reports a call only a coordinator's store supports (Next)
+	// on a store opened with Config.Client.
+	ErrClient = errors.New("store: not available to a client store")
 )

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,6 +68,28 @@ func (s *Store) Events(ctx context.Context, runID string, afterSeq uint64, fn fu
 			return nil
 		}
 	}
+}
+
+// LastEventSeq returns the sequence in EventsStream of run runID's last
+// event of type typ, or 0 when the stream keeps none.
+func (s *Store) LastEventSeq(ctx context.Context, runID string, typ event.Type) (uint64, error) {
+	if err := checkID(runID); err != nil {
+		return 0, err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	st, err := s.js.Stream(ctx, EventsStream)
+	if err != nil {
+		return 0, fmt.Errorf("store: events of run %s: %w", runID, err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, wire.SubjectEvents(runID)+"."+string(typ))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: last %s of run %s: %w", typ, runID, err)
+	}
+	return m.Sequence, nil
 }
 
 // stopOrdered stops the iterator and deletes the ephemeral consumer at

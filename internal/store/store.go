@@ -90,6 +90,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for record and approval times; nil means time.Now.
 	Now func() time.Time
+	// Client opens the store for a client of the cluster (the CLI, a
+	// worker): streams and buckets that exist are used as they are, so a
+	// client never overrides the settings (AckWait, Replicas, ...) of the
+	// coordinators that own them; missing ones are created from this
+	// Config, for a coordinator's Open to update later. A client store has
+	// no queue consumer: Next fails with ErrClient.
+	Client bool
 }
 
 func (c *Config) setDefaults() error {
@@ -138,8 +145,9 @@ type Store struct {
 }
 
 // Open creates or updates every stream, bucket and consumer of the store,
-// idempotently, and returns a Store over them. Several processes may Open
-// at once. On a cluster still placing peers ("no suitable peers", no meta
+// idempotently, and returns a Store over them (with Config.Client, it
+// creates only what is missing and changes nothing). Several processes may
+// Open at once. On a cluster still placing peers ("no suitable peers", no meta
 // leader yet) each step is retried until ctx ends, so give ctx a deadline.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if nc == nil {
@@ -174,11 +182,22 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	}}
 	for _, sc := range streams {
 		if err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateStream(ctx, sc)
+			st, err := ensure(ctx, cfg.Client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
+				func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) },
+				func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
+			if err == nil && sc.Name == QueueStream {
+				s.cfg.DuplicateWindow = st.CachedInfo().Config.Duplicates // what Enqueue relies on
+			}
 			return err
 		}); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Client {
+		if err := s.openBuckets(ctx); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	err = retry(ctx, s.log, "consumer "+QueueConsumer, func(ctx context.Context) (err error) {
 		s.queue, err = js.CreateOrUpdateConsumer(ctx, QueueStream, jetstream.ConsumerConfig{
@@ -194,33 +213,64 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.openBuckets(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// openBuckets creates or updates (a client: looks up, or creates) the KV
+// buckets and the object store.
+func (s *Store) openBuckets(ctx context.Context) error {
+	js, r, client := s.js, s.cfg.Replicas, s.cfg.Client
 	for _, kv := range []struct {
 		dst  *jetstream.KeyValue
 		name string
 		desc string
 	}{{&s.runs, RunsBucket, "Formica run records"}, {&s.approvals, ApprovalsBucket, "Formica approvals"}} {
+		kc := jetstream.KeyValueConfig{
+			Bucket: kv.name, Description: kv.desc, History: 1,
+			Storage: jetstream.FileStorage, Replicas: r,
+		}
 		err := retry(ctx, s.log, "bucket "+kv.name, func(ctx context.Context) (err error) {
-			*kv.dst, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-				Bucket: kv.name, Description: kv.desc, History: 1,
-				Storage: jetstream.FileStorage, Replicas: r,
-			})
+			*kv.dst, err = ensure(ctx, client, js.KeyValue, kv.name, jetstream.ErrBucketNotFound,
+				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, kc) },
+				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kc) })
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	err = retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
-		s.payloads, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket: PayloadsBucket, Description: "Formica large payloads",
-			Storage: jetstream.FileStorage, Replicas: r,
-		})
+	oc := jetstream.ObjectStoreConfig{
+		Bucket: PayloadsBucket, Description: "Formica large payloads",
+		Storage: jetstream.FileStorage, Replicas: r,
+	}
+	return retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
+		s.payloads, err = ensure(ctx, client, js.ObjectStore, PayloadsBucket, jetstream.ErrBucketNotFound,
+			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
+			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
 		return err
 	})
-	if err != nil {
-		return nil, err
+}
+
+// ensure returns the asset called name: for a client, the existing one as
+// it is (get), or else a new one (create); otherwise createOrUpdate's. A
+// client that loses the race to create it finds it on the next attempt.
+func ensure[T any](ctx context.Context, client bool, get func(context.Context, string) (T, error), name string, notFound error,
+	create, createOrUpdate func(context.Context) (T, error)) (T, error) {
+	if !client {
+		return createOrUpdate(ctx)
 	}
-	return s, nil
+	v, err := get(ctx, name)
+	if !errors.Is(err, notFound) {
+		return v, err
+	}
+	v, err = create(ctx)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return get(ctx, name)
+	}
+	return v, err
 }
 
 // Config returns the configuration in effect, defaults filled in.

@@ -73,6 +73,9 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 // and retried; Next returns an error only when ctx ends, the connection is
 // closed, or the consumer is gone.
 func (s *Store) Next(ctx context.Context) (*Submission, error) {
+	if s.queue == nil {
+		return nil, ErrClient
+	}
 	wait := 100 * time.Millisecond
 	for {
 		if ctx.Err() != nil {

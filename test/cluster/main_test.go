@@ -19,18 +19,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
+
+	tproc "github.com/formica-run/formica/test/proc"
 )
 
-// Binaries built by TestMain.
+// Binaries built by TestMain (with -race when this test binary has it).
 var bin struct{ coordinator, worker, formica string }
-
-// raceEnabled is set when this test binary is built with -race; the
-// processes under test are then built with it too.
-var raceEnabled bool
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -49,24 +45,15 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "cluster test:", err)
 		return 1
 	}
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if raceEnabled {
-		args = append(args, "-race")
+	log := &tproc.Output{}
+	bins, err := tproc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker", "./cmd/formica")
+	if err != nil || testing.Verbose() {
+		fmt.Fprint(os.Stderr, log.String())
 	}
-	args = append(args, "./cmd/coordinator", "./cmd/worker", "./cmd/formica")
-	t0 := time.Now()
-	build := exec.Command("go", args...)
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster test: build binaries:", err)
 		return 1
 	}
-	if testing.Verbose() {
-		fmt.Fprintf(os.Stderr, "cluster test: built binaries (race %v) in %s\n", raceEnabled, time.Since(t0).Round(time.Millisecond))
-	}
-	bin.coordinator = filepath.Join(dir, "coordinator")
-	bin.worker = filepath.Join(dir, "worker")
-	bin.formica = filepath.Join(dir, "formica")
+	bin.coordinator, bin.worker, bin.formica = bins["coordinator"], bins["worker"], bins["formica"]
 	return m.Run()
 }

@@ -227,7 +227,7 @@ func inputWords(req model.Request) int64 {
 		}
 	}
 	for _, t := range req.Tools {
-		n += words(t.Description) + words(string(t.Parameters))
+		n += words(t.Description) + words(t.Parameters)
 	}
 	return int64(max(n, 1))
 }
@@ -242,7 +242,7 @@ func outputWords(resp model.Response) int64 {
 
 // words counts runs of non-space bytes, as len(strings.Fields(s)) would for
 // ASCII text, without allocating: usage is counted on every call.
-func words(s string) int {
+func words[T ~string | ~[]byte](s T) int {
 	n, in := 0, false
 	for i := 0; i < len(s); i++ {
 		space := s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'

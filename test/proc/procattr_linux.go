@@ -1,9 +1,9 @@
-package cluster_test
+package proc
 
 import "syscall"
 
 // procAttr makes the kernel kill a child if the test process dies first, so
-// a crashed or killed test run leaves no cluster behind.
+// a crashed or killed test run leaves no process behind.
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// childEnv makes the test binary act as a memory-scenario role process.
+const childEnv = "FORMICA_BENCH_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(RoleMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// testChild starts this test binary as a role process.
+func testChild(args []string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	return cmd
+}
+
+// tiny are the smallest settings that still exercise every scenario.
+var tiny = Settings{Samples: 20, Window: 50 * time.Millisecond, Parents: 4, HelpersPerParent: 2,
+	FanoutN: 12, FanoutLatency: 20 * time.Millisecond, Workers: 2, Slots: 4,
+	ScalingSizes: []int{1, 100, 120}, ScalingRepeat: 2,
+	MemoryHelpers: 12, MemoryParents: 4, ParkLatency: 3 * time.Second}
+
+// TestSuiteJSONShape runs every scenario at the smallest settings and checks
+// the JSON has every figure, never how fast anything was.
+func TestSuiteJSONShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Config{Quick: true, Settings: tiny, Child: testChild, Progress: &progress})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"spawn_p50_ratio_inproc", "spawn_p50_ratio_tcp", "spawn_throughput_ratio",
+		"fanout_makespan_ratio", "scaling_ratio", "worker_bytes_per_live_helper", "coordinator_bytes_per_live_helper"} {
+		v, ok := doc[key].(float64)
+		if !ok {
+			t.Errorf("%s = %v, want a number", key, doc[key])
+			continue
+		}
+		if strings.HasSuffix(key, "_ratio") || strings.Contains(key, "_ratio_") {
+			if v <= 0 {
+				t.Errorf("%s = %v, want > 0", key, v)
+			}
+		}
+	}
+	for _, key := range []string{"machine", "settings", "floors", "spawn", "throughput", "fanout", "scaling", "memory", "targets"} {
+		if doc[key] == nil {
+			t.Errorf("no %q in %s", key, b)
+		}
+	}
+	if got := len(res.Targets); got != 7 {
+		t.Errorf("%d targets, want 7", got)
+	}
+	if res.Scaling.RatioOf != "120/100" || len(res.Scaling.Points) != 3 {
+		t.Errorf("scaling = %+v", res.Scaling)
+	}
+	if res.Spawn.Inproc.Samples < tiny.Samples || res.Spawn.TCP.Samples < tiny.Samples {
+		t.Errorf("spawn samples = %d, %d", res.Spawn.Inproc.Samples, res.Spawn.TCP.Samples)
+	}
+	if res.Memory.Worker.BytesPerParkedParent == nil || res.Memory.Coordinator.BytesPerParkedParent == nil {
+		t.Error("no parked-parent figures")
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"floors", "spawn latency", "spawn throughput", "fan-out makespan", "scaling", "memory", "targets"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table has no %q:\n%s", want, table.String())
+		}
+	}
+}
+
+func TestScenarioSubset(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Scenarios: []string{ScenarioFloors}, Settings: tiny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Floors == nil || res.Spawn != nil || res.SpawnP50RatioInproc != nil || len(res.Targets) != 0 {
+		t.Fatalf("floors only: %+v", res)
+	}
+	b, _ := json.Marshal(res)
+	if !bytes.Contains(b, []byte(`"spawn_p50_ratio_inproc":null`)) {
+		t.Errorf("a scenario not run should leave its ratio null: %s", b)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	if _, err := ParseScenarios("floors,nope"); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("unknown scenario: %v", err)
+	}
+	if got, err := ParseScenarios(" spawn , memory"); err != nil || len(got) != 2 || got[1] != "memory" {
+		t.Errorf("ParseScenarios = %v, %v", got, err)
+	}
+	bad := tiny
+	bad.Slots = -1
+	if _, err := Run(context.Background(), Config{Settings: bad}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("negative slots: %v", err)
+	}
+}

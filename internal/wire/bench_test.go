@@ -1,0 +1,56 @@
+package wire
+
+import (
+	"testing"
+	"time"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/runner"
+)
+
+// The messages of one spawn, besides the ExecRequest of
+// BenchmarkEncodeDecodeExec: the parent's request to the coordinator, the
+// helper's result, and the events a helper's run publishes (half of the
+// messages a spawn sends, see BENCHMARKS.md).
+
+func BenchmarkEncodeDecodeSpawnRequest(b *testing.B) {
+	ex := sampleExec()
+	th := ex.Thread
+	in := SpawnRequest{RunID: th.RunID, ParentID: th.ParentID, ParentDepth: 1, ParentPath: "root/a", Name: th.Name,
+		Task: th.Task, Agent: th.Agent, Cwd: th.Cwd, Permissions: th.Permissions}
+	b.ReportAllocs()
+	for b.Loop() {
+		data, _ := Encode(TypeSpawnRequest, in)
+		var out SpawnRequest
+		if err := DecodeAs(data, TypeSpawnRequest, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeDecodeSpawnResult(b *testing.B) {
+	in := SpawnResult{ThreadID: "0b9e0c57-0d54-4a43-9d1c-1c2f3b7e6a10", Worker: "host-1a2b3c4d",
+		Result: runner.Result{Status: event.Succeeded, Output: "done: part 1", Usage: model.Usage{InputTokens: 120, OutputTokens: 3}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		data, _ := Encode(TypeSpawnResult, in)
+		var out SpawnResult
+		if err := DecodeAs(data, TypeSpawnResult, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeEvent is what a worker pays per event it publishes.
+func BenchmarkEncodeEvent(b *testing.B) {
+	e := event.Event{Type: event.ModelCall, Time: time.Now(), RunID: "1c9d4f1e-4a0f-4e51-9f0a-3a7b1f2c9d10",
+		ThreadID: "0b9e0c57-0d54-4a43-9d1c-1c2f3b7e6a10", ParentID: "7f3e2d1c-0b9a-4876-8543-210fedcba987", Depth: 1,
+		Name: "part-1", Model: "sim", Usage: model.Usage{InputTokens: 120, OutputTokens: 3}, Latency: event.Duration(time.Millisecond)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(TypeEvent, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
