@@ -30,8 +30,10 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 	r.Reply(msg(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
 	ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{}))
 	rec := c.execute(rn, sub)
-	c.alive.remove(ping)
+	// Progress goes on while the reply is sent: a record over the NATS max
+	// payload is uploaded first, which may outlast the submitter's patience.
 	r.Reply(msg(wire.TypeRunResult, wire.RunResult{Record: rec}))
+	c.alive.remove(ping)
 }
 
 // handleSpawn admits, places and waits for one helper, then answers its parent.
@@ -108,11 +110,13 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 	if w := rn.unparkParent(sp.parent); w != "" {
 		c.registry.unpark(w)
 	}
-	c.alive.remove(sp.ping)
 	rn.mu.Lock()
 	worker := t.worker
 	rn.mu.Unlock()
+	// Progress goes on while the reply is sent: a result over the NATS max
+	// payload is uploaded first, which may outlast the parent's patience.
 	r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
+	c.alive.remove(sp.ping)
 }
 
 // handleApproval asks the run's approver and answers the worker, denying when

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
@@ -75,6 +77,9 @@ func (a *threadActor) run(self actor.PID) {
 // for the connection and no store to offload it to) becomes a failure that
 // says so, rather than silence that would be taken for a lost worker.
 func (w *Worker) replyResult(r actor.Replier, id string, res runner.Result) {
+	// A result over the NATS max payload is uploaded before it is sent,
+	// which may outlast the coordinator's patience: progress goes on meanwhile.
+	defer w.keepAlive(r, id)()
 	err := r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: res}))
 	if err == nil {
 		return
@@ -82,6 +87,29 @@ func (w *Worker) replyResult(r actor.Replier, id string, res runner.Result) {
 	w.cfg.Logger.Warn("send result", "thread", id, "err", err)
 	failed := runner.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
 	r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: failed}))
+}
+
+// keepAlive sends progress of thread id on r every heartbeat until the
+// returned stop is called.
+func (w *Worker) keepAlive(r actor.Replier, id string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(w.cfg.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r.Reply(msg(wire.TypeProgress, wire.Progress{ThreadID: id}))
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // handleExec takes a placed thread if a slot is free, else answers busy.

@@ -1,0 +1,56 @@
+// Package durable_test runs Formica's durable-run features as a user meets
+// them: a coordinator process with its embedded NATS server and JetStream
+// store, worker processes, the formica CLI and the HTTP API, all on
+// loopback. It kills the coordinator with SIGKILL mid-flight and restarts
+// it on the same data directory, submits the same run twice, resumes event
+// streams, holds tool calls for approval, sends results larger than a NATS
+// message, cancels runs, and runs the README's examples.
+//
+// The binaries are built once, by TestMain (with -race when the tests
+// have it). Each test starts its own processes, kills every one of them on
+// cleanup and shows their stderr when it fails; every wait is bounded.
+// Timings are short: heartbeats of 200ms and a queue AckWait of 2s.
+package durable_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/formica-run/formica/test/proc"
+)
+
+// Binaries built by TestMain.
+var bin struct{ dir, coordinator, worker, formica string }
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "formica-durable-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "durable test:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "durable test:", err)
+		return 1
+	}
+	log := &proc.Output{}
+	bins, err := proc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker", "./cmd/formica")
+	if err != nil || testing.Verbose() {
+		fmt.Fprint(os.Stderr, log.String())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "durable test: build binaries:", err)
+		return 1
+	}
+	bin.dir, bin.coordinator, bin.worker, bin.formica = dir, bins["coordinator"], bins["worker"], bins["formica"]
+	return m.Run()
+}
