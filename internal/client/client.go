@@ -77,8 +77,7 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 	}
 	// The submission outlives ctx: cancelling ctx cancels the run, and the
 	// final record still arrives on this call.
-	call, err := c.tr.Request(context.WithoutCancel(ctx), wire.SubjectSubmit, actor.Msg{Type: string(wire.TypeRunSubmit), Data: wire.MustEncode(wire.TypeRunSubmit, sub),
-		Header: map[string]string{wire.HeaderRun: sub.RunID}})
+	call, err := c.tr.Request(context.WithoutCancel(ctx), wire.SubjectSubmit, wire.WithIDs(wire.Message(wire.TypeRunSubmit, sub), sub.RunID, ""))
 	if err != nil {
 		return record.Run{}, err
 	}
@@ -138,7 +137,7 @@ func (c *Client) Cancel(ctx context.Context, runID string, cause error) error {
 	if cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = cause.Error()
 	}
-	m := actor.Msg{Type: string(wire.TypeCancel), Data: wire.MustEncode(wire.TypeCancel, wire.Cancel{RunID: runID, Reason: reason})}
+	m := wire.Message(wire.TypeCancel, wire.Cancel{RunID: runID, Reason: reason})
 	return c.tr.Publish(ctx, wire.SubjectRunCancel, m)
 }
 
@@ -159,7 +158,7 @@ func approvalHandler(a tools.Approver) actor.Handler {
 				case <-stop:
 					return
 				case <-t.C:
-					r.Reply(actor.Msg{Type: string(wire.TypeProgress), Data: wire.MustEncode(wire.TypeProgress, wire.Progress{})})
+					r.Reply(wire.Message(wire.TypeProgress, wire.Progress{}))
 				}
 			}
 		}()
@@ -168,6 +167,6 @@ func approvalHandler(a tools.Approver) actor.Handler {
 		if err != nil {
 			d = tools.Approval{Reason: err.Error()}
 		}
-		r.Reply(actor.Msg{Type: string(wire.TypeApprovalDecision), Data: wire.MustEncode(wire.TypeApprovalDecision, d)})
+		r.Reply(wire.Message(wire.TypeApprovalDecision, d))
 	}
 }

@@ -234,6 +234,9 @@ func (c *Coordinator) stopSubs() error {
 	for _, s := range c.natsSubs {
 		errs = append(errs, s.Unsubscribe())
 	}
+	if c.state.Load() == 2 {
+		errs = append(errs, c.tr.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -267,7 +270,7 @@ func (c *Coordinator) tick() {
 
 func (c *Coordinator) heartbeat() {
 	hb := wire.CoordHeartbeat{ID: c.cfg.ID, Interval: c.cfg.HeartbeatInterval}
-	m := actor.Msg{Type: string(wire.TypeCoordHeartbeat), Data: wire.MustEncode(wire.TypeCoordHeartbeat, hb)}
+	m := wire.Message(wire.TypeCoordHeartbeat, hb)
 	if err := c.tr.Publish(context.Background(), wire.SubjectCoordHeartbeats, m); err != nil {
 		c.cfg.Logger.Warn("heartbeat", "err", err)
 	}

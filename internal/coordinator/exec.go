@@ -124,7 +124,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 //go:noinline
 func (c *Coordinator) execRequest(t *threadRec, attempt int) actor.Msg {
 	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Attempt: attempt}
-	return withIDs(msg(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+	return wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
 }
 
 // recordStarted records that t started on worker wid.
@@ -155,7 +155,7 @@ func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle t
 		reason = cause.Error()
 	}
 	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: reason}
-	c.tr.Publish(context.Background(), wire.SubjectCancel(wid), msg(wire.TypeCancel, cancel))
+	c.tr.Publish(context.Background(), wire.SubjectCancel(wid), wire.Message(wire.TypeCancel, cancel))
 	ctx, stop := context.WithTimeout(context.Background(), idle)
 	defer stop()
 	for {
@@ -180,22 +180,4 @@ func cancelled(ctx context.Context) runner.Result {
 		reason = "cancelled: " + cause.Error()
 	}
 	return runner.Result{Status: event.Cancelled, Error: reason}
-}
-
-func msg(t wire.Type, body any) actor.Msg {
-	return actor.Msg{Type: string(t), Data: wire.MustEncode(t, body)}
-}
-
-func withIDs(m actor.Msg, run, thread string) actor.Msg {
-	m.Header = map[string]string{wire.HeaderRun: run, wire.HeaderThread: thread}
-	return m
-}
-
-// errorMsg turns a decode or protocol error into an error reply with its code.
-func errorMsg(err error) actor.Msg {
-	var we *wire.Error
-	if errors.As(err, &we) {
-		return actor.ErrorMsg(string(we.Code), we.Message)
-	}
-	return actor.ErrorMsg(string(wire.CodeInternal), err.Error())
 }

@@ -18,21 +18,21 @@ import (
 func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Replier) {
 	var sub wire.RunSubmit
 	if err := wire.DecodeAs(m.Data, wire.TypeRunSubmit, &sub); err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return
 	}
 	rn, err := c.open(&sub)
 	if err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return
 	}
 	defer c.close(rn)
-	r.Reply(msg(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
-	ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{}))
+	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
+	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{}))
 	rec := c.execute(rn, sub)
 	// Progress goes on while the reply is sent: a record over the NATS max
 	// payload is uploaded first, which may outlast the submitter's patience.
-	r.Reply(msg(wire.TypeRunResult, wire.RunResult{Record: rec}))
+	r.Reply(wire.Message(wire.TypeRunResult, wire.RunResult{Record: rec}))
 	c.alive.remove(ping)
 }
 
@@ -61,17 +61,17 @@ type admittedSpawn struct {
 func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	var req wire.SpawnRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
 	rn := c.run(req.RunID)
 	if rn == nil {
-		r.Reply(errorMsg(&wire.Error{Code: wire.CodeNotFound, Message: "run " + req.RunID + " is not owned by coordinator " + c.cfg.ID}))
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "run " + req.RunID + " is not owned by coordinator " + c.cfg.ID}))
 		return nil
 	}
 	parent := rn.thread(req.ParentID)
 	if parent == nil {
-		r.Reply(errorMsg(&wire.Error{Code: wire.CodeNotFound, Message: "thread " + req.ParentID + " is not in run " + req.RunID}))
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "thread " + req.ParentID + " is not in run " + req.RunID}))
 		return nil
 	}
 	// The tree here is the authority on depth and path, not the request.
@@ -84,12 +84,12 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		e := threadEvent(event.ThreadRefused, th)
 		e.ThreadID, e.Reason = "", string(refusal.Reason)
 		c.emit(rn, e)
-		r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
+		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
 		return nil
 	}
 	t := rn.add(th, parent)
 	c.emit(rn, threadEvent(event.ThreadSpawned, th))
-	progress := msg(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
+	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
 	return &admittedSpawn{rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress)}
 }
@@ -115,7 +115,7 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 	rn.mu.Unlock()
 	// Progress goes on while the reply is sent: a result over the NATS max
 	// payload is uploaded first, which may outlast the parent's patience.
-	r.Reply(msg(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
+	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
 	c.alive.remove(sp.ping)
 }
 
@@ -124,17 +124,17 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Replier) {
 	var req tools.ApprovalRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &req); err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	decide := func(a tools.Approval) { r.Reply(msg(wire.TypeApprovalDecision, a)) }
+	decide := func(a tools.Approval) { r.Reply(wire.Message(wire.TypeApprovalDecision, a)) }
 	rn := c.run(req.RunID)
 	switch {
 	case rn == nil:
 		decide(tools.Approval{Reason: "unknown run"})
 		return
 	case rn.approver == "" && c.cfg.Store != nil:
-		ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
+		ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
 		defer c.alive.remove(ping)
 		decide(c.holdApproval(rn.ctx, req))
 		return
@@ -142,9 +142,9 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 		decide(tools.Approval{Reason: "no approver for this run"})
 		return
 	}
-	ping := c.alive.add(r, msg(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
+	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
 	defer c.alive.remove(ping)
-	call, err := c.tr.Request(rn.ctx, rn.approver, withIDs(msg(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
+	call, err := c.tr.Request(rn.ctx, rn.approver, wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
 	if err != nil {
 		decide(tools.Approval{Reason: "approver unreachable: " + err.Error()})
 		return
@@ -180,7 +180,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 func (c *Coordinator) handleThreadCancel(_ context.Context, m actor.Msg, r actor.Replier) {
 	var cn wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return
 	}
 	if rn := c.run(cn.RunID); rn != nil {
@@ -190,14 +190,14 @@ func (c *Coordinator) handleThreadCancel(_ context.Context, m actor.Msg, r actor
 			}
 		}
 	}
-	r.Reply(msg(wire.TypeOK, struct{}{}))
+	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 }
 
 // handleRunCancel cancels a whole run if this coordinator owns it.
 func (c *Coordinator) handleRunCancel(_ context.Context, m actor.Msg, r actor.Replier) {
 	var cn wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return
 	}
 	rn := c.run(cn.RunID)
@@ -209,7 +209,7 @@ func (c *Coordinator) handleRunCancel(_ context.Context, m actor.Msg, r actor.Re
 		reason = "run cancelled"
 	}
 	rn.cancel(errors.New(reason))
-	r.Reply(msg(wire.TypeOK, struct{}{}))
+	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 }
 
 func (c *Coordinator) run(id string) *run {
@@ -241,7 +241,7 @@ func (c *Coordinator) publish(e event.Event) {
 	if e.RunID == "" {
 		subject = wire.SubjectEvents("_cluster") + "." + string(e.Type)
 	}
-	if err := c.tr.Publish(context.Background(), subject, withIDs(msg(wire.TypeEvent, e), e.RunID, e.ThreadID)); err != nil {
+	if err := c.tr.Publish(context.Background(), subject, wire.WithIDs(wire.Message(wire.TypeEvent, e), e.RunID, e.ThreadID)); err != nil {
 		c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
 }

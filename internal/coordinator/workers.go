@@ -10,5 +10,5 @@ import (
 // handleWorkers answers `formica workers` and GET /v1/workers from this
 // coordinator's registry; every coordinator sees every worker's heartbeat.
 func (c *Coordinator) handleWorkers(_ context.Context, _ actor.Msg, r actor.Replier) {
-	r.Reply(msg(wire.TypeWorkersList, c.registry.list()))
+	r.Reply(wire.Message(wire.TypeWorkersList, c.registry.list()))
 }

@@ -168,7 +168,7 @@ func (s *Service) CancelRun(ctx context.Context, id string) error {
 		}
 	}
 	c := wire.Cancel{RunID: id, Reason: "cancelled by a user"}
-	return s.tr.Publish(ctx, wire.SubjectRunCancel, actor.Msg{Type: string(wire.TypeCancel), Data: wire.MustEncode(wire.TypeCancel, c)})
+	return s.tr.Publish(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
 }
 
 // ListApprovals lists approvals waiting for a person.

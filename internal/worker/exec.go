@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -48,7 +47,7 @@ func (a *threadActor) Receive(c *actor.Context) {
 		go a.run(c.Self())
 	case progressTick:
 		if !a.done {
-			a.reply.Reply(msg(wire.TypeProgress, wire.Progress{ThreadID: a.th.ID}))
+			a.reply.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: a.th.ID}))
 		}
 	case cancelThread:
 		a.cancel(m.cause)
@@ -80,13 +79,13 @@ func (w *Worker) replyResult(r actor.Replier, id string, res runner.Result) {
 	// A result over the NATS max payload is uploaded before it is sent,
 	// which may outlast the coordinator's patience: progress goes on meanwhile.
 	defer w.keepAlive(r, id)()
-	err := r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: res}))
+	err := r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: res}))
 	if err == nil {
 		return
 	}
 	w.cfg.Logger.Warn("send result", "thread", id, "err", err)
 	failed := runner.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
-	r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: failed}))
+	r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: failed}))
 }
 
 // keepAlive sends progress of thread id on r every heartbeat until the
@@ -102,7 +101,7 @@ func (w *Worker) keepAlive(r actor.Replier, id string) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				r.Reply(msg(wire.TypeProgress, wire.Progress{ThreadID: id}))
+				r.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: id}))
 			}
 		}
 	})
@@ -116,17 +115,17 @@ func (w *Worker) keepAlive(r actor.Replier, id string) (stop func()) {
 func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 	var req wire.ExecRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeExecRequest, &req); err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return
 	}
 	if w.draining.Load() {
-		r.Reply(msg(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID, Draining: true}))
+		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID, Draining: true}))
 		return
 	}
 	select {
 	case w.slots <- struct{}{}:
 	default:
-		r.Reply(msg(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
+		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
 		return
 	}
 	th := req.Thread
@@ -142,7 +141,7 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 		w.mu.Unlock()
 		<-w.slots
 		cancel(nil)
-		r.Reply(msg(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
+		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
 		return
 	}
 	w.threads[th.ID] = h
@@ -157,12 +156,12 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 	}
 	w.mu.Unlock()
 
-	r.Reply(msg(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))
+	r.Reply(wire.Message(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))
 	pid, err := w.engine.Spawn(th.ID, a)
 	if err != nil {
 		w.finish(th.ID)
 		cancel(err)
-		r.Reply(msg(wire.TypeExecResult, wire.ExecResult{ThreadID: th.ID, Worker: w.cfg.ID,
+		r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: th.ID, Worker: w.cfg.ID,
 			Result: runner.Result{Status: event.Failed, Error: "worker could not host the thread: " + err.Error()}}))
 		return
 	}
@@ -190,7 +189,7 @@ func (w *Worker) finish(id string) {
 func (w *Worker) handleCancel(_ context.Context, m actor.Msg, r actor.Replier) {
 	var c wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &c); err != nil {
-		r.Reply(errorMsg(err))
+		r.Reply(wire.ErrorReply(err))
 		return
 	}
 	cause := errors.New(c.Reason)
@@ -208,18 +207,5 @@ func (w *Worker) handleCancel(_ context.Context, m actor.Msg, r actor.Replier) {
 	for _, pid := range pids {
 		w.engine.Send(pid, cancelThread{cause: cause})
 	}
-	r.Reply(msg(wire.TypeOK, struct{}{}))
-}
-
-func msg(t wire.Type, body any) actor.Msg {
-	return actor.Msg{Type: string(t), Data: wire.MustEncode(t, body)}
-}
-
-// errorMsg turns a decode or protocol error into an error reply with its code.
-func errorMsg(err error) actor.Msg {
-	var we *wire.Error
-	if errors.As(err, &we) {
-		return actor.ErrorMsg(string(we.Code), we.Message)
-	}
-	return actor.ErrorMsg(string(wire.CodeInternal), fmt.Sprint(err))
+	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 }

@@ -25,7 +25,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 	w.park(req.ParentID)
 	defer w.unpark(ctx, req.ParentID)
 
-	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord), withIDs(msg(wire.TypeSpawnRequest, req), req.RunID, req.ParentID))
+	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord), wire.WithIDs(wire.Message(wire.TypeSpawnRequest, req), req.RunID, req.ParentID))
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("coordinator %s unreachable: %w", coord, err)
 	}
@@ -131,7 +131,7 @@ func (w *Worker) cancelRemote(coord, run, thread string, cause error) {
 		reason = cause.Error()
 	}
 	c := wire.Cancel{RunID: run, ThreadIDs: []string{thread}, Reason: reason}
-	w.tr.Publish(context.Background(), wire.SubjectThreadCancel(coord), msg(wire.TypeCancel, c))
+	w.tr.Publish(context.Background(), wire.SubjectThreadCancel(coord), wire.Message(wire.TypeCancel, c))
 }
 
 // approver asks the run's coordinator, which asks whoever answers for the run.
@@ -140,7 +140,7 @@ type approver Worker
 func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
 	w := (*Worker)(a)
 	coord := w.coordinatorOf(req.RunID)
-	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord), withIDs(msg(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
+	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord), wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
 	if err != nil {
 		return tools.Approval{}, err
 	}
@@ -173,15 +173,10 @@ func (s *eventSink) Emit(e event.Event) {
 	if e.Type == event.ThreadStarted {
 		e.Worker = w.cfg.ID
 	}
-	m := withIDs(msg(wire.TypeEvent, e), e.RunID, e.ThreadID)
+	m := wire.WithIDs(wire.Message(wire.TypeEvent, e), e.RunID, e.ThreadID)
 	if err := w.tr.Publish(context.Background(), wire.SubjectEvents(e.RunID)+"."+string(e.Type), m); err != nil {
 		w.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
-}
-
-func withIDs(m actor.Msg, run, thread string) actor.Msg {
-	m.Header = map[string]string{wire.HeaderRun: run, wire.HeaderThread: thread}
-	return m
 }
 
 // peerError names what went wrong with a peer in words a tool result can carry.

@@ -225,6 +225,11 @@ func (w *Worker) stopSubs() error {
 	for _, s := range w.natsSubs {
 		errs = append(errs, s.Unsubscribe())
 	}
+	if w.state.Load() == 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, w.engine.Shutdown(ctx), w.tr.Close())
+		cancel()
+	}
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,28 @@
+package wire
+
+import (
+	"errors"
+
+	"github.com/formica-run/formica/internal/actor"
+)
+
+// Message encodes body as a transport message of type t.
+func Message(t Type, body any) actor.Msg {
+	return actor.Msg{Type: string(t), Data: MustEncode(t, body)}
+}
+
+// WithIDs adds the run and thread headers every message about a thread carries.
+func WithIDs(m actor.Msg, run, thread string) actor.Msg {
+	m.Header = map[string]string{HeaderRun: run, HeaderThread: thread}
+	return m
+}
+
+// ErrorReply turns an error into an error reply, keeping its code when it is
+// a wire error so errors.Is works on the far side.
+func ErrorReply(err error) actor.Msg {
+	var we *Error
+	if errors.As(err, &we) {
+		return actor.ErrorMsg(string(we.Code), we.Message)
+	}
+	return actor.ErrorMsg(string(CodeInternal), err.Error())
+}
