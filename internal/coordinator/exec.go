@@ -31,14 +31,14 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 	attempts := 0
 	for {
 		if err := t.ctx.Err(); err != nil {
-			return cancelled(t.ctx), false
+			return runner.Cancelled(t.ctx), false
 		}
 		wid, err := c.registry.place(t.ctx, c.cfg.PlacementTimeout)
 		if err != nil {
 			if t.ctx.Err() != nil {
-				return cancelled(t.ctx), false
+				return runner.Cancelled(t.ctx), false
 			}
-			return failed(fmt.Sprintf("no worker available: %v", err)), false
+			return runner.Failed(fmt.Sprintf("no worker available: %v", err)), false
 		}
 		ctx := r.startAttempt(t)
 		r.setWorker(t, wid) // before any spawn of this attempt can park it
@@ -66,7 +66,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 				c.workerLost(wid, "silent during a thread")
 			}
 			if attempts >= c.cfg.MaxAttempts {
-				return failed("worker lost"), false
+				return runner.Failed("worker lost"), false
 			}
 			c.cfg.Logger.Warn("placing thread again", "thread", t.thread.ID, "name", t.thread.Name, "attempt", attempts+1)
 		}
@@ -80,7 +80,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 	call, err := c.tr.Request(ctx, wire.SubjectExec(wid), c.execRequest(t, attempt))
 	if err != nil {
 		if ctx.Err() != nil {
-			return cancelled(ctx), aborted
+			return runner.Cancelled(ctx), aborted
 		}
 		return runner.Result{}, gone
 	}
@@ -101,7 +101,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		case errors.Is(err, actor.ErrSilent):
 			return runner.Result{}, lost
 		default:
-			return failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
+			return runner.Failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
 		}
 		switch wire.Type(reply.Type) {
 		case wire.TypeExecAccepted:
@@ -113,7 +113,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 			return execResult(reply, wid)
 		default:
 			if err := actor.MsgError(reply); err != nil {
-				return failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
+				return runner.Failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
 			}
 		}
 	}
@@ -142,7 +142,7 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 func execResult(reply actor.Msg, wid string) (runner.Result, outcome) {
 	var er wire.ExecResult
 	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
-		return failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted
+		return runner.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted
 	}
 	return er.Result, ended
 }
@@ -170,14 +170,4 @@ func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle t
 			}
 		}
 	}
-}
-
-func failed(reason string) runner.Result { return runner.Result{Status: event.Failed, Error: reason} }
-
-func cancelled(ctx context.Context) runner.Result {
-	reason := "cancelled"
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		reason = "cancelled: " + cause.Error()
-	}
-	return runner.Result{Status: event.Cancelled, Error: reason}
 }

@@ -72,7 +72,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 	}
 	rn.settle(settleTimeout)
 	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
-		Status: res.Status, Reason: res.Error, Output: clip(res.Output, maxEventOutput), Usage: res.Usage})
+		Status: res.Status, Reason: res.Error, Output: event.Clip(res.Output, maxEventOutput), Usage: res.Usage})
 	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
 	rec := rn.rec.Snapshot()
 	rec.Coordinator = c.cfg.ID
@@ -81,10 +81,3 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 
 // maxEventOutput bounds the output an event carries; the run record has all of it.
 const maxEventOutput = 64 << 10
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

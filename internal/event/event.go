@@ -97,3 +97,12 @@ func Tee(sinks ...Sink) Sink {
 		}
 	})
 }
+
+// Clip bounds text an event carries (a tool's output, a run's output); the
+// full text stays with the model or in the run record.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

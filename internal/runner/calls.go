@@ -66,7 +66,7 @@ func (st *threadState) call(ctx context.Context, c model.ToolCall) string {
 
 	e = st.th.event(event.ToolResult)
 	e.Tool, e.CallID = c.Name, c.ID
-	e.Output = truncate(out, maxEventOutput)
+	e.Output = event.Clip(out, maxEventOutput)
 	st.r.emit(e)
 	return out
 }
@@ -160,11 +160,4 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 		return tools.HelperResult{Failed: true, Reason: reason}, nil
 	}
 	return tools.HelperResult{Output: res.Output}, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

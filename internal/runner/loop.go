@@ -77,7 +77,7 @@ func (st *threadState) run(ctx context.Context) Result {
 	schemaRetried := false
 	for turn := 0; ; turn++ {
 		if err := ctx.Err(); err != nil {
-			return cancelled(ctx)
+			return Cancelled(ctx)
 		}
 		if turn >= maxTurns {
 			return failed(fmt.Errorf("%w (%d)", ErrMaxTurns, maxTurns))
@@ -85,7 +85,7 @@ func (st *threadState) run(ctx context.Context) Result {
 		resp, err := st.generate(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return cancelled(ctx)
+				return Cancelled(ctx)
 			}
 			return failed(fmt.Errorf("model error: %w", err))
 		}
@@ -112,7 +112,7 @@ func (st *threadState) run(ctx context.Context) Result {
 			st.messages = append(st.messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: outputs[i]})
 		}
 		if ctx.Err() != nil {
-			return cancelled(ctx)
+			return Cancelled(ctx)
 		}
 		if target != "" {
 			if err := st.handoff(target); err != nil {
@@ -182,9 +182,14 @@ func (st *threadState) become(a spec.Agent) error {
 	return nil
 }
 
-func failed(err error) Result { return Result{Status: event.Failed, Error: err.Error()} }
+func failed(err error) Result { return Failed(err.Error()) }
 
-func cancelled(ctx context.Context) Result {
+// Failed is the result of a thread that failed for reason.
+func Failed(reason string) Result { return Result{Status: event.Failed, Error: reason} }
+
+// Cancelled is the result of a thread whose context ended, naming the cause
+// when it is more than a plain cancel.
+func Cancelled(ctx context.Context) Result {
 	reason := "cancelled"
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = "cancelled: " + cause.Error()

@@ -312,9 +312,8 @@ func (t *listDir) Run(ctx context.Context, args json.RawMessage) (string, error)
 		return "(empty directory)", nil
 	}
 	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
-	var out strings.Builder
-	shown := 0
-	for _, e := range entries {
+	return capLines(len(entries), maxListEntries, t.h.outputCap, "entries", func(i int) string {
+		e := entries[i]
 		s := e.Name()
 		switch {
 		case e.IsDir():
@@ -324,15 +323,6 @@ func (t *listDir) Run(ctx context.Context, args json.RawMessage) (string, error)
 				s += " -> " + target
 			}
 		}
-		if shown == maxListEntries || (shown > 0 && out.Len()+len(s)+1 > t.h.outputCap) {
-			break
-		}
-		out.WriteString(text([]byte(s)))
-		out.WriteByte('\n')
-		shown++
-	}
-	if shown < len(entries) {
-		fmt.Fprintf(&out, "[truncated: showing %d of %d entries]", shown, len(entries))
-	}
-	return strings.TrimSuffix(out.String(), "\n"), nil
+		return s
+	}), nil
 }

@@ -86,20 +86,27 @@ func (t *globTool) Run(ctx context.Context, args json.RawMessage) (string, error
 		return fmt.Sprintf("No files match %q", a.Pattern), nil
 	}
 	slices.Sort(matches)
+	return capLines(len(matches), maxGlobResults, t.h.outputCap, "matches", func(i int) string { return matches[i] }), nil
+}
+
+// capLines joins the lines line(0..n-1), one per line, stopping at max lines
+// or when the next would pass outputCap bytes, and says what was left out.
+func capLines(n, max, outputCap int, noun string, line func(i int) string) string {
 	var out strings.Builder
 	shown := 0
-	for _, m := range matches {
-		if shown == maxGlobResults || (shown > 0 && out.Len()+len(m)+1 > t.h.outputCap) {
+	for i := range n {
+		s := line(i)
+		if shown == max || (shown > 0 && out.Len()+len(s)+1 > outputCap) {
 			break
 		}
-		out.WriteString(text([]byte(m)))
+		out.WriteString(text([]byte(s)))
 		out.WriteByte('\n')
 		shown++
 	}
-	if shown < len(matches) {
-		fmt.Fprintf(&out, "[truncated: showing %d of %d matches]", shown, len(matches))
+	if shown < n {
+		fmt.Fprintf(&out, "[truncated: showing %d of %d %s]", shown, n, noun)
 	}
-	return strings.TrimSuffix(out.String(), "\n"), nil
+	return strings.TrimSuffix(out.String(), "\n")
 }
 
 // globWalk walks start (the resolved form of prefix) in fsys and returns the
