@@ -44,6 +44,7 @@ func run() error {
 		sc           store.Config
 		hc           = api.Config{Token: os.Getenv("FORMICA_HTTP_TOKEN")}
 		localWorkers = fs.Int("local-workers", 0, "workers to host in this process")
+		scripted     = fs.Bool("allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
 		slots        = fs.Int("slots", 16, "threads each local worker runs at once")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		model        = fs.String("model", os.Getenv("FORMICA_MODEL"), "model `ref` for submitted agents that name none (default $FORMICA_MODEL, else sim)")
@@ -56,6 +57,7 @@ func run() error {
 	fs.DurationVar(&cc.PlacementTimeout, "placement-timeout", coordinator.DefaultPlacementTimeout, "how long a thread may wait for a free worker slot")
 	fs.IntVar(&cc.MaxAttempts, "max-attempts", coordinator.DefaultMaxAttempts, "placements of a thread whose worker is lost")
 	fs.DurationVar(&cc.ApprovalTimeout, "approval-timeout", coordinator.DefaultApprovalTimeout, "how long an approval waits for an answer before it is denied")
+	fs.IntVar(&cc.MaxWorkerSlots, "max-worker-slots", coordinator.DefaultMaxWorkerSlots, "cap on the slots one worker may announce")
 	fs.IntVar(&cc.MaxRuns, "max-runs", coordinator.DefaultMaxRuns, "queued runs this coordinator runs at once")
 	fs.IntVar(&sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
 	fs.DurationVar(&sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
@@ -84,7 +86,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cc.Cwd = *cwd
+	cc.Cwd, cc.AllowScripted = *cwd, *scripted
 	cfg := embedded.Config{
 		Coordinator:       cc,
 		Durable:           true,
@@ -93,6 +95,7 @@ func run() error {
 		Slots:             *slots,
 		Models:            runner.ModelOpenerFunc(providers.Open),
 		HeartbeatInterval: cc.HeartbeatInterval,
+		AllowScripted:     *scripted,
 		Logger:            logger,
 	}
 	if len(client.URLs) > 0 {

@@ -39,6 +39,7 @@ func run() error {
 	fs.StringVar(&wc.ID, "id", "", "worker id (one word); default host-random")
 	fs.IntVar(&wc.Slots, "slots", worker.DefaultSlots, "threads run at once (threads waiting on helpers hold none)")
 	fs.DurationVar(&wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
+	fs.BoolVar(&wc.AllowScripted, "allow-scripted", false, "let threads open scripted:<file> models (for tests)")
 	fs.DurationVar(&wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {

@@ -5,9 +5,13 @@ import "fmt"
 // Msg is one message: a type (also sent as a header so receivers can route
 // without decoding), headers, and an opaque body.
 type Msg struct {
-	Type   string
-	Header map[string]string
-	Data   []byte
+	// Subject is where a served message arrived (set by the transport for
+	// handlers, ignored on send): with per-sender subjects, it says who
+	// sent it.
+	Subject string
+	Type    string
+	Header  map[string]string
+	Data    []byte
 }
 
 // Message types the transport itself gives meaning to.

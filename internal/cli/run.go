@@ -19,6 +19,7 @@ import (
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -197,10 +198,13 @@ func connect(ctx context.Context, f runFlags) (*nats.Conn, natstransport.Offload
 		}
 		return nc, st, cleanup, nil
 	}
+	// A person's own run on their own machine may replay a scripted model.
 	stack, err := embedded.Start(ctx, embedded.Config{
-		Workers: 1,
-		Slots:   f.maxThreads + 1,
-		Models:  runner.ModelOpenerFunc(providers.Open),
+		Workers:       1,
+		Slots:         f.maxThreads + 1,
+		Models:        runner.ModelOpenerFunc(providers.Open),
+		Coordinator:   coordinator.Config{AllowScripted: true},
+		AllowScripted: true,
 	})
 	if err != nil {
 		return nil, nil, nil, err

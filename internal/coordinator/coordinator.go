@@ -34,6 +34,7 @@ const (
 	DefaultMaxAttempts       = 3
 	DefaultApprovalTimeout   = 10 * time.Minute
 	DefaultMaxRuns           = 8
+	DefaultMaxWorkerSlots    = 256
 	// MissedHeartbeats of silence mean a peer is lost.
 	MissedHeartbeats = 3
 )
@@ -63,6 +64,13 @@ type Config struct {
 	NewID   func() string
 	Now     func() time.Time
 
+	// MaxWorkerSlots caps the slots a worker may announce: one worker
+	// claiming a huge number would otherwise attract every placement.
+	MaxWorkerSlots int
+	// AllowScripted lets submitted runs name scripted:<file> models (a file
+	// path on the workers); off, they are refused. Tests set it.
+	AllowScripted bool
+
 	// Cwd is the harness directory, on the workers, of queued runs that
 	// were submitted without one (`formica submit` leaves it to the
 	// coordinator); default: this process's working directory.
@@ -75,9 +83,14 @@ type Coordinator struct {
 	tr       *natstransport.Transport
 	registry *registry
 
+	// epoch names this incarnation; born is its start on the monotonic clock.
+	epoch string
+	born  time.Time
+
 	mu        sync.Mutex
 	runs      map[string]*run
 	decisions map[string]chan store.Approval // held approval id -> its waiting thread
+	fenced    []fencedEntry
 
 	background context.Context // ends when the coordinator stops
 	stopBg     context.CancelFunc
@@ -122,6 +135,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = DefaultMaxRuns
 	}
+	if cfg.MaxWorkerSlots <= 0 {
+		cfg.MaxWorkerSlots = DefaultMaxWorkerSlots
+	}
 	if cfg.Cwd == "" {
 		cfg.Cwd, _ = os.Getwd()
 	}
@@ -139,6 +155,8 @@ func New(cfg Config) (*Coordinator, error) {
 	return &Coordinator{
 		cfg:       cfg,
 		tr:        tr,
+		epoch:     newToken(),
+		born:      time.Now(),
 		registry:  newRegistry(cfg.Now),
 		runs:      map[string]*run{},
 		decisions: map[string]chan store.Approval{},
@@ -160,9 +178,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		h              actor.Handler
 	}{
 		{wire.SubjectSubmit, wire.QueueCoordinators, c.handleSubmit},
-		{wire.SubjectSpawn(c.cfg.ID), "", c.handleSpawn},
-		{wire.SubjectApproval(c.cfg.ID), "", c.handleApproval},
-		{wire.SubjectThreadCancel(c.cfg.ID), "", c.handleThreadCancel},
+		{wire.SubjectSpawn(c.cfg.ID, wire.AnyWorker), "", c.handleSpawn},
+		{wire.SubjectApproval(c.cfg.ID, wire.AnyWorker), "", c.handleApproval},
+		{wire.SubjectThreadCancel(c.cfg.ID, wire.AnyWorker), "", c.handleThreadCancel},
 		{wire.SubjectRunCancel, "", c.handleRunCancel},
 		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},
 	}
@@ -269,7 +287,8 @@ func (c *Coordinator) tick() {
 }
 
 func (c *Coordinator) heartbeat() {
-	hb := wire.CoordHeartbeat{ID: c.cfg.ID, Interval: c.cfg.HeartbeatInterval}
+	hb := wire.CoordHeartbeat{ID: c.cfg.ID, Interval: c.cfg.HeartbeatInterval, Epoch: c.epoch,
+		Uptime: c.uptime(), Fenced: c.fencedNow()}
 	m := wire.Message(wire.TypeCoordHeartbeat, hb)
 	if err := c.tr.Publish(context.Background(), wire.SubjectCoordHeartbeats, m); err != nil {
 		c.cfg.Logger.Warn("heartbeat", "err", err)
@@ -282,11 +301,21 @@ func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
 		c.cfg.Logger.Warn("bad worker heartbeat", "err", err)
 		return
 	}
+	if sender := wire.SenderOf(m.Subject); hb.ID != sender {
+		c.refuse(m.Subject, fmt.Errorf("heartbeat names worker %q", hb.ID))
+		return
+	}
+	if hb.Slots > c.cfg.MaxWorkerSlots {
+		hb.Slots = c.cfg.MaxWorkerSlots
+	}
 	if c.registry.heartbeat(hb) {
 		c.cfg.Logger.Info("worker joined", "worker", hb.ID, "host", hb.Host, "slots", hb.Slots)
 		c.publish(event.Event{Type: event.WorkerJoined, Worker: hb.ID, Reason: hb.Host})
 	}
 }
+
+// uptime is the coordinator's age on the monotonic clock.
+func (c *Coordinator) uptime() time.Duration { return time.Since(c.born) }
 
 func (c *Coordinator) workerLost(id, reason string) {
 	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)

@@ -28,7 +28,7 @@ const (
 // says whether a worker published the thread's end, so the coordinator
 // publishes it otherwise.
 func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, reported bool) {
-	attempts := 0
+	attempts, placements := 0, 0
 	for {
 		if err := t.ctx.Err(); err != nil {
 			return runner.Cancelled(t.ctx), false
@@ -41,8 +41,11 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			return runner.Failed(fmt.Sprintf("no worker available: %v", err)), false
 		}
 		ctx := r.startAttempt(t)
-		r.setWorker(t, wid) // before any spawn of this attempt can park it
-		res, out := c.execOn(ctx, r, t, wid, attempts+1)
+		placements++
+		// Placed before the request is sent: the worker may spawn at once.
+		tok := r.place(t, wid, placements)
+		res, out := c.execOn(ctx, r, t, wid, placements, tok)
+		r.unplace(t)
 		c.registry.release(wid)
 		switch out {
 		case ended:
@@ -55,12 +58,14 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			r.endAttempt(t, nil)
 			c.registry.busy(wid)
 		case gone:
+			c.fence(wid, t.thread.ID, placements)
 			r.endAttempt(t, errors.New("worker gone"))
 			if c.registry.forget(wid) {
 				c.workerLost(wid, "no responders")
 			}
 		case lost:
 			attempts++
+			c.fence(wid, t.thread.ID, placements)
 			r.endAttempt(t, fmt.Errorf("worker %s lost", wid))
 			if c.registry.forget(wid) {
 				c.workerLost(wid, "silent during a thread")
@@ -76,8 +81,8 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 // execOn runs one placement of t on worker wid. Its goroutine waits here for
 // the whole life of the thread, so what builds messages and events lives in
 // functions of their own: their large values never sit on this frame.
-func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid string, attempt int) (runner.Result, outcome) {
-	call, err := c.tr.Request(ctx, wire.SubjectExec(wid), c.execRequest(t, attempt))
+func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid string, attempt int, tok string) (runner.Result, outcome) {
+	call, err := c.tr.Request(ctx, wire.SubjectExec(wid), c.execRequest(t, attempt, tok))
 	if err != nil {
 		if ctx.Err() != nil {
 			return runner.Cancelled(ctx), aborted
@@ -91,7 +96,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			res, answered := c.cancelOn(call, wid, t, idle, context.Cause(ctx))
+			res, answered := c.cancelOn(call, wid, tok, t, idle, context.Cause(ctx))
 			if answered {
 				return res, ended // the worker has published the thread's end
 			}
@@ -110,7 +115,9 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		case wire.TypeExecBusy:
 			return runner.Result{}, busy
 		case wire.TypeExecResult:
-			return execResult(reply, wid)
+			if res, out, ok := c.execResult(reply, wid, tok); ok {
+				return res, out
+			}
 		default:
 			if err := actor.MsgError(reply); err != nil {
 				return runner.Failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
@@ -122,8 +129,9 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 // execRequest is the message placing t on a worker.
 //
 //go:noinline
-func (c *Coordinator) execRequest(t *threadRec, attempt int) actor.Msg {
-	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Attempt: attempt}
+func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string) actor.Msg {
+	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
+		Token: tok, Uptime: c.uptime()}
 	return wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
 }
 
@@ -136,20 +144,25 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 	r.rec.Emit(e)
 }
 
-// execResult decodes a worker's final answer.
+// execResult decodes a worker's final answer; ok is false for a result
+// without the placement's token, which is ignored.
 //
 //go:noinline
-func execResult(reply actor.Msg, wid string) (runner.Result, outcome) {
+func (c *Coordinator) execResult(reply actor.Msg, wid, tok string) (_ runner.Result, _ outcome, ok bool) {
 	var er wire.ExecResult
 	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
-		return runner.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted
+		return runner.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted, true
 	}
-	return er.Result, ended
+	if er.Token != tok || er.Worker != wid {
+		c.refuse(wire.SubjectExec(wid)+" reply", fmt.Errorf("result for thread %s without its placement's token", er.ThreadID))
+		return runner.Result{}, 0, false
+	}
+	return er.Result, ended, true
 }
 
 // cancelOn tells the worker to cancel the thread and waits, bounded, for the
 // final result it then sends; answered says whether it came.
-func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle time.Duration, cause error) (res runner.Result, answered bool) {
+func (c *Coordinator) cancelOn(call actor.Call, wid, tok string, t *threadRec, idle time.Duration, cause error) (res runner.Result, answered bool) {
 	reason := "cancelled"
 	if cause != nil && !errors.Is(cause, context.Canceled) {
 		reason = cause.Error()
@@ -165,7 +178,7 @@ func (c *Coordinator) cancelOn(call actor.Call, wid string, t *threadRec, idle t
 		}
 		if wire.Type(reply.Type) == wire.TypeExecResult {
 			var er wire.ExecResult
-			if wire.DecodeAs(reply.Data, wire.TypeExecResult, &er) == nil {
+			if wire.DecodeAs(reply.Data, wire.TypeExecResult, &er) == nil && er.Token == tok {
 				return er.Result, true
 			}
 		}

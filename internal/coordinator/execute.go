@@ -7,8 +7,10 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -24,6 +26,9 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 	}
 	if strings.TrimSpace(sub.Task) == "" || sub.Agent.Name == "" || strings.ContainsAny(sub.RunID, ". *>") {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a run needs a task, an agent name and a one-token id"}
+	}
+	if ref := scriptedRef(sub); ref != "" && !c.cfg.AllowScripted {
+		return nil, &wire.Error{Code: wire.CodeForbidden, Message: "model " + ref + ": scripted models are for tests and are refused for submitted runs"}
 	}
 	ledger, err := limits.New(sub.Limits)
 	if err != nil {
@@ -81,3 +86,20 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 
 // maxEventOutput bounds the output an event carries; the run record has all of it.
 const maxEventOutput = 64 << 10
+
+// scriptedRef finds a scripted:<file> model among what a submission may run:
+// the file is a path on the workers' disks, which no submitter may name.
+func scriptedRef(sub *wire.RunSubmit) string {
+	agents := []spec.Agent{sub.Agent}
+	for _, a := range sub.Agents {
+		agents = append(agents, a)
+	}
+	for _, a := range agents {
+		for _, ref := range []string{a.Model, a.Helper.Model} {
+			if r, err := model.ParseRef(ref); err == nil && r.Provider == "scripted" {
+				return ref
+			}
+		}
+	}
+	return ""
+}

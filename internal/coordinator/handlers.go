@@ -58,25 +58,25 @@ type admittedSpawn struct {
 
 // admitSpawn decodes and admits a spawn, registers the helper and tells the
 // parent its id; nil means it answered the parent already (refused or bad).
+// The helper is derived from the parent thread held here; the request only
+// names the parent (proved by its placement's token) and the tool's arguments.
 func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	var req wire.SpawnRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
-	rn := c.run(req.RunID)
-	if rn == nil {
-		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "run " + req.RunID + " is not owned by coordinator " + c.cfg.ID}))
+	rn, parent, err := c.placedThread(req.RunID, req.ParentID, wire.SenderOf(m.Subject), req.Token)
+	if err != nil {
+		c.refuse(m.Subject, err)
+		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
-	parent := rn.thread(req.ParentID)
-	if parent == nil {
-		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "thread " + req.ParentID + " is not in run " + req.RunID}))
+	th, err := runner.HelperThread(&parent.thread, req.Handoffs, c.cfg.NewID(), req.Name, req.Task)
+	if err != nil {
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return nil
 	}
-	// The tree here is the authority on depth and path, not the request.
-	req.ParentDepth, req.ParentPath = parent.thread.Depth, parent.thread.Path
-	th := req.Thread(c.cfg.NewID())
 	slot, err := rn.ledger.Admit(th.Depth)
 	if err != nil {
 		var refusal *limits.Refusal
@@ -122,17 +122,21 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 // handleApproval asks the run's approver and answers the worker, denying when
 // nobody answers in time.
 func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Replier) {
-	var req tools.ApprovalRequest
-	if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &req); err != nil {
+	var wreq wire.ApprovalRequest
+	if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &wreq); err != nil {
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	decide := func(a tools.Approval) { r.Reply(wire.Message(wire.TypeApprovalDecision, a)) }
-	rn := c.run(req.RunID)
-	switch {
-	case rn == nil:
-		decide(tools.Approval{Reason: "unknown run"})
+	rn, t, err := c.placedThread(wreq.RunID, wreq.ThreadID, wire.SenderOf(m.Subject), wreq.Token)
+	if err != nil {
+		c.refuse(m.Subject, err)
+		r.Reply(wire.ErrorReply(err))
 		return
+	}
+	req := wreq.ApprovalRequest
+	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
+	decide := func(a tools.Approval) { r.Reply(wire.Message(wire.TypeApprovalDecision, a)) }
+	switch {
 	case rn.approver == "" && c.cfg.Store != nil:
 		ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
 		defer c.alive.remove(ping)
@@ -176,21 +180,35 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 	}
 }
 
-// handleThreadCancel cancels threads (and their subtrees) of runs it owns.
+// handleThreadCancel cancels a helper (and its subtree) at the request of
+// its parent's current placement.
 func (c *Coordinator) handleThreadCancel(_ context.Context, m actor.Msg, r actor.Replier) {
-	var cn wire.Cancel
+	var cn wire.ThreadCancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	if rn := c.run(cn.RunID); rn != nil {
-		for _, id := range cn.ThreadIDs {
-			if t := rn.thread(id); t != nil {
-				t.cancel(errors.New(cn.Reason))
-			}
-		}
+	rn, _, err := c.placedThread(cn.RunID, cn.ParentID, wire.SenderOf(m.Subject), cn.Token)
+	if err != nil {
+		c.refuse(m.Subject, err)
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	if t := rn.thread(cn.ThreadID); t != nil && t.thread.ParentID == cn.ParentID {
+		t.cancel(errors.New(cn.Reason))
 	}
 	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+}
+
+// placedThread finds thread id of run runID as placed on worker sender
+// under token, or says why the message does not count.
+func (c *Coordinator) placedThread(runID, id, sender, token string) (*run, *threadRec, error) {
+	rn := c.run(runID)
+	if rn == nil {
+		return nil, nil, &wire.Error{Code: wire.CodeFenced, Message: "run " + runID + " is not owned by coordinator " + c.cfg.ID}
+	}
+	t, err := rn.placedOn(id, sender, token)
+	return rn, t, err
 }
 
 // handleRunCancel cancels a whole run if this coordinator owns it.

@@ -32,12 +32,14 @@ type threadRec struct {
 	cancel context.CancelCauseFunc
 
 	// Guarded by run.mu.
-	worker   string
-	attempt  context.Context // helpers spawned now derive from this
-	abort    context.CancelCauseFunc
-	spawning int
-	parkedOn string // the worker whose slot the parked thread gave back
-	done     bool
+	worker    string
+	token     string // the current placement's; "" between placements
+	attemptNo int
+	attempt   context.Context // helpers spawned now derive from this
+	abort     context.CancelCauseFunc
+	spawning  int
+	parkedOn  string // the worker whose slot the parked thread gave back
+	done      bool
 }
 
 func newRun(id string, ledger *limits.Ledger, approver string) *run {
@@ -84,12 +86,6 @@ func (r *run) endAttempt(t *threadRec, cause error) {
 	if abort != nil {
 		abort(cause)
 	}
-}
-
-func (r *run) setWorker(t *threadRec, worker string) {
-	r.mu.Lock()
-	t.worker = worker
-	r.mu.Unlock()
 }
 
 // parkParent counts a spawn of parent and, for its first outstanding spawn,

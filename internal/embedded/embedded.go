@@ -39,6 +39,8 @@ type Config struct {
 	Slots   int
 	Models  runner.ModelOpener
 	Harness runner.HarnessConfig
+	// AllowScripted lets local workers open scripted:<file> models.
+	AllowScripted bool
 	// HeartbeatInterval for coordinator and workers; 0 means one second.
 	HeartbeatInterval time.Duration
 	Logger            *slog.Logger
@@ -115,7 +117,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 		wc := worker.Config{Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
-			HeartbeatInterval: cfg.HeartbeatInterval, Logger: cfg.Logger}
+			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger}
 		if s.Store != nil {
 			wc.Offloader = s.Store
 		}

@@ -84,8 +84,16 @@ func (st *threadState) execute(ctx context.Context, c model.ToolCall) string {
 		if verdict, allowed := st.gate(ctx, t, c.Name, args); !allowed {
 			return verdict
 		}
+		// Asked last, right before the side effect: an approval may have
+		// waited long enough for the thread's placement to lapse.
+		if guard := st.r.cfg.CallGuard; guard != nil {
+			if err := guard(ctx, st.th); err != nil {
+				return "Error: " + err.Error()
+			}
+		}
 	}
-	out, err := t.Run(tools.WithSpawner(ctx, &threadSpawner{st: st}), args)
+	ctx = tools.WithCallID(tools.WithSpawner(ctx, &threadSpawner{st: st}), c.ID)
+	out, err := t.Run(ctx, args)
 	if err != nil {
 		return "Error: " + err.Error()
 	}
@@ -142,6 +150,8 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 		ParentID:    st.th.ID,
 		ParentDepth: st.th.Depth,
 		ParentPath:  st.th.Path,
+		CallID:      tools.CallIDFrom(ctx),
+		Handoffs:    st.handedTo,
 		Name:        name,
 		Task:        task,
 		Agent:       spec.HelperSpec(st.agent, name),

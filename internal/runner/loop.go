@@ -41,6 +41,8 @@ type threadState struct {
 	schema    *compiledSchema
 	messages  []model.Message
 	permStack tools.Permissions
+	// handedTo is every agent the thread handed off to, in order.
+	handedTo []string
 
 	mu      sync.Mutex
 	own     model.Usage // this thread's model calls

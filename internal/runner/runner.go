@@ -58,8 +58,13 @@ type Config struct {
 	Events event.Sink
 	// Approver answers `ask` decisions; nil denies them.
 	Approver tools.Approver
-	Harness  HarnessConfig
-	Logger   *slog.Logger
+	// CallGuard, when set, is asked right before every tool call but
+	// `agent` starts; an error stops the call, and its text is the tool
+	// result. A worker refuses side effects here for a thread whose
+	// placement may have been superseded.
+	CallGuard func(ctx context.Context, th *Thread) error
+	Harness   HarnessConfig
+	Logger    *slog.Logger
 	// NewID makes thread and run ids; nil uses random UUIDs.
 	NewID func() string
 	// Now is the clock; nil uses time.Now.

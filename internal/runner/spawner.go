@@ -2,24 +2,64 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 )
 
-// SpawnRequest asks for one helper of a parent thread. It is what crosses the
-// wire to a coordinator: the parent's identity, the helper's name and task, and
-// its spec already resolved from the parent's helper template.
+// SpawnRequest asks for one helper of a parent thread. In this process it
+// carries the helper already resolved from the parent; a spawner that sends
+// it elsewhere sends only the parent's identity, CallID, Handoffs, Name and
+// Task, and the far side derives the rest with HelperThread.
 type SpawnRequest struct {
-	RunID       string            `msgpack:"run_id"`
-	ParentID    string            `msgpack:"parent_id"`
-	ParentDepth int               `msgpack:"parent_depth"`
-	ParentPath  string            `msgpack:"parent_path"`
-	Name        string            `msgpack:"name"`
-	Task        string            `msgpack:"task"`
-	Agent       spec.Agent        `msgpack:"agent"`
-	Cwd         string            `msgpack:"cwd"`
-	Permissions tools.Permissions `msgpack:"permissions,omitempty"`
+	RunID       string
+	ParentID    string
+	ParentDepth int
+	ParentPath  string
+	// CallID is the parent's tool call that spawns the helper.
+	CallID string
+	// Handoffs are the agents the parent handed off to, in order.
+	Handoffs    []string
+	Name        string
+	Task        string
+	Agent       spec.Agent
+	Cwd         string
+	Permissions tools.Permissions
+}
+
+// HelperThread derives, from the parent thread as its owner holds it, the
+// helper that the parent asked for under name with task, after it handed off
+// to the agents in handoffs: the spec from the current agent's helper
+// template, the parent's cwd, the parent's permissions narrowed by every
+// handoff, depth and path one below the parent's. It is the same helper the
+// parent's own runner would build, so a remote parent needs to send nothing
+// more than its arguments.
+func HelperThread(parent *Thread, handoffs []string, id, name, task string) (Thread, error) {
+	if err := tools.CheckHelperArgs(name, task); err != nil {
+		return Thread{}, err
+	}
+	agent, perms := parent.Agent, parent.Permissions
+	for _, h := range handoffs {
+		a, ok := parent.Agents[h]
+		if !ok {
+			return Thread{}, fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, h)
+		}
+		agent, perms = a, perms.Narrow(a.Harness.Permissions)
+	}
+	return Thread{
+		RunID:       parent.RunID,
+		ID:          id,
+		ParentID:    parent.ID,
+		Depth:       parent.Depth + 1,
+		Path:        parent.Path + "/" + name,
+		Name:        name,
+		Task:        task,
+		Agent:       spec.HelperSpec(agent, name),
+		Cwd:         parent.Cwd,
+		Permissions: slices.Clone(perms),
+	}, nil
 }
 
 // Thread returns the helper thread the request describes, under id.

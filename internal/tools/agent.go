@@ -65,13 +65,32 @@ func ParseAgentArgs(raw json.RawMessage) (AgentArgs, error) {
 	if dec.More() {
 		return a, fmt.Errorf("%w: agent arguments have trailing data", ErrBadArgs)
 	}
-	if !helperName.MatchString(a.Name) {
-		return a, fmt.Errorf("%w: name %q must be one word of 1-64 letters, digits, '-', '_' or '.'", ErrBadArgs, a.Name)
+	return a, CheckHelperArgs(a.Name, a.Task)
+}
+
+// CheckHelperArgs applies the agent tool's rules for a helper's name and
+// task; the coordinator applies them again to what a worker sends.
+func CheckHelperArgs(name, task string) error {
+	if !helperName.MatchString(name) {
+		return fmt.Errorf("%w: name %q must be one word of 1-64 letters, digits, '-', '_' or '.'", ErrBadArgs, name)
 	}
-	if strings.TrimSpace(a.Task) == "" {
-		return a, fmt.Errorf("%w: task must not be empty", ErrBadArgs)
+	if strings.TrimSpace(task) == "" {
+		return fmt.Errorf("%w: task must not be empty", ErrBadArgs)
 	}
-	return a, nil
+	return nil
+}
+
+type callIDKey struct{}
+
+// WithCallID returns ctx carrying the id of the tool call being run.
+func WithCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+// CallIDFrom returns the id of the tool call ctx runs, or "".
+func CallIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
 }
 
 // FailedText is the tool result of a helper that did not succeed.

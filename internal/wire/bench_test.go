@@ -17,8 +17,8 @@ import (
 func BenchmarkEncodeDecodeSpawnRequest(b *testing.B) {
 	ex := sampleExec()
 	th := ex.Thread
-	in := SpawnRequest{RunID: th.RunID, ParentID: th.ParentID, ParentDepth: 1, ParentPath: "root/a", Name: th.Name,
-		Task: th.Task, Agent: th.Agent, Cwd: th.Cwd, Permissions: th.Permissions}
+	in := SpawnRequest{RunID: th.RunID, ParentID: th.ParentID, Token: "q1bXk2s9Vd3xYz0aBcDeFg", CallID: "call_7f3a9c",
+		Name: th.Name, Task: th.Task}
 	b.ReportAllocs()
 	for b.Loop() {
 		data, _ := Encode(TypeSpawnRequest, in)

@@ -212,6 +212,11 @@ const (
 	CodeDraining           Code = "draining"
 	CodeInternal           Code = "internal"
 	CodeBadRequest         Code = "bad_request"
+	// CodeFenced refuses a message about a placement that is not (or no
+	// longer) the thread's current one: its sender must stop the thread.
+	CodeFenced Code = "fenced"
+	// CodeForbidden refuses what the sender may not ask for.
+	CodeForbidden Code = "forbidden"
 )
 
 // Error is an error reply. errors.Is matches two Errors with the same code, so
@@ -236,6 +241,8 @@ var (
 	ErrUnknownType        = &Error{Code: CodeUnknownType}
 	ErrNotFound           = &Error{Code: CodeNotFound}
 	ErrBusy               = &Error{Code: CodeBusy}
+	ErrFenced             = &Error{Code: CodeFenced}
+	ErrForbidden          = &Error{Code: CodeForbidden}
 )
 
 // ErrorBody encodes err as an error message, keeping its code when it has one.

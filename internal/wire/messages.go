@@ -7,10 +7,46 @@ import (
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
 )
 
 // SpawnRequest asks the run's coordinator for a helper (worker → coordinator).
-type SpawnRequest = runner.SpawnRequest
+// It carries only what the worker cannot usefully lie about: which of its
+// placed threads asks (with that placement's token) and the model's
+// arguments. The coordinator derives the helper's spec, cwd, permissions,
+// depth and path from the parent thread it holds.
+type SpawnRequest struct {
+	RunID    string `msgpack:"run_id"`
+	ParentID string `msgpack:"parent_id"`
+	// Token is the parent's placement token (ExecRequest.Token).
+	Token string `msgpack:"token"`
+	// CallID is the parent's tool call id of this spawn.
+	CallID string `msgpack:"call_id,omitempty"`
+	Name   string `msgpack:"name"`
+	Task   string `msgpack:"task"`
+	// Handoffs names the agents the parent has handed off to, in order,
+	// each one of the parent thread's handoff targets; the helper is made
+	// from the last one's template.
+	Handoffs []string `msgpack:"handoffs,omitempty"`
+}
+
+// ApprovalRequest asks the run's coordinator to decide an `ask` (worker →
+// coordinator), with the asking thread's placement token. The coordinator
+// passes on only the embedded request, with the path it knows.
+type ApprovalRequest struct {
+	tools.ApprovalRequest `msgpack:",inline"`
+	Token                 string `msgpack:"token"`
+}
+
+// ThreadCancel asks the run's coordinator to cancel a helper of one of the
+// sender's placed threads (worker → coordinator).
+type ThreadCancel struct {
+	RunID    string `msgpack:"run_id"`
+	ParentID string `msgpack:"parent_id"`
+	Token    string `msgpack:"token"`
+	ThreadID string `msgpack:"thread_id"`
+	Reason   string `msgpack:"reason,omitempty"`
+}
 
 // SpawnResult is the coordinator's final answer to a SpawnRequest. A refused
 // spawn has Refusal set and no thread.
@@ -29,7 +65,16 @@ type ExecRequest struct {
 	// Coordinator is the id of the coordinator that owns the run: where the
 	// thread's spawns and approval requests go.
 	Coordinator string `msgpack:"coordinator"`
-	Attempt     int    `msgpack:"attempt"`
+	// Epoch is the coordinator incarnation's random id; a heartbeat with
+	// another epoch means the placement's coordinator restarted.
+	Epoch   string `msgpack:"epoch"`
+	Attempt int    `msgpack:"attempt"`
+	// Token is the placement's secret: every message the worker sends about
+	// the thread carries it, and nothing else proves the placement.
+	Token string `msgpack:"token"`
+	// Uptime is the coordinator's monotonic age when it sent the request
+	// (see CoordHeartbeat.Uptime).
+	Uptime time.Duration `msgpack:"uptime"`
 }
 
 // ExecAccepted says the worker took the thread.
@@ -43,15 +88,18 @@ type ExecBusy struct {
 	Draining bool   `msgpack:"draining,omitempty"`
 }
 
-// Progress is a heartbeat on a long request: the work goes on.
+// Progress is a heartbeat on a long request: the work goes on. A worker's
+// progress on a placed thread carries the placement's token.
 type Progress struct {
 	ThreadID string `msgpack:"thread_id,omitempty"`
+	Token    string `msgpack:"token,omitempty"`
 }
 
-// ExecResult is how a placed thread ended.
+// ExecResult is how a placed thread ended, with the placement's token.
 type ExecResult struct {
 	ThreadID string        `msgpack:"thread_id"`
 	Worker   string        `msgpack:"worker"`
+	Token    string        `msgpack:"token"`
 	Result   runner.Result `msgpack:"result"`
 }
 
@@ -83,6 +131,22 @@ type WorkerHeartbeat struct {
 type CoordHeartbeat struct {
 	ID       string        `msgpack:"id"`
 	Interval time.Duration `msgpack:"interval"`
+	// Epoch is this incarnation's random id: placements made under another
+	// epoch of the same id are superseded.
+	Epoch string `msgpack:"epoch"`
+	// Uptime is the coordinator's monotonic age at sending. A worker maps
+	// it onto its own clock to tell a heartbeat sent just now from one that
+	// sat in a buffer while the worker was frozen.
+	Uptime time.Duration `msgpack:"uptime"`
+	// Fenced lists recently superseded placements; their workers cancel them.
+	Fenced []Fenced `msgpack:"fenced,omitempty"`
+}
+
+// Fenced names a superseded placement: a thread's attempt on a worker.
+type Fenced struct {
+	Worker   string `msgpack:"worker"`
+	ThreadID string `msgpack:"thread_id"`
+	Attempt  int    `msgpack:"attempt"`
 }
 
 // RunSubmit starts a run on a coordinator (client → coordinator).

@@ -1,13 +1,16 @@
 package wire
 
+import "strings"
+
 // Subjects. Ids are UUIDs or worker names without dots, so each is one token.
 const (
 	// SubjectSubmit takes run submissions; coordinators share it in a queue group.
 	SubjectSubmit = "formica.runs.submit"
 	// SubjectRunCancel reaches every coordinator; the run's owner acts.
 	SubjectRunCancel = "formica.runs.cancel"
-	// SubjectWorkerHeartbeats carries every worker's heartbeat.
-	SubjectWorkerHeartbeats = "formica.workers.hb"
+	// SubjectWorkerHeartbeats matches every worker's heartbeat subject
+	// (SubjectWorkerHeartbeat).
+	SubjectWorkerHeartbeats = "formica.workers.hb.*"
 	// SubjectCoordHeartbeats carries every coordinator's heartbeat.
 	SubjectCoordHeartbeats = "formica.coord.hb"
 	// QueueCoordinators is the queue group of coordinators on SubjectSubmit.
@@ -18,11 +21,35 @@ const (
 	EventsAll = "formica.events.>"
 )
 
-// SubjectSpawn is where a coordinator takes spawn requests for its runs.
-func SubjectSpawn(coordinator string) string { return "formica.coord." + coordinator + ".spawn" }
+// Worker-sent subjects end in the sending worker's id, and a worker's
+// credentials allow it to publish only subjects ending in its own id: that
+// last token is who sent the message. A coordinator serves them with "*"
+// there (AnyWorker) and reads the sender back with SenderOf.
 
-// SubjectApproval is where a coordinator takes approval requests for its runs.
-func SubjectApproval(coordinator string) string { return "formica.coord." + coordinator + ".approval" }
+// AnyWorker stands for the worker token when subscribing.
+const AnyWorker = "*"
+
+// SubjectWorkerHeartbeat is where worker id announces itself.
+func SubjectWorkerHeartbeat(worker string) string { return "formica.workers.hb." + worker }
+
+// SubjectSpawn is where a coordinator takes the spawn requests a worker
+// sends for threads of the coordinator's runs.
+func SubjectSpawn(coordinator, worker string) string {
+	return "formica.coord." + coordinator + ".spawn." + worker
+}
+
+// SubjectApproval is where a coordinator takes a worker's approval requests.
+func SubjectApproval(coordinator, worker string) string {
+	return "formica.coord." + coordinator + ".approval." + worker
+}
+
+// SenderOf returns the last token of a worker-sent subject: the worker.
+func SenderOf(subject string) string {
+	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+		return subject[i+1:]
+	}
+	return ""
+}
 
 // SubjectExec is a worker's own subject for placed threads.
 func SubjectExec(worker string) string { return "formica.worker." + worker + ".exec" }
@@ -45,8 +72,8 @@ const (
 	HeaderTraceparent = "traceparent"
 )
 
-// SubjectThreadCancel is where a coordinator takes requests to cancel threads
-// of its runs (a parent whose own thread was cancelled on a worker).
-func SubjectThreadCancel(coordinator string) string {
-	return "formica.coord." + coordinator + ".cancel"
+// SubjectThreadCancel is where a coordinator takes a worker's requests to
+// cancel helpers of its placed threads (a parent cancelled on the worker).
+func SubjectThreadCancel(coordinator, worker string) string {
+	return "formica.coord." + coordinator + ".cancel." + worker
 }

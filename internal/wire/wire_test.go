@@ -98,6 +98,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeExecRequest, sampleExec()))
 	f.Add(MustEncode(TypeSpawnRequest, SpawnRequest{RunID: "r", Name: "n", Task: "t"}))
 	f.Add(MustEncode(TypeWorkerHeartbeat, WorkerHeartbeat{ID: "w", Slots: 4}))
+	f.Add(MustEncode(TypeApprovalRequest, ApprovalRequest{ApprovalRequest: tools.ApprovalRequest{RunID: "r", Tool: "bash"}, Token: "t"}))
+	f.Add(MustEncode(TypeCoordHeartbeat, CoordHeartbeat{ID: "c", Epoch: "e", Fenced: []Fenced{{Worker: "w", ThreadID: "t", Attempt: 1}}}))
 	f.Add(MustEncode(TypeRunSubmit, RunSubmit{RunID: "r", Task: "t"}))
 	f.Add(ErrorBody(errors.New("x")))
 	f.Add([]byte{0x83, 0xa1, 't'})
@@ -109,7 +111,7 @@ func FuzzDecode(f *testing.F) {
 		targets := map[Type]any{
 			TypeSpawnRequest: &SpawnRequest{}, TypeSpawnResult: &SpawnResult{}, TypeExecRequest: &ExecRequest{},
 			TypeExecAccepted: &ExecAccepted{}, TypeExecBusy: &ExecBusy{}, TypeProgress: &Progress{},
-			TypeExecResult: &ExecResult{}, TypeCancel: &Cancel{}, TypeApprovalRequest: &tools.ApprovalRequest{},
+			TypeExecResult: &ExecResult{}, TypeCancel: &ThreadCancel{}, TypeApprovalRequest: &ApprovalRequest{},
 			TypeApprovalDecision: &tools.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{},

@@ -17,6 +17,12 @@ type hosted struct {
 	pid    actor.PID
 	thread runner.Thread
 	coord  string
+	// epoch, attempt and token are the placement's (ExecRequest); fenced
+	// is set once it is known to be superseded or its lease lapsed.
+	epoch   string
+	attempt int
+	token   string
+	fenced  bool
 	// spawning counts the thread's spawns in flight; hasSlot says whether it
 	// holds an execution slot (not while it waits on helpers).
 	spawning int
@@ -35,6 +41,7 @@ type (
 type threadActor struct {
 	w      *Worker
 	th     runner.Thread
+	token  string
 	reply  actor.Replier
 	cancel context.CancelCauseFunc
 	ctx    context.Context
@@ -47,13 +54,13 @@ func (a *threadActor) Receive(c *actor.Context) {
 		go a.run(c.Self())
 	case progressTick:
 		if !a.done {
-			a.reply.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: a.th.ID}))
+			a.reply.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: a.th.ID, Token: a.token}))
 		}
 	case cancelThread:
 		a.cancel(m.cause)
 	case threadDone:
 		a.done = true
-		a.w.replyResult(a.reply, a.th.ID, m.res)
+		a.w.replyResult(a.reply, a.th.ID, a.token, m.res)
 		c.Engine().Stop(c.Self())
 	case actor.Stopped:
 		a.cancel(errors.New("thread actor stopped"))
@@ -68,29 +75,29 @@ func (a *threadActor) run(self actor.PID) {
 	a.cancel(nil)
 	if err := a.w.engine.Send(self, threadDone{res: res}); err != nil {
 		// The actor is gone (engine stopping): answer directly.
-		a.w.replyResult(a.reply, a.th.ID, res)
+		a.w.replyResult(a.reply, a.th.ID, a.token, res)
 	}
 }
 
 // replyResult sends a thread's result; one that cannot be sent (too large
 // for the connection and no store to offload it to) becomes a failure that
 // says so, rather than silence that would be taken for a lost worker.
-func (w *Worker) replyResult(r actor.Replier, id string, res runner.Result) {
+func (w *Worker) replyResult(r actor.Replier, id, token string, res runner.Result) {
 	// A result over the NATS max payload is uploaded before it is sent,
 	// which may outlast the coordinator's patience: progress goes on meanwhile.
-	defer w.keepAlive(r, id)()
-	err := r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: res}))
+	defer w.keepAlive(r, id, token)()
+	err := r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res}))
 	if err == nil {
 		return
 	}
 	w.cfg.Logger.Warn("send result", "thread", id, "err", err)
 	failed := runner.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
-	r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Result: failed}))
+	r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}))
 }
 
 // keepAlive sends progress of thread id on r every heartbeat until the
 // returned stop is called.
-func (w *Worker) keepAlive(r actor.Replier, id string) (stop func()) {
+func (w *Worker) keepAlive(r actor.Replier, id, token string) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -101,7 +108,7 @@ func (w *Worker) keepAlive(r actor.Replier, id string) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				r.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: id}))
+				r.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: id, Token: token}))
 			}
 		}
 	})
@@ -130,8 +137,8 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 	}
 	th := req.Thread
 	ctx, cancel := context.WithCancelCause(context.Background())
-	a := &threadActor{w: w, th: th, reply: r, cancel: cancel, ctx: ctx}
-	h := &hosted{thread: th, coord: req.Coordinator, hasSlot: true}
+	a := &threadActor{w: w, th: th, token: req.Token, reply: r, cancel: cancel, ctx: ctx}
+	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token, hasSlot: true}
 
 	w.mu.Lock()
 	if _, dup := w.threads[th.ID]; dup {
@@ -145,15 +152,14 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 		return
 	}
 	w.threads[th.ID] = h
-	w.runs[th.RunID] = req.Coordinator
 	// A placement is a sign of life: a coordinator restarted under the same
-	// id places threads before its first heartbeat reaches this worker, and
-	// the last heartbeat seen is then its dead predecessor's.
-	if c, ok := w.coords[req.Coordinator]; ok {
-		c.last = nowFunc()
-	} else {
-		w.coords[req.Coordinator] = &coordSeen{last: nowFunc(), interval: DefaultHeartbeatInterval}
+	// id places threads before its first heartbeat reaches this worker.
+	c := w.coords[req.Coordinator]
+	if c == nil {
+		c = &coordSeen{}
+		w.coords[req.Coordinator] = c
 	}
+	c.see(req.Epoch, req.Uptime, 0, time.Now())
 	w.mu.Unlock()
 
 	r.Reply(wire.Message(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))
@@ -161,7 +167,7 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 	if err != nil {
 		w.finish(th.ID)
 		cancel(err)
-		r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: th.ID, Worker: w.cfg.ID,
+		r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: th.ID, Worker: w.cfg.ID, Token: req.Token,
 			Result: runner.Result{Status: event.Failed, Error: "worker could not host the thread: " + err.Error()}}))
 		return
 	}

@@ -9,23 +9,26 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 )
 
-var nowFunc = time.Now
-
 // spawner sends a thread's spawns to the coordinator that owns its run.
 type spawner Worker
 
+// Only the parent's identity, its placement token and the tool's arguments
+// travel: the coordinator derives the helper from the parent it holds.
 func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Result, error) {
 	w := (*Worker)(s)
-	coord := w.coordinatorOf(req.RunID)
+	coord, token := w.placement(req.ParentID)
 	w.park(req.ParentID)
 	defer w.unpark(ctx, req.ParentID)
 
-	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord), wire.WithIDs(wire.Message(wire.TypeSpawnRequest, req), req.RunID, req.ParentID))
+	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
+		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs}
+	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID))
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("coordinator %s unreachable: %w", coord, err)
 	}
@@ -36,7 +39,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 		if err != nil {
 			if ctx.Err() != nil {
 				if child != "" {
-					w.cancelRemote(coord, req.RunID, child, context.Cause(ctx))
+					w.cancelRemote(coord, req.RunID, req.ParentID, token, child, context.Cause(ctx))
 				}
 				return runner.Result{Status: event.Cancelled, Error: "cancelled"}, nil
 			}
@@ -59,6 +62,9 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 			return res.Result, nil
 		default:
 			if err := actor.MsgError(m); err != nil {
+				if fencedReply(err) {
+					w.fenceThread(req.ParentID, 0, err.Error())
+				}
 				return runner.Result{}, err
 			}
 			return runner.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
@@ -108,12 +114,6 @@ func (w *Worker) unpark(ctx context.Context, id string) {
 	w.mu.Unlock()
 }
 
-func (w *Worker) coordinatorOf(run string) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.runs[run]
-}
-
 // silence is how long a coordinator may say nothing before it is presumed lost.
 func (w *Worker) silence(coord string) time.Duration {
 	w.mu.Lock()
@@ -125,13 +125,13 @@ func (w *Worker) silence(coord string) time.Duration {
 	return MissedHeartbeats * interval
 }
 
-func (w *Worker) cancelRemote(coord, run, thread string, cause error) {
+func (w *Worker) cancelRemote(coord, run, parent, token, thread string, cause error) {
 	reason := "cancelled by its parent"
 	if cause != nil {
 		reason = cause.Error()
 	}
-	c := wire.Cancel{RunID: run, ThreadIDs: []string{thread}, Reason: reason}
-	w.tr.Publish(context.Background(), wire.SubjectThreadCancel(coord), wire.Message(wire.TypeCancel, c))
+	c := wire.ThreadCancel{RunID: run, ParentID: parent, Token: token, ThreadID: thread, Reason: reason}
+	w.tr.Publish(context.Background(), wire.SubjectThreadCancel(coord, w.cfg.ID), wire.Message(wire.TypeCancel, c))
 }
 
 // approver asks the run's coordinator, which asks whoever answers for the run.
@@ -139,8 +139,9 @@ type approver Worker
 
 func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
 	w := (*Worker)(a)
-	coord := w.coordinatorOf(req.RunID)
-	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord), wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
+	coord, token := w.placement(req.ThreadID)
+	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token}
+	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID))
 	if err != nil {
 		return tools.Approval{}, err
 	}
@@ -159,6 +160,9 @@ func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tool
 			return d, err
 		}
 		if err := actor.MsgError(m); err != nil {
+			if fencedReply(err) {
+				w.fenceThread(req.ThreadID, 0, err.Error())
+			}
 			return tools.Approval{}, err
 		}
 		return tools.Approval{}, fmt.Errorf("%w: unexpected %s reply to an approval", wire.ErrBadMessage, m.Type)
@@ -188,4 +192,15 @@ func peerError(peer string, err error) error {
 		return fmt.Errorf("%s went silent: %w", peer, err)
 	}
 	return err
+}
+
+// noScripted refuses scripted:<file> models: the run names a file on this
+// machine. A worker opens them only with --allow-scripted.
+type noScripted struct{ runner.ModelOpener }
+
+func (n noScripted) Open(ref string) (model.Model, error) {
+	if r, err := model.ParseRef(ref); err == nil && r.Provider == "scripted" {
+		return nil, fmt.Errorf("%w: %s: scripted models are for tests; this worker was started without --allow-scripted", model.ErrBadRef, ref)
+	}
+	return n.ModelOpener.Open(ref)
 }

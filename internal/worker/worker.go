@@ -55,7 +55,11 @@ type Config struct {
 	// Offloader, when set, carries messages larger than the NATS max payload
 	// (a large result, say) through the JetStream object store.
 	Offloader natstransport.Offloader
-	Logger    *slog.Logger
+	// AllowScripted lets threads use scripted:<file> models, which read a
+	// file of this machine named by the run; off, they are refused. Tests
+	// and `formica run` set it.
+	AllowScripted bool
+	Logger        *slog.Logger
 }
 
 // Worker hosts threads. Create with New, then Start.
@@ -69,7 +73,6 @@ type Worker struct {
 
 	mu      sync.Mutex
 	threads map[string]*hosted    // by thread id
-	runs    map[string]string     // run id -> owning coordinator
 	coords  map[string]*coordSeen // coordinator id -> liveness
 
 	draining atomic.Bool
@@ -80,11 +83,6 @@ type Worker struct {
 	stop     chan struct{}
 	loops    sync.WaitGroup
 	state    atomic.Int32 // 0 new, 1 started, 2 stopped
-}
-
-type coordSeen struct {
-	last     time.Time
-	interval time.Duration
 }
 
 // New checks cfg and builds a worker.
@@ -121,18 +119,22 @@ func New(cfg Config) (*Worker, error) {
 		tr:      tr,
 		slots:   make(chan struct{}, cfg.Slots),
 		threads: map[string]*hosted{},
-		runs:    map[string]string{},
 		coords:  map[string]*coordSeen{},
 		stop:    make(chan struct{}),
 		engine:  actor.NewEngine(actor.EngineConfig{Address: wire.SubjectExec(cfg.ID), Logger: cfg.Logger}),
 	}
+	models := cfg.Models
+	if !cfg.AllowScripted {
+		models = noScripted{models}
+	}
 	w.runner, err = runner.New(runner.Config{
-		Models:   cfg.Models,
-		Spawner:  (*spawner)(w),
-		Approver: (*approver)(w),
-		Events:   (*eventSink)(w),
-		Harness:  cfg.Harness,
-		Logger:   cfg.Logger,
+		Models:    models,
+		CallGuard: w.guard,
+		Spawner:   (*spawner)(w),
+		Approver:  (*approver)(w),
+		Events:    (*eventSink)(w),
+		Harness:   cfg.Harness,
+		Logger:    cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -261,13 +263,14 @@ func (w *Worker) tick() {
 		var orphans []*hosted
 		for _, h := range w.threads {
 			w.engine.Send(h.pid, progressTick{})
-			if c := w.coords[h.coord]; c != nil && now.Sub(c.last) > MissedHeartbeats*c.interval {
+			if c := w.coords[h.coord]; c != nil && !c.fresh(now) {
+				h.fenced = true
 				orphans = append(orphans, h)
 			}
 		}
 		w.mu.Unlock()
 		for _, h := range orphans {
-			w.engine.Send(h.pid, cancelThread{cause: fmt.Errorf("coordinator %s went silent", h.coord)})
+			w.engine.Send(h.pid, cancelThread{cause: fmt.Errorf("%w: coordinator %s went silent", errLapsed, h.coord)})
 		}
 	}
 }
@@ -282,7 +285,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		Draining: w.draining.Load(), Started: w.started, Interval: w.cfg.HeartbeatInterval,
 	}
 	data := wire.MustEncode(wire.TypeWorkerHeartbeat, hb)
-	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeats, actor.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
+	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeat(w.cfg.ID), actor.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
 		w.cfg.Logger.Warn("heartbeat", "err", err)
 	}
 }
@@ -293,20 +296,34 @@ func (w *Worker) handleCoordHeartbeat(m *nats.Msg) {
 		w.cfg.Logger.Warn("bad coordinator heartbeat", "err", err)
 		return
 	}
-	w.seeCoordinator(hb.ID, hb.Interval)
+	w.seeCoordinator(hb.ID, hb.Epoch, hb.Uptime, hb.Interval)
+	var restarted []string
+	w.mu.Lock()
+	for id, h := range w.threads {
+		if h.coord == hb.ID && h.epoch != hb.Epoch {
+			restarted = append(restarted, id)
+		}
+	}
+	w.mu.Unlock()
+	for _, id := range restarted {
+		w.fenceThread(id, 0, "coordinator "+hb.ID+" restarted")
+	}
+	for _, f := range hb.Fenced {
+		if f.Worker == w.cfg.ID {
+			w.fenceThread(f.ThreadID, f.Attempt, "coordinator "+hb.ID+" placed the thread again")
+		}
+	}
 }
 
-func (w *Worker) seeCoordinator(id string, interval time.Duration) {
-	if interval <= 0 {
-		interval = DefaultHeartbeatInterval
-	}
+// seeCoordinator records a message coordinator id sent at age uptime.
+func (w *Worker) seeCoordinator(id, epoch string, uptime, interval time.Duration) {
 	w.mu.Lock()
 	c := w.coords[id]
 	if c == nil {
 		c = &coordSeen{}
 		w.coords[id] = c
 	}
-	c.last, c.interval = time.Now(), interval
+	c.see(epoch, uptime, interval, time.Now())
 	w.mu.Unlock()
 }
 

@@ -394,7 +394,7 @@ func TestBadMessagesGetErrorReplies(t *testing.T) {
 		v99     []byte
 	}{
 		{wire.SubjectExec("w-probe"), future(wire.TypeExecRequest, wire.ExecRequest{Coordinator: "coord-probe"})},
-		{wire.SubjectSpawn("coord-probe"), future(wire.TypeSpawnRequest, wire.SpawnRequest{RunID: "r", ParentID: "p", Name: "n", Task: "t"})},
+		{wire.SubjectSpawn("coord-probe", "w-probe"), future(wire.TypeSpawnRequest, wire.SpawnRequest{RunID: "r", ParentID: "p", Name: "n", Task: "t"})},
 	} {
 		for _, c := range []struct {
 			name, code string

@@ -105,7 +105,7 @@ func owner(t *testing.T, nc *nats.Conn, nodes []node, run string) int {
 	probe := wire.MustEncode(wire.TypeSpawnRequest, wire.SpawnRequest{RunID: run, ParentID: "ownership-probe", Name: "probe", Task: "probe"})
 	found := -1
 	for i, nd := range nodes {
-		reply, err := nc.Request(wire.SubjectSpawn(nd.id), probe, 5*time.Second)
+		reply, err := nc.Request(wire.SubjectSpawn(nd.id, "probe"), probe, 5*time.Second)
 		if err != nil {
 			t.Fatalf("probe %s: %v", nd.id, err)
 		}

@@ -50,7 +50,7 @@ func startCoordinator(t *testing.T, id string, extra ...string) (*proc, string) 
 	for attempt := 1; ; attempt++ {
 		port := freePorts(t, 1)[0]
 		args := append([]string{"--id", id, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port),
-			"--data-dir", t.TempDir(), "--heartbeat", coordHeartbeat, "--http", "off"}, extra...)
+			"--data-dir", t.TempDir(), "--heartbeat", coordHeartbeat, "--http", "off", "--allow-scripted"}, extra...)
 		p := start(t, "coordinator "+id, bin.coordinator, args...)
 		if waitReady(t, p, "coordinator ready") {
 			return p, natsURL(port)
@@ -89,7 +89,7 @@ func waitReadyWithin(t *testing.T, p *proc, line string, timeout time.Duration) 
 func (s *stack) startWorker(id string, slots int, extra ...string) *proc {
 	s.t.Helper()
 	args := append([]string{"--nats", s.url, "--id", id, "--slots", strconv.Itoa(slots),
-		"--heartbeat", workerHeartbeat}, extra...)
+		"--heartbeat", workerHeartbeat, "--allow-scripted"}, extra...)
 	p := start(s.t, "worker "+id, bin.worker, args...)
 	p.waitLog(s.t, "worker ready", readyTimeout)
 	s.hb.waitSeen(s.t, id, 2)

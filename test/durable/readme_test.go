@@ -169,6 +169,11 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 			for i, w := range words[1:] {
 				args[i] = repl.Replace(w)
 			}
+			// The examples as written, plus what lets the test's own runs
+			// replay scripted models.
+			if words[0] == "coordinator" || words[0] == "worker" {
+				args = append(args, "--allow-scripted")
+			}
 			switch words[0] {
 			case "coordinator":
 				p := proc.StartWith(t, proc.Options{Env: penv, Dir: c.cwd}, "README coordinator", bin.coordinator, args...)

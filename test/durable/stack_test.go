@@ -76,7 +76,7 @@ func startCoord(t *testing.T, o coordOpts) *coord {
 		}
 		c.args = []string{"--id", "coord", "--data-dir", c.dataDir, "--cwd", c.cwd,
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--http", fmt.Sprintf("%s:%d", host, ports[1]),
-			"--heartbeat", heartbeat, "--queue-ack-wait", ackWait}
+			"--heartbeat", heartbeat, "--queue-ack-wait", ackWait, "--allow-scripted"}
 		if o.maxRuns > 0 {
 			c.args = append(c.args, "--max-runs", strconv.Itoa(o.maxRuns))
 		}
@@ -128,7 +128,7 @@ func (c *coord) restart() {
 func (c *coord) startWorker(id string, slots int) *proc.Proc {
 	c.t.Helper()
 	p := proc.Start(c.t, "worker "+id, bin.worker, "--nats", c.url, "--id", id,
-		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat)
+		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat, "--allow-scripted")
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool {
 		var ws []struct{ ID string }

@@ -115,6 +115,7 @@ func (s *serveSub) handle(m *nats.Msg) {
 		r.Reply(actor.ErrorMsg(actor.CodeInternal, err.Error()))
 		return
 	}
+	msg.Subject = m.Subject
 	s.h(s.ctx, msg, r)
 }
 

@@ -176,6 +176,7 @@ func testPublish(t *testing.T, newPair NewPair) {
 		t.Fatalf("Publish: %v", err)
 	}
 	want := seen{Msg: sent, NoReply: true}
+	want.Msg.Subject = subj
 	if diff := cmp.Diff(want, recv(t, got, "the published message")); diff != "" {
 		t.Errorf("served (-want +got):\n%s", diff)
 	}
@@ -183,7 +184,7 @@ func testPublish(t *testing.T, newPair NewPair) {
 	if err := client.Publish(ctx, subj, actor.Msg{Data: []byte("bare")}); err != nil {
 		t.Fatal(err)
 	}
-	want = seen{Msg: actor.Msg{Data: []byte("bare")}, NoReply: true}
+	want = seen{Msg: actor.Msg{Subject: subj, Data: []byte("bare")}, NoReply: true}
 	if diff := cmp.Diff(want, recv(t, got, "the bare message")); diff != "" {
 		t.Errorf("served (-want +got):\n%s", diff)
 	}

@@ -1,0 +1,130 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// A thread's lease: it may start a tool call only while its coordinator was
+// heard from within the loss window (MissedHeartbeats intervals), measured
+// on the monotonic clock, under the epoch the thread was placed in, and
+// while its placement has not been fenced.
+//
+// "Heard from" is when the coordinator sent, not when this worker read:
+// a worker frozen (SIGSTOP) past the window wakes up to heartbeats that sat
+// in its socket, and reading them late must not renew a lease its
+// coordinator has long given up on. Every coordinator message carries the
+// coordinator's monotonic age (Uptime); the earliest arrival seen fixes
+// where the coordinator's birth lies on this worker's clock (base), and a
+// message's send time is then base + Uptime, however late it is read.
+
+// coordSeen is what this worker knows of one coordinator's liveness.
+type coordSeen struct {
+	epoch    string
+	base     time.Time // the coordinator's birth on this worker's clock
+	sent     time.Time // the latest send time heard
+	interval time.Duration
+}
+
+// see records a message from a coordinator sent at age uptime in epoch.
+func (c *coordSeen) see(epoch string, uptime, interval time.Duration, now time.Time) {
+	if interval > 0 {
+		c.interval = interval
+	}
+	if c.interval <= 0 {
+		c.interval = DefaultHeartbeatInterval
+	}
+	birth := now.Add(-uptime)
+	if epoch != c.epoch {
+		c.epoch, c.base, c.sent = epoch, birth, time.Time{}
+	} else if birth.Before(c.base) {
+		c.base = birth
+	}
+	if sent := c.base.Add(uptime); sent.After(c.sent) {
+		c.sent = sent
+	}
+}
+
+// window is how long the coordinator may be silent before it counts as lost.
+func (c *coordSeen) window() time.Duration { return MissedHeartbeats * c.interval }
+
+// fresh says whether the coordinator was heard from within the window.
+func (c *coordSeen) fresh(now time.Time) bool {
+	return !c.sent.IsZero() && now.Sub(c.sent) <= c.window()
+}
+
+// errLapsed is the cause of a thread stopped because its lease lapsed.
+var errLapsed = errors.New("placement lapsed")
+
+// guard is the runner's CallGuard: no tool call starts for a thread whose
+// lease has lapsed, and such a thread is cancelled at once.
+func (w *Worker) guard(_ context.Context, th *runner.Thread) error {
+	now := time.Now()
+	w.mu.Lock()
+	h := w.threads[th.ID]
+	var err error
+	switch {
+	case h == nil:
+		err = fmt.Errorf("%w: thread %s is not hosted here", errLapsed, th.ID)
+	case h.fenced:
+		err = fmt.Errorf("%w: coordinator %s placed thread %s elsewhere", errLapsed, h.coord, th.ID)
+	default:
+		c := w.coords[h.coord]
+		switch {
+		case c == nil || c.epoch != h.epoch:
+			err = fmt.Errorf("%w: coordinator %s restarted", errLapsed, h.coord)
+		case !c.fresh(now):
+			err = fmt.Errorf("%w: coordinator %s not heard from for %v", errLapsed, h.coord, now.Sub(c.sent).Round(time.Millisecond))
+		}
+	}
+	var pid actor.PID
+	if h != nil && err != nil {
+		h.fenced = true
+		pid = h.pid
+	}
+	w.mu.Unlock()
+	if err != nil && !pid.IsZero() {
+		w.engine.Send(pid, cancelThread{cause: err})
+	}
+	return err
+}
+
+// fenceThread stops a hosted thread whose placement the coordinator says is
+// superseded (a fenced reply or a heartbeat naming it).
+func (w *Worker) fenceThread(id string, attempt int, reason string) {
+	w.mu.Lock()
+	h := w.threads[id]
+	var pid actor.PID
+	if h != nil && (attempt == 0 || h.attempt <= attempt) {
+		h.fenced = true
+		pid = h.pid
+	}
+	w.mu.Unlock()
+	if !pid.IsZero() {
+		w.cfg.Logger.Warn("placement superseded: cancelling thread", "thread", id, "reason", reason)
+		w.engine.Send(pid, cancelThread{cause: fmt.Errorf("%w: %s", errLapsed, reason)})
+	}
+}
+
+// fencedReply reports whether err is a coordinator's refusal of a
+// superseded placement.
+func fencedReply(err error) bool {
+	var re *actor.RemoteError
+	return errors.As(err, &re) && re.Code == string(wire.CodeFenced)
+}
+
+// placement returns the coordinator and token of hosted thread id.
+func (w *Worker) placement(id string) (coord, token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.threads[id]; h != nil {
+		return h.coord, h.token
+	}
+	return "", ""
+}
