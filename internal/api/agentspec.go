@@ -13,7 +13,17 @@ import (
 // the API checks a spec exactly as a spec file is checked: unknown keys,
 // types, names, policies, handoffs, schemas. Errors read like
 // `agent: name: required` or `agent:1: unknown key "harnes"`.
+//
+// A JSON string is a spec file's text, YAML or JSON, as a person pastes it
+// (the dashboard's submit form sends that).
 func parseAgent(raw json.RawMessage) (*spec.File, error) {
+	var text string
+	if len(raw) > 0 && raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, err
+		}
+		return spec.Parse([]byte(text), "agent")
+	}
 	norm, err := yamlSafeJSON(raw)
 	if err != nil {
 		return nil, err

@@ -10,29 +10,49 @@ import (
 )
 
 // requireToken lets a request through only with "Authorization: Bearer
-// <token>" (scheme case-insensitive). Without a configured token it lets
-// everything through. Both sides are hashed first, so the constant-time
-// compare does not leak the token's length either.
+// <token>" (scheme case-insensitive) or a valid session cookie (see
+// session.go), which on a state-changing request must come with its CSRF
+// value. Without a configured token it lets everything through. Both sides
+// are hashed first, so the constant-time compare does not leak the token's
+// length either.
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return h
 	}
-	want := sha256.Sum256([]byte(s.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
+			if nonce, _, ok := s.session(r); ok {
+				if !safeMethod(r.Method) && !s.sess.csrfOK(nonce, csrfValue(r)) {
+					writeErrorBody(w, http.StatusForbidden, codeForbidden, "the CSRF value ("+CSRFHeader+") is missing or wrong")
+					return
+				}
+				h.ServeHTTP(w, r)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="formica"`)
-			writeErrorBody(w, http.StatusUnauthorized, codeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
+			writeErrorBody(w, http.StatusUnauthorized, codeUnauthorized, "a bearer token is required (Authorization: Bearer <token>), or log in at /login")
 			return
 		}
-		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(want[:], sum[:]) != 1 {
+		if !s.tokenIs(got) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="formica", error="invalid_token"`)
 			writeErrorBody(w, http.StatusUnauthorized, codeUnauthorized, "invalid bearer token")
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// tokenIs reports whether got is the configured token, in constant time.
+func (s *Server) tokenIs(got string) bool {
+	want, sum := sha256.Sum256([]byte(s.cfg.Token)), sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(want[:], sum[:]) == 1
+}
+
+// tokenOK reports whether the request carries the right bearer token.
+func (s *Server) tokenOK(r *http.Request) bool {
+	got, ok := bearer(r.Header.Get("Authorization"))
+	return ok && s.tokenIs(got)
 }
 
 // bearer returns the token of an Authorization header value.

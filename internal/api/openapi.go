@@ -191,9 +191,10 @@ func openAPISchemas() obj {
 		})}),
 		"Status": object([]string{"status"}, obj{"status": typ("string", `"ok" or "ready"`)}),
 		"SubmitRequest": strictObject([]string{"task"}, obj{
-			"task":              with(typ("string", "The root agent's task."), "minLength", 1),
-			"model":             typ("string", `A model reference overriding the agent's, such as "openai:gpt-4o" or "sim".`),
-			"agent":             ref("AgentSpec"),
+			"task":  with(typ("string", "The root agent's task."), "minLength", 1),
+			"model": typ("string", `A model reference overriding the agent's, such as "openai:gpt-4o" or "sim".`),
+			"agent": obj{"oneOf": []obj{ref("AgentSpec"), typ("string", "An agent spec file's text, YAML or JSON.")},
+				"description": "The root agent (and, under `agents`, its handoff targets): a spec as JSON, or a spec file's text."},
 			"id":                with(typ("string", "The run id to use; the same id twice is the same run."), "pattern", "^[A-Za-z0-9_-]{1,64}$"),
 			"agent_max_depth":   with(typ("integer", "Deepest helper allowed; 0 is the default (4)."), "minimum", 0),
 			"agent_max_threads": with(typ("integer", "Live helpers allowed at once; 0 is the default (16)."), "minimum", 0),

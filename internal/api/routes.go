@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/formica-run/formica/internal/dashboard"
 )
 
 // route is one endpoint of the API.
@@ -21,6 +23,8 @@ type route struct {
 }
 
 // routes is the whole API; the OpenAPI document must list exactly these.
+// The dashboard's pages, /login and /logout are mounted beside them in
+// buildHandler: they are for browsers, not part of the API.
 func (s *Server) routes() []route {
 	return []route{
 		{method: http.MethodPost, path: "/v1/runs", handle: s.submitRun},
@@ -49,6 +53,12 @@ func (s *Server) buildHandler() http.Handler {
 		}
 		mux.Handle(rt.method+" "+rt.path, h)
 	}
+	ui := s.servePage(dashboard.Handler())
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("GET /assets/", ui)
+	mux.HandleFunc("GET /login", s.login)
+	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("POST /logout", s.logout)
 	var h http.Handler = jsonMuxErrors(mux)
 	h = s.checkHost(h)
 	h = crossOrigin(h)

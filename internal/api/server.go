@@ -7,8 +7,12 @@
 // owns. Errors are JSON, {"error": {"code": ..., "message": ...}}, with a
 // stable code per status (see the OpenAPI document for the list).
 //
-// Security: with Config.Token set, every route but /healthz and /readyz
-// needs "Authorization: Bearer <token>". Without a token, New accepts only
+// The same handler serves the dashboard (internal/dashboard) at / with its
+// assets under /assets/, and /login and /logout for browsers.
+//
+// Security: with Config.Token set, every route but /healthz, /readyz and
+// /login needs "Authorization: Bearer <token>" or a session cookie from
+// /login (session.go). Without a token, New accepts only
 // loopback addresses, and requests must name a loopback host (localhost,
 // 127.0.0.0/8, ::1) so a web page cannot reach the API through DNS
 // rebinding. Cross-origin browser writes are refused in both cases
@@ -78,6 +82,8 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 	srv     *http.Server
+	// sess issues and checks browser sessions; nil without a token.
+	sess *sessions
 	// streams ends when Shutdown begins, ending every event stream (clients
 	// reconnect with Last-Event-ID).
 	streams    context.Context
@@ -132,6 +138,9 @@ func New(cfg Config, b Backend) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, b: b, log: cfg.Logger}
+	if cfg.Token != "" {
+		s.sess = newSessions(cfg.Token, time.Now)
+	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.handler = s.buildHandler()
 	s.srv = &http.Server{

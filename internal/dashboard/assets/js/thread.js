@@ -1,0 +1,130 @@
+// Thread: one thread's transcript. From the journal when the coordinator
+// serves transcripts (GET /v1/runs/{id}/threads/{thread}); until then, and
+// besides, the thread's own events: model turns, tool calls with their
+// arguments, results, approvals, spawns linking to the helpers.
+import {h, fill, badge, dur, ms, tokens, num, folded, prettyJSON, age} from './util.js';
+import {api, features} from './api.js';
+import {EventStream} from './sse.js';
+import {Tree} from './tree.js';
+
+export function threadView(root, runId, threadId) {
+  const tree = new Tree(runId);
+  const mine = [];
+  let rec = null;
+  let transcript = null;
+  const head = h('div', {class: 'thread-head'});
+  const info = h('div', {class: 'thread-info', id: 'thread-info'});
+  const body = h('div', {class: 'transcript', id: 'transcript'});
+  const journal = h('div', {class: 'journal', id: 'journal'});
+  const state = h('span', {class: 'stream-state', id: 'stream-state', dataset: {state: 'connecting'}}, 'connecting');
+  fill(root, h('p', null, h('a', {href: `#/runs/${encodeURIComponent(runId)}`}, `← run ${runId}`)), head, info, journal,
+    h('h2', null, 'Events ', state), body);
+
+  let pending = false;
+  const schedule = () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; render(); });
+  };
+  const render = () => {
+    const n = tree.nodes.get(threadId);
+    const name = n ? n.name : threadId;
+    fill(head, h('h1', null, h('span', {class: 'muted'}, 'Thread '), name, ' ', n ? badge(n.status) : null));
+    head.dataset.threadId = threadId;
+    head.dataset.status = n ? n.status : '';
+    let task = '';
+    if (n && n.depth === 0) task = rec ? rec.task || '' : '';
+    else if (n) task = tree.taskOf(n);
+    const item = (k, v) => v === '' || v == null ? null : h('div', null, h('dt', null, k), h('dd', null, v));
+    fill(info,
+      h('dl', null,
+        item('Path', n ? n.path : ''),
+        item('Depth', n ? String(n.depth) : ''),
+        item('Worker', n ? n.placements.map((p) => p.worker).join(' → ') : ''),
+        item('Elapsed', n && n.startedAt ? dur((n.finishedAt || Date.now()) - n.startedAt) : ''),
+        item('Tokens', n ? num(tokens(n.usage)) : ''),
+        item('Parent', n && n.parentId ? h('a', {href: `#/runs/${encodeURIComponent(runId)}/threads/${encodeURIComponent(n.parentId)}`}, tree.nodes.get(n.parentId)?.name || n.parentId) : ''),
+        n && n.error ? item('Error', n.error) : null),
+      h('div', {class: 'task-box', id: 'thread-task'}, h('h3', null, 'Task'), folded(task)));
+    fill(body, mine.map((e) => entry(e, tree, runId)));
+  };
+
+  const stream = new EventStream(`/v1/runs/${encodeURIComponent(runId)}/events`, {
+    onEvent: (seq, e) => {
+      tree.apply(e);
+      if (e.thread_id === threadId || (e.type === 'thread.refused' && e.parent_id === threadId) ||
+          (e.type === 'thread.spawned' && e.parent_id === threadId)) mine.push(e);
+      schedule();
+    },
+    onState: (st) => {
+      state.dataset.state = st;
+      state.textContent = st === 'ended' ? 'all' : st;
+    },
+  });
+  api('GET', `/v1/runs/${encodeURIComponent(runId)}`).then((r) => { rec = r; schedule(); }).catch(() => {});
+  features().then(async (f) => {
+    if (!f.has('GET /v1/runs/{id}/threads/{thread}')) return;
+    try {
+      transcript = await api('GET', `/v1/runs/${encodeURIComponent(runId)}/threads/${encodeURIComponent(threadId)}`);
+      fill(journal, h('h2', null, 'Transcript'), renderTranscript(transcript, runId));
+    } catch (e) {
+      fill(journal, h('p', {class: 'muted'}, `No transcript: ${e.message}`));
+    }
+  });
+  stream.start();
+  return () => stream.stop();
+}
+
+function entry(e, tree, runId) {
+  const when = h('span', {class: 'when muted'}, new Date(ms(e.time)).toLocaleTimeString());
+  const row = (cls, ...kids) => h('div', {class: `entry ${cls}`, dataset: {type: e.type}}, when, ...kids);
+  switch (e.type) {
+    case 'thread.started':
+      return row('sys', `started on ${e.worker || '?'}`);
+    case 'thread.finished':
+      return row('sys', 'finished ', badge(e.status), e.reason ? ` ${e.reason}` : '');
+    case 'model.call':
+      return row('model', h('strong', null, 'model '), e.model || '', ` · ${num(tokens(e.usage))} tokens (${e.usage?.input_tokens || 0} in, ${e.usage?.output_tokens || 0} out)`,
+        e.latency_ms ? ` · ${dur(e.latency_ms)}` : '');
+    case 'tool.call':
+      return row('tool-call', h('strong', null, `→ ${e.tool}`), h('span', {class: 'muted'}, ` ${e.call_id || ''}`),
+        h('pre', {class: 'args', dataset: {callId: e.call_id || ''}}, prettyJSON(e.arguments)));
+    case 'tool.result':
+      return row('tool-result', h('strong', null, `← ${e.tool}`), h('span', {class: 'muted'}, ` ${e.call_id || ''}`), folded(e.output || ''));
+    case 'approval.requested':
+      return row('approval', h('strong', null, 'approval asked '), e.tool || '', h('pre', {class: 'args'}, prettyJSON(e.arguments)));
+    case 'approval.resolved':
+      return row('approval', h('strong', null, 'approval '), e.decision || '', e.reason ? ` (${e.reason})` : '');
+    case 'thread.spawned':
+      return row('spawn', 'spawned ', h('a', {href: `#/runs/${encodeURIComponent(runId)}/threads/${encodeURIComponent(e.thread_id)}`}, e.name || e.thread_id));
+    case 'thread.refused':
+      return row('refused', `refused spawn ${e.name || ''}: ${e.reason}`);
+    case 'thread.handoff':
+      return row('sys', `handed off to ${e.name || ''} ${e.reason || ''}`);
+    default:
+      return row('sys', e.type);
+  }
+}
+
+// renderTranscript shows a journal transcript whatever its exact shape: a
+// list of entries (or an object holding one), each with a type or role and
+// its content; long contents folded.
+function renderTranscript(t, runId) {
+  const list = Array.isArray(t) ? t : (t.entries || t.turns || t.messages || t.transcript || []);
+  const out = [];
+  if (!Array.isArray(t)) {
+    for (const k of ['instructions', 'task']) if (t[k]) out.push(h('div', {class: `entry ${k}`}, h('h3', null, k), folded(String(t[k]))));
+  }
+  for (const en of list) {
+    const kind = en.type || en.kind || en.role || 'entry';
+    const kids = [h('strong', null, kind)];
+    if (en.time || en.at) kids.push(h('span', {class: 'muted'}, ` ${new Date(ms(en.time || en.at)).toLocaleTimeString()}`));
+    const child = en.child_thread_id || en.thread_id;
+    if (child && (kind.includes('spawn') || kind.includes('agent'))) kids.push(' ', h('a', {href: `#/runs/${encodeURIComponent(runId)}/threads/${encodeURIComponent(child)}`}, 'open helper'));
+    const rest = {...en};
+    for (const k of ['type', 'kind', 'role', 'time', 'at']) delete rest[k];
+    kids.push(folded(JSON.stringify(rest, null, 2), 1200));
+    out.push(h('div', {class: `entry j-${kind}`}, ...kids));
+  }
+  return out;
+}

@@ -1,0 +1,220 @@
+// Tree is a run's tree of threads folded from its events (and corrected
+// by its record once the run has finished): who spawned whom, where each
+// thread runs and ran, its times, tokens, refused spawns and tool calls.
+import {ms, tokens, finalStatus} from './util.js';
+
+export class Tree {
+  constructor(runId) {
+    this.runId = runId;
+    this.nodes = new Map();
+    this.waiting = new Map(); // parent id → children seen before it
+    this.root = null;
+    this.status = '';
+    this.error = '';
+    this.startedAt = 0;
+    this.finishedAt = 0;
+    this.firstAt = 0;
+    this.refusals = {depth: 0, threads: 0, budget: 0};
+    this.version = 0; // bumped on every change
+    this.events = 0;
+  }
+
+  node(id, e) {
+    let n = this.nodes.get(id);
+    if (!n) {
+      n = {id, parentId: '', name: '', depth: 0, status: 'pending', placements: [], spawnedAt: 0, startedAt: 0,
+        finishedAt: 0, own: 0, usage: {input_tokens: 0, output_tokens: 0}, children: [], refused: [],
+        error: '', collapsed: undefined, path: '', agentCalls: [], approvals: 0, handoffs: []};
+      this.nodes.set(id, n);
+    }
+    if (e) {
+      if (e.parent_id && !n.parentId) n.parentId = e.parent_id;
+      if (e.name && !n.name) n.name = e.name;
+      if (e.depth != null && !n.depthSet) { n.depth = e.depth; n.depthSet = true; }
+    }
+    if (!n.linked) this.link(n);
+    return n;
+  }
+
+  // link puts n under its parent (or makes it the root) once both are known.
+  link(n) {
+    if (n.parentId) {
+      const p = this.nodes.get(n.parentId);
+      if (!p) {
+        if (!n.queued) {
+          n.queued = true;
+          if (!this.waiting.has(n.parentId)) this.waiting.set(n.parentId, []);
+          this.waiting.get(n.parentId).push(n);
+        }
+        return;
+      }
+      p.children.push(n);
+      n.linked = true;
+      n.path = (p.path || 'root') + '/' + n.name;
+    } else if (n.depth === 0 && n.depthSet) {
+      this.root = n;
+      n.linked = true;
+      n.path = 'root';
+    } else {
+      return;
+    }
+    // children that arrived before their parent
+    const early = this.waiting.get(n.id);
+    if (early) {
+      this.waiting.delete(n.id);
+      for (const o of early) this.link(o);
+      this.fixPaths(n);
+    }
+  }
+
+  fixPaths(n) {
+    for (const c of n.children) {
+      c.path = n.path + '/' + c.name;
+      this.fixPaths(c);
+    }
+  }
+
+  apply(e) {
+    this.events++;
+    const t = ms(e.time);
+    if (t && (!this.firstAt || t < this.firstAt)) this.firstAt = t;
+    switch (e.type) {
+      case 'run.started':
+        this.status = 'running';
+        this.startedAt = this.startedAt || t;
+        break;
+      case 'run.finished':
+        this.status = e.status;
+        this.error = e.reason || '';
+        this.finishedAt = t;
+        break;
+      case 'thread.spawned': {
+        const n = this.node(e.thread_id, e);
+        n.spawnedAt = n.spawnedAt || t;
+        break;
+      }
+      case 'thread.started': {
+        const n = this.node(e.thread_id, e);
+        if (!finalStatus(n.status)) n.status = 'running';
+        n.startedAt = n.startedAt || t;
+        if (!n.spawnedAt) n.spawnedAt = t;
+        const last = n.placements[n.placements.length - 1];
+        if (e.worker && (!last || last.worker !== e.worker || t - last.at > 0)) n.placements.push({worker: e.worker, at: t});
+        break;
+      }
+      case 'thread.finished': {
+        const n = this.node(e.thread_id, e);
+        n.status = e.status || n.status;
+        n.error = e.reason || '';
+        n.finishedAt = t;
+        break;
+      }
+      case 'thread.refused': {
+        const p = this.node(e.parent_id);
+        p.refused.push({name: e.name, reason: e.reason, at: t});
+        const k = e.reason in this.refusals ? e.reason : 'budget';
+        this.refusals[k]++;
+        break;
+      }
+      case 'thread.handoff':
+        this.node(e.thread_id, e).handoffs.push(e.name || e.reason || '');
+        break;
+      case 'model.call': {
+        const n = this.node(e.thread_id, e);
+        if (e.usage) {
+          n.usage.input_tokens += e.usage.input_tokens || 0;
+          n.usage.output_tokens += e.usage.output_tokens || 0;
+        }
+        break;
+      }
+      case 'tool.call':
+        if (e.tool === 'agent') this.node(e.thread_id, e).agentCalls.push(e);
+        break;
+      case 'approval.requested':
+        this.node(e.thread_id, e).approvals++;
+        break;
+      case 'approval.resolved': {
+        const n = this.node(e.thread_id, e);
+        n.approvals = Math.max(0, n.approvals - 1);
+        break;
+      }
+      default:
+        return;
+    }
+    this.version++;
+  }
+
+  // fromRecord makes the record the authority: every thread it lists with
+  // the status, worker, usage and times it gives.
+  fromRecord(rec) {
+    if (!rec) return;
+    this.status = rec.status || this.status;
+    this.error = rec.error || this.error;
+    this.startedAt = ms(rec.started_at) || this.startedAt;
+    this.finishedAt = ms(rec.finished_at) || this.finishedAt;
+    for (const th of rec.threads || []) {
+      const n = this.node(th.id, {parent_id: th.parent_id, name: th.name, depth: th.depth});
+      n.status = th.status;
+      n.error = th.error || n.error;
+      if (th.usage) n.usage = {input_tokens: th.usage.input_tokens || 0, output_tokens: th.usage.output_tokens || 0};
+      if (th.worker) {
+        const last = n.placements[n.placements.length - 1];
+        if (!last || last.worker !== th.worker) n.placements.push({worker: th.worker, at: ms(th.started_at)});
+      }
+      n.startedAt = n.startedAt || ms(th.started_at);
+      n.finishedAt = ms(th.finished_at) || n.finishedAt;
+      if (!n.spawnedAt) n.spawnedAt = n.startedAt;
+    }
+    if (rec.refusals) {
+      this.refusals.depth = Math.max(this.refusals.depth, rec.refusals.depth || 0);
+      this.refusals.threads = Math.max(this.refusals.threads, rec.refusals.threads || 0);
+    }
+    this.version++;
+  }
+
+  // sums sets each node's subtree tokens; returns the deepest depth and the
+  // live helpers.
+  sums() {
+    let deepest = 0;
+    let live = 0;
+    const walk = (n) => {
+      let s = tokens(n.usage);
+      if (n.depth > deepest) deepest = n.depth;
+      if (n.depth > 0 && !finalStatus(n.status)) live++;
+      for (const c of n.children) s += walk(c);
+      n.subtree = s;
+      return s;
+    };
+    let total = 0;
+    for (const n of this.tops()) total += walk(n);
+    return {deepest, live, total};
+  }
+
+  // tops are the nodes without a known parent: the root, and orphans whose
+  // parent's events are gone.
+  tops() {
+    const out = [];
+    if (this.root) out.push(this.root);
+    for (const n of this.nodes.values()) if (!n.linked) out.push(n);
+    return out;
+  }
+
+  // workers lists the distinct workers the tree's threads ran on.
+  workers() {
+    const s = new Set();
+    for (const n of this.nodes.values()) for (const p of n.placements) s.add(p.worker);
+    return [...s];
+  }
+
+  // taskOf finds the task a helper was given, from its parent's agent calls
+  // (the i-th helper named X answers the i-th call naming X).
+  taskOf(n) {
+    const p = this.nodes.get(n.parentId);
+    if (!p) return '';
+    const same = p.children.filter((c) => c.name === n.name);
+    const idx = same.indexOf(n);
+    const calls = p.agentCalls.map((c) => { try { return JSON.parse(c.arguments); } catch { return {}; } })
+      .filter((a) => a.name === n.name);
+    return calls[idx] ? calls[idx].task || '' : '';
+  }
+}
