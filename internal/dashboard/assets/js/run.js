@@ -248,6 +248,7 @@ export function runView(root, runId) {
       scroller.dataset.firstRenderMs = String(Math.round(firstRenderAt - t0));
     }
     scroller.dataset.threads = String(tree.nodes.size);
+    scroller.dataset.events = String(tree.events);
     scroller.dataset.final = String(reconciled);
   };
 

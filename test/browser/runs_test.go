@@ -1,0 +1,104 @@
+package browser_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/record"
+)
+
+const launchTask = "Plan a launch:\n- write the announcement\n- update the docs\n  - API reference\n  - tutorial\n- tell the team"
+
+// TestSubmitFromFormShowsLiveTree submits a run from the Runs form and
+// watches its tree fill in over two worker processes, then opens a
+// helper's transcript.
+func TestSubmitFromFormShowsLiveTree(t *testing.T) {
+	p := newPage(t)
+	c := startCoord(t, coordOpts{})
+	c.startWorker("w1", 2)
+	c.startWorker("w2", 2)
+
+	p.open(c.api + "/")
+	p.wait("the submit form shows", `document.querySelector('#submit-form') !== null`)
+	p.typeInto("#submit-task", launchTask)
+	p.typeInto("#submit-agent", slowAgent(400))
+	p.typeInto("#submit-id", "launch-1")
+	p.click("#submit-button")
+
+	// The page moves to the run; its tree fills in while it runs.
+	p.wait("the run page shows", `location.hash === '#/runs/launch-1' && document.querySelector('#tree') !== null`)
+	p.wait("a helper runs", `document.querySelector('[data-thread-path^="root/"][data-status="running"]') !== null`)
+	sawLive := eval[string](p, `document.querySelector('#stream-state').dataset.state`)
+	p.wait("the tree is final", `document.querySelector('#tree').dataset.final === 'true'`)
+
+	rec := c.waitFinal("launch-1")
+	if rec.Status != event.Succeeded {
+		t.Fatalf("run %s: %s", rec.Status, rec.Error)
+	}
+	rows := p.threadRows()
+	if len(rows) != 6 || len(rec.Threads) != 6 {
+		t.Fatalf("%d thread rows, %d threads in the record; want 6 (root and 5 helpers)\n%+v", len(rows), len(rec.Threads), rows)
+	}
+	workers := map[string]bool{}
+	paths := []string{}
+	for _, r := range rows {
+		if r.Status != "succeeded" {
+			t.Errorf("thread %s: %s, want succeeded", r.Path, r.Status)
+		}
+		workers[r.Worker] = true
+		paths = append(paths, r.Path)
+	}
+	if len(workers) < 2 || workers[""] {
+		t.Errorf("workers shown %v: want both w1 and w2", workers)
+	}
+	slices.Sort(paths)
+	want := []string{"root", "root/tell-the-team", "root/update-the-docs", "root/update-the-docs/api-reference",
+		"root/update-the-docs/tutorial", "root/write-the-announcement"}
+	if !slices.Equal(paths, want) {
+		t.Errorf("thread paths %v, want %v", paths, want)
+	}
+	t.Logf("stream indicator while running: %s", sawLive)
+
+	// The Runs list shows the run with its hooks.
+	p.open(c.api + "/#/")
+	p.wait("the run is listed as succeeded", `document.querySelector('[data-run-id="launch-1"][data-status="succeeded"]') !== null`)
+
+	// A helper's transcript: its task and its own tool calls' arguments.
+	var docs record.Thread
+	for _, th := range rec.Threads {
+		if th.Name == "update-the-docs" {
+			docs = th
+		}
+	}
+	p.open(fmt.Sprintf("%s/#/runs/launch-1/threads/%s", c.api, docs.ID))
+	p.wait("the helper's task shows", `document.querySelector('#thread-task') && document.querySelector('#thread-task').innerText.includes('API reference')`)
+	p.wait("a tool call's arguments show", `[...document.querySelectorAll('.tool-call pre.args')].some(e => e.innerText.includes('"task"') && e.innerText.includes('tutorial'))`)
+	args := eval[string](p, `[...document.querySelectorAll('.tool-call pre.args')].map(e => e.innerText).join('\n')`)
+	if !strings.Contains(args, `"name": "api-reference"`) && !strings.Contains(args, `"name": "tutorial"`) {
+		t.Errorf("tool call arguments shown:\n%s", args)
+	}
+}
+
+// TestCancelFromRunPage cancels a running run with its button; every
+// thread ends cancelled.
+func TestCancelFromRunPage(t *testing.T) {
+	p := newPage(t)
+	c := startCoord(t, coordOpts{})
+	c.startWorker("w1", 4)
+	id := c.submit(map[string]any{"id": "slow-1", "task": "Take your time:\n- one\n- two", "agent": slowAgent(4000)})
+
+	p.open(c.api + "/#/runs/" + id)
+	p.wait("both helpers run", `document.querySelectorAll('[data-thread-path^="root/"][data-status="running"]').length === 2`)
+	p.click("#cancel-run")
+	p.wait("every thread is cancelled", `document.querySelector('#tree').dataset.final === 'true' &&
+		[...document.querySelectorAll('[data-thread-id]')].every(e => e.dataset.status === 'cancelled')`)
+	p.wait("the run shows cancelled", `document.querySelector('#run-status').dataset.status === 'cancelled'`)
+	if rec := c.waitFinal(id); rec.Status != event.Cancelled || len(rec.Threads) != 3 {
+		b, _ := json.Marshal(rec.Threads)
+		t.Errorf("record: %s with threads %s", rec.Status, b)
+	}
+}
