@@ -24,6 +24,7 @@ import (
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
 )
@@ -49,9 +50,11 @@ func run() error {
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		model        = fs.String("model", os.Getenv("FORMICA_MODEL"), "model `ref` for submitted agents that name none (default $FORMICA_MODEL, else sim)")
 		cwd          = fs.String("cwd", "", "harness `dir` of submitted runs on the workers (default: this process's directory)")
+		sbf          sandbox.Flags // of the local workers
 	)
 	server.RegisterServerFlags(fs)
 	client.RegisterFlags(fs)
+	sbf.Register(fs)
 	fs.StringVar(&cc.ID, "id", "", "coordinator id (one word); default random")
 	fs.DurationVar(&cc.HeartbeatInterval, "heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat and progress interval")
 	fs.DurationVar(&cc.PlacementTimeout, "placement-timeout", coordinator.DefaultPlacementTimeout, "how long a thread may wait for a free worker slot")
@@ -83,6 +86,17 @@ func run() error {
 			return err
 		}
 	}
+	var sb *sandbox.Sandbox
+	if *localWorkers > 0 {
+		if sb, err = sbf.Open(); err != nil {
+			return err
+		}
+		if sb == nil {
+			logger.Warn("sandbox off: the local workers' tool calls run unconfined")
+		} else {
+			defer sb.Close()
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -94,6 +108,7 @@ func run() error {
 		Workers:           *localWorkers,
 		Slots:             *slots,
 		Models:            runner.ModelOpenerFunc(providers.Open),
+		Harness:           runner.HarnessConfig{Sandbox: sb},
 		HeartbeatInterval: cc.HeartbeatInterval,
 		AllowScripted:     *scripted,
 		Logger:            logger,

@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/worker"
 )
@@ -32,6 +33,7 @@ func run() error {
 	client := broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}
 	var (
 		wc       worker.Config
+		sbf      sandbox.Flags
 		grace    = fs.Duration("drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
 		logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
 	)
@@ -41,6 +43,7 @@ func run() error {
 	fs.DurationVar(&wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
 	fs.BoolVar(&wc.AllowScripted, "allow-scripted", false, "let threads open scripted:<file> models (for tests)")
 	fs.DurationVar(&wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
+	sbf.Register(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -51,6 +54,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	sb, err := sbf.Open()
+	if err != nil {
+		return err
+	}
+	if sb == nil {
+		logger.Warn("sandbox off: tool calls run unconfined, as this worker's user, with its view of the host")
+	} else {
+		defer sb.Close()
+		logger.Info("sandbox on", "tools", sb.Info().String())
+	}
+	wc.Harness.Sandbox = sb
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -254,6 +254,7 @@ func openAPISchemas() obj {
 			"running": typ("integer", ""), "parked": typ("integer", "Threads waiting on helpers."),
 			"placed":   typ("integer", "Threads this coordinator placed there that hold a slot."),
 			"draining": typ("boolean", ""), "last_seen": timeProp("Its last heartbeat."),
+			"sandbox": typ("string", "on: its tool calls run in the sandbox; off: it was started with --sandbox off."),
 		}),
 	}
 }

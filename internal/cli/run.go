@@ -26,6 +26,7 @@ import (
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
@@ -125,7 +126,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 
 	ctx, stop := signalContext(f.timeout)
 	defer stop()
-	nc, off, cleanup, err := connect(ctx, f)
+	nc, off, cleanup, err := connect(ctx, f, stdio.Err)
 	if err != nil {
 		return 0, err
 	}
@@ -182,7 +183,7 @@ func defaultModel(a *spec.Agent, ref string) {
 // connect reaches the cluster named by --nats or, without it, starts an
 // embedded one in this process: NATS, a coordinator and a local worker with
 // room for the root and every helper the limits allow.
-func connect(ctx context.Context, f runFlags) (*nats.Conn, natstransport.Offloader, func(), error) {
+func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, natstransport.Offloader, func(), error) {
 	if len(f.nats.URLs) > 0 {
 		f.nats.Name = "formica-cli"
 		nc, err := broker.Connect(ctx, f.nats)
@@ -199,14 +200,17 @@ func connect(ctx context.Context, f runFlags) (*nats.Conn, natstransport.Offload
 		return nc, st, cleanup, nil
 	}
 	// A person's own run on their own machine may replay a scripted model.
+	sb := localSandbox(stderr)
 	stack, err := embedded.Start(ctx, embedded.Config{
 		Workers:       1,
 		Slots:         f.maxThreads + 1,
 		Models:        runner.ModelOpenerFunc(providers.Open),
 		Coordinator:   coordinator.Config{AllowScripted: true},
 		AllowScripted: true,
+		Harness:       runner.HarnessConfig{Sandbox: sb},
 	})
 	if err != nil {
+		sb.Close()
 		return nil, nil, nil, err
 	}
 	nc, err := stack.Connect("formica-cli")
@@ -214,7 +218,19 @@ func connect(ctx context.Context, f runFlags) (*nats.Conn, natstransport.Offload
 		stack.Stop()
 		return nil, nil, nil, err
 	}
-	return nc, nil, func() { stack.Stop() }, nil
+	return nc, nil, func() { stack.Stop(); sb.Close() }, nil
+}
+
+// localSandbox is the sandbox of an embedded run's tool calls. A person's
+// own machine that cannot sandbox (not root, not Linux) is told so, and the
+// run goes on unconfined.
+func localSandbox(stderr io.Writer) *sandbox.Sandbox {
+	sb, err := sandbox.New(sandbox.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "formica: tool calls run without a sandbox: %v\n", err)
+		return nil
+	}
+	return sb
 }
 
 func readTask(positional []string, in io.Reader) (string, error) {

@@ -22,6 +22,9 @@ type WorkerInfo struct {
 	Placed   int       `json:"placed"`
 	Draining bool      `json:"draining"`
 	LastSeen time.Time `json:"last_seen"`
+	// Sandbox is "on" or "off" (tool calls confined or not), as the
+	// worker's heartbeat says.
+	Sandbox string `json:"sandbox"`
 }
 
 type workerState struct {
@@ -70,7 +73,7 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 	}
 	w.info.ID, w.info.Host, w.info.Slots = hb.ID, hb.Host, hb.Slots
 	w.info.Running, w.info.Parked, w.info.Draining = hb.Running, hb.Parked, hb.Draining
-	w.info.LastSeen = g.now()
+	w.info.LastSeen, w.info.Sandbox = g.now(), hb.Sandbox
 	w.interval = hb.Interval
 	if w.interval <= 0 {
 		w.interval = time.Second

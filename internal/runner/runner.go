@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 )
@@ -40,6 +41,8 @@ type HarnessConfig struct {
 	OutputCap int
 	// PassEnv names environment variables bash may see besides the minimal set.
 	PassEnv []string
+	// Sandbox confines bash calls; nil runs them unconfined.
+	Sandbox *sandbox.Sandbox
 }
 
 // Config configures a Runner. Zero values mean defaults.

@@ -21,7 +21,7 @@ const HandoffPrefix = "transfer_to_"
 // bound to the thread's cwd, and one transfer_to_<name> tool per handoff,
 // merged so each name appears once and direct beats shim.
 func (r *Runner) toolsFor(th *Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
-	all, err := r.baseTools(th.Cwd)
+	all, err := r.baseTools(th.Cwd, a.Harness.Sandbox)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,30 +65,53 @@ func HandoffToolName(name string) string {
 	return HandoffPrefix + strings.ReplaceAll(name, ".", "_")
 }
 
-// maxCachedHarnesses bounds the base tool sets kept per directory.
+// maxCachedHarnesses bounds the base tool sets kept per directory and sandbox.
 const maxCachedHarnesses = 1024
 
-// baseTools returns the base tools bound to cwd. They are safe for concurrent
-// use, so threads in the same directory share one set instead of resolving
-// the directory again for every helper.
-func (r *Runner) baseTools(cwd string) ([]tools.Tool, error) {
-	if v, ok := r.harnesses.Load(cwd); ok {
+// baseTools returns the base tools bound to cwd under the agent's sandbox
+// settings. They are safe for concurrent use, so threads in the same
+// directory with the same settings share one set instead of resolving the
+// directory again for every helper.
+func (r *Runner) baseTools(cwd string, sb spec.Sandbox) ([]tools.Tool, error) {
+	key := harnessKey{cwd, sb}
+	if v, ok := r.harnesses.Load(key); ok {
 		return v.([]tools.Tool), nil
+	}
+	limits, timeout, err := sb.Limits()
+	if err != nil {
+		return nil, fmt.Errorf("harness.sandbox: %w", err)
+	}
+	bashTimeout, maxTimeout := r.cfg.Harness.BashTimeout, r.cfg.Harness.BashMaxTimeout
+	if timeout > 0 {
+		bashTimeout = timeout
+		if maxTimeout == 0 {
+			maxTimeout = max(base.DefaultBashMaxTimeout, r.cfg.Harness.BashTimeout)
+		}
+		bashTimeout = min(bashTimeout, maxTimeout)
 	}
 	all, err := base.New(base.Config{
 		Cwd:            cwd,
-		BashTimeout:    r.cfg.Harness.BashTimeout,
-		BashMaxTimeout: r.cfg.Harness.BashMaxTimeout,
+		BashTimeout:    bashTimeout,
+		BashMaxTimeout: maxTimeout,
 		OutputCap:      r.cfg.Harness.OutputCap,
 		PassEnv:        r.cfg.Harness.PassEnv,
+		Sandbox:        r.cfg.Harness.Sandbox,
+		Network:        sb.Network,
+		Limits:         limits,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if r.harnessCount.Add(1) <= maxCachedHarnesses {
-		r.harnesses.Store(cwd, all)
+		r.harnesses.Store(key, all)
 	}
 	return all, nil
+}
+
+// harnessKey names a cached base tool set.
+type harnessKey struct {
+	cwd string
+	sb  spec.Sandbox
 }
 
 // handoffTool only describes a transfer to the model; the loop acts on the call

@@ -45,6 +45,8 @@ type Harness struct {
 	// an empty list none.
 	Tools       []string               `json:"tools" yaml:"tools" msgpack:"tools"`
 	Permissions tools.PermissionPolicy `json:"permissions,omitzero" yaml:"permissions,omitempty" msgpack:"permissions,omitempty"`
+	// Sandbox tunes the sandbox of the agent's bash calls.
+	Sandbox Sandbox `json:"sandbox,omitzero" yaml:"sandbox,omitempty" msgpack:"sandbox,omitempty"`
 }
 
 // Helper is the `agent` tool's template, never shown to the model.

@@ -84,6 +84,7 @@ func (v *validator) agent(p string, a *Agent) {
 	v.schema(p+"output_schema", a.OutputSchema)
 	v.names(p+"harness.tools", a.Harness.Tools)
 	v.permissions(p+"harness.permissions", a.Harness.Permissions)
+	v.sandbox(p+"harness.sandbox.", a.Harness.Sandbox)
 	h := &a.Helper
 	v.modelRef(p+"helper.model", h.Model)
 	v.schema(p+"helper.output_schema", h.OutputSchema)

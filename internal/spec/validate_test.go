@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/tools"
@@ -108,5 +109,31 @@ func TestCompileSchema(t *testing.T) {
 	}
 	if _, err := CompileSchema([]byte(`{`)); err == nil {
 		t.Error("CompileSchema accepted bad JSON")
+	}
+}
+
+func TestValidateSandbox(t *testing.T) {
+	f, err := Parse([]byte("name: a\nharness:\n  sandbox: {network: true, cpu: 30s, memory: 512M, processes: 64, file_size: 1GiB, timeout: 2m}\n"), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, timeout, err := f.Harness.Sandbox.Limits()
+	if err != nil || !f.Harness.Sandbox.Network || l.CPU != 30*time.Second || l.Memory != 512<<20 ||
+		l.Processes != 64 || l.FileSize != 1<<30 || timeout != 2*time.Minute {
+		t.Errorf("limits %+v, timeout %v, err %v", l, timeout, err)
+	}
+	_, err = Parse([]byte("name: a\nharness:\n  sandbox: {cpu: soon, memory: 5X, processes: -1, file_size: '0', timeout: -1s}\n"), "a.yaml")
+	for _, want := range []string{
+		`harness.sandbox.cpu: "soon" is not a duration`, `harness.sandbox.memory: "5X": unknown unit`,
+		"harness.sandbox.processes: -1 is negative", `harness.sandbox.file_size: "0" is not a positive size`,
+		`harness.sandbox.timeout: "-1s" is not positive`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+	_, err = Parse([]byte("name: a\nharness:\n  sandbox: {netwrok: true}\n"), "a.yaml")
+	if err == nil || !strings.Contains(err.Error(), `unknown key "netwrok"`) {
+		t.Errorf("unknown key: %v", err)
 	}
 }

@@ -124,6 +124,9 @@ type WorkerHeartbeat struct {
 	Started  time.Time `msgpack:"started"`
 	// Interval is the worker's heartbeat period.
 	Interval time.Duration `msgpack:"interval"`
+	// Sandbox is "on" when the worker's tool calls run in the sandbox and
+	// "off" when it was started with --sandbox off.
+	Sandbox string `msgpack:"sandbox,omitempty"`
 }
 
 // CoordHeartbeat tells workers a coordinator is alive; workers stop the

@@ -283,6 +283,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	hb := wire.WorkerHeartbeat{
 		ID: w.cfg.ID, Host: w.host, Slots: w.cfg.Slots, Running: running, Parked: max(0, hosted-running),
 		Draining: w.draining.Load(), Started: w.started, Interval: w.cfg.HeartbeatInterval,
+		Sandbox: w.sandboxState(),
 	}
 	data := wire.MustEncode(wire.TypeWorkerHeartbeat, hb)
 	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeat(w.cfg.ID), actor.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
@@ -350,4 +351,13 @@ func token(s string) string {
 		return "worker"
 	}
 	return s
+}
+
+// sandboxState is the heartbeat's sandbox field: whether tool calls here
+// run confined.
+func (w *Worker) sandboxState() string {
+	if w.cfg.Harness.Sandbox != nil {
+		return "on"
+	}
+	return "off"
 }

@@ -2,11 +2,11 @@ package cluster_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/wire"
+	tproc "github.com/formica-run/formica/test/proc"
 )
 
 // threadMessage is the exact tool result of a spawn past the thread limit.
@@ -205,44 +206,18 @@ func TestWorkerKilledMidHelper(t *testing.T) {
 
 // TestInterruptCancelsTreeAndBash: Ctrl-C on `formica run` while a helper's
 // bash command waits on a background sleep cancels the whole tree: the run
-// ends cancelled with exit status 1 and the sleep is killed with its group.
+// ends cancelled with exit status 1 and the sleep is killed with its call.
 func TestInterruptCancelsTreeAndBash(t *testing.T) {
 	s := startStack(t, "coord")
 	s.startWorker("w1", 4)
 	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "sleep.pid")
-	command := fmt.Sprintf("sleep 300 & echo $! > %s; wait", pidFile)
-	script := fmt.Sprintf(`responses:
-  - when: sleeper-task
-    tool_calls:
-      - name: bash
-        arguments: {command: %s}
-  - when: sleeper-task
-    text: slept
-  - when: root-task
-    tool_calls:
-      - name: agent
-        arguments: {name: sleeper, task: sleeper-task}
-  - when: root-task
-    text: root done
-`, strconv.Quote(command))
-	scriptPath := filepath.Join(dir, "script.yaml")
-	if err := os.WriteFile(scriptPath, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	marker := tproc.Marker() // the sleep's argument: found among the host's processes
+	command := fmt.Sprintf("sleep %s & wait", marker)
+	scriptPath := writeScript(t, dir, "sleeper-task", command)
 	run := s.run("--model", "scripted:"+scriptPath, "--approve", "allow", "root-task")
 
-	var pid int
-	waitUntil(t, eventTimeout, "the helper's bash wrote the sleep's pid to "+pidFile, func() bool {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil && pid > 0
-	})
-	if !alive(pid) {
-		t.Fatalf("sleep %d is not running before the interrupt", pid)
+	if !tproc.WaitArg(eventTimeout, marker, func(m map[int]byte) bool { return len(m) > 0 }) {
+		t.Fatalf("the helper's bash never started sleep %s", marker)
 	}
 	if err := run.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -257,25 +232,89 @@ func TestInterruptCancelsTreeAndBash(t *testing.T) {
 		}
 	}
 	endsOnce(t, s.events, rec)
-	waitUntil(t, 10*time.Second, fmt.Sprintf("sleep %d is gone", pid), func() bool { return !alive(pid) })
+	tproc.WaitNoArg(t, marker, 10*time.Second)
 	s.hb.waitIdle(t, 10*time.Second, "w1")
 }
 
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-		return false
+// writeScript writes a scripted model file in dir: the root spawns one
+// helper with task, which runs command in bash and then answers.
+func writeScript(t *testing.T, dir, task, command string) string {
+	t.Helper()
+	script := fmt.Sprintf(`responses:
+  - when: %[1]s
+    tool_calls:
+      - name: bash
+        arguments: {command: %[2]s}
+  - when: %[1]s
+    text: slept
+  - when: root-task
+    tool_calls:
+      - name: agent
+        arguments: {name: sleeper, task: %[1]s}
+  - when: root-task
+    text: root done
+`, task, strconv.Quote(command))
+	path := filepath.Join(dir, "script.yaml")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	return path
+}
+
+// TestWorkerKilledDuringBashLeavesOneSideEffect: kill -9 of the worker whose
+// helper runs `sleep 2; echo x >> f`. The sandbox kills the call with its
+// worker, so the orphan never writes; the helper placed again runs the
+// command once more, and f ends with exactly one line.
+func TestWorkerKilledDuringBashLeavesOneSideEffect(t *testing.T) {
+	s := startStack(t, "coord")
+	workers := map[int]*proc{}
+	for i := 1; i <= 2; i++ {
+		w := s.startWorker(fmt.Sprintf("w%d", i), 4, "--heartbeat", fastHeartbeat)
+		workers[w.cmd.Process.Pid] = w
+	}
+	cwd, dir := t.TempDir(), t.TempDir()
+	marker := fmt.Sprintf("2.%06d", rand.IntN(1000000)) // sleep 2 s, findable on the host
+	scriptPath := writeScript(t, dir, "writer-task", fmt.Sprintf("sleep %s; echo x >> f", marker))
+	run := s.run("--model", "scripted:"+scriptPath, "--approve", "allow", "--cwd", cwd, "root-task")
+
+	var sleeps map[int]byte
+	if !tproc.WaitArg(eventTimeout, marker, func(m map[int]byte) bool { sleeps = m; return len(m) > 0 }) {
+		t.Fatalf("the helper's bash never started sleep %s", marker)
+	}
+	var victim *proc
+	for pid := range sleeps {
+		for p := pid; p > 1 && victim == nil; p = parentOf(p) {
+			victim = workers[p]
+		}
+	}
+	if victim == nil {
+		t.Fatalf("no worker is an ancestor of sleep %v", sleeps)
+	}
+	t.Logf("killing %s during the helper's bash call", victim.name)
+	victim.kill(t)
+	tproc.WaitNoArg(t, marker, 5*time.Second)
+
+	rec := succeeded(t, run)
+	if b, err := os.ReadFile(filepath.Join(cwd, "f")); err != nil || string(b) != "x\n" {
+		t.Errorf("f holds %q (%v); want exactly one line", b, err)
+	}
+	endsOnce(t, s.events, rec)
+}
+
+// parentOf is pid's parent on the host, or 0.
+func parentOf(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return !os.IsNotExist(err) // no procfs: trust kill(0)
-	}
-	// pid (comm) state ...: comm may hold spaces, so read after the last ')'.
 	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
+	i := strings.LastIndexByte(s, ')')
+	if err != nil || i < 0 {
+		return 0
 	}
-	return true
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // TestWorkerJoiningMidRunGetsWork: one worker with two slots is too small

@@ -125,10 +125,10 @@ func (c *coord) restart() {
 }
 
 // startWorker starts a worker process and waits until the coordinator lists it.
-func (c *coord) startWorker(id string, slots int) *proc.Proc {
+func (c *coord) startWorker(id string, slots int, extra ...string) *proc.Proc {
 	c.t.Helper()
-	p := proc.Start(c.t, "worker "+id, bin.worker, "--nats", c.url, "--id", id,
-		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat, "--allow-scripted")
+	p := proc.Start(c.t, "worker "+id, bin.worker, append([]string{"--nats", c.url, "--id", id,
+		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat, "--allow-scripted"}, extra...)...)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool {
 		var ws []struct{ ID string }

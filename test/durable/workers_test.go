@@ -95,3 +95,42 @@ func TestWorkersAndWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersShowSandbox: a worker started with --sandbox off warns and says
+// `sandbox: off` in its heartbeat, in GET /v1/workers and in `formica
+// workers`; a default worker says on. A worker asked to run tools as root
+// refuses to start.
+func TestWorkersShowSandbox(t *testing.T) {
+	t.Parallel()
+	c := startCoord(t, coordOpts{})
+	c.startWorker("w1", 1)
+	off := c.startWorker("w2", 1, "--sandbox", "off")
+	if !strings.Contains(off.Stderr.String(), "sandbox off") {
+		t.Errorf("worker --sandbox off logged no warning:\n%s", off.Stderr.String())
+	}
+	var ws []struct{ ID, Sandbox string }
+	c.getJSON("/v1/workers", &ws)
+	got := map[string]string{}
+	for _, w := range ws {
+		got[w.ID] = w.Sandbox
+	}
+	if got["w1"] != "on" || got["w2"] != "off" {
+		t.Errorf("GET /v1/workers sandbox fields %v; want w1 on, w2 off", got)
+	}
+	r := c.cli("workers")
+	lines := strings.Split(r.stdout, "\n")
+	if r.code != 0 || !strings.Contains(lines[0], "SANDBOX") {
+		t.Fatalf("formica workers: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) > 5 && (f[0] == "w1" && f[5] != "on" || f[0] == "w2" && f[5] != "off") {
+			t.Errorf("formica workers row %q", l)
+		}
+	}
+
+	root := proc.Start(t, "worker as root", bin.worker, "--nats", c.url, "--tool-user", "0")
+	if code := root.Wait(t, readyTimeout); code == 0 || !strings.Contains(root.Stderr.String(), "may not run as root") {
+		t.Errorf("worker --tool-user 0: exit %d\n%s", code, root.Stderr.String())
+	}
+}

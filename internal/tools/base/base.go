@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -75,6 +76,14 @@ type Config struct {
 	// TERM). A passed name overrides the minimal value. Model-provider keys
 	// (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) are refused.
 	PassEnv []string
+	// Sandbox confines every bash call (see internal/sandbox); nil runs bash
+	// unconfined, as a process group of this process's user.
+	Sandbox *sandbox.Sandbox
+	// Network lets sandboxed bash calls use the network (when the sandbox
+	// allows it).
+	Network bool
+	// Limits bound each sandboxed bash call (below the sandbox's ceiling).
+	Limits sandbox.Limits
 }
 
 // harness is the state shared by the tools of one New call; immutable.
@@ -84,6 +93,9 @@ type harness struct {
 	bashMaxTimeout time.Duration
 	outputCap      int
 	passEnv        []string
+	sandbox        *sandbox.Sandbox
+	network        bool
+	limits         sandbox.Limits
 }
 
 // New validates cfg and returns the selected base tools in canonical order.
@@ -94,7 +106,8 @@ func New(cfg Config) ([]tools.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cwd: %w", ErrBadConfig, err)
 	}
-	h := &harness{root: root, bashTimeout: cfg.BashTimeout, bashMaxTimeout: cfg.BashMaxTimeout, outputCap: cfg.OutputCap}
+	h := &harness{root: root, bashTimeout: cfg.BashTimeout, bashMaxTimeout: cfg.BashMaxTimeout, outputCap: cfg.OutputCap,
+		sandbox: cfg.Sandbox, network: cfg.Network, limits: cfg.Limits}
 	switch {
 	case h.bashTimeout < 0:
 		return nil, fmt.Errorf("%w: negative BashTimeout %v", ErrBadConfig, h.bashTimeout)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/formica-run/formica/internal/sandbox"
 )
 
 const bashDesc = "Run a shell command with `bash -c` in the working directory and return its " +
@@ -70,52 +73,31 @@ func (t *bashTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("bash: not started: %w", context.Cause(ctx))
 	}
-	home, err := os.MkdirTemp("", "formica-bash-")
-	if err != nil {
-		return "", fmt.Errorf("bash: temporary HOME: %w", err)
-	}
-	defer removeTree(home)
-
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := &capBuffer{limit: t.h.outputCap}
-	cmd := exec.CommandContext(runCtx, shell, "-c", a.Command)
-	cmd.Dir = t.h.root
-	cmd.Env = t.h.env(home)
-	cmd.Stdout, cmd.Stderr = out, out // same writer: exec serialises writes
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-	cmd.WaitDelay = waitDelay
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("bash: start %s: %w", shell, err)
+	run := t.h.runPlain
+	if t.h.sandbox != nil {
+		run = t.h.runSandboxed
 	}
-	waitErr := cmd.Wait()
-	_ = killGroup(cmd.Process.Pid) // reap background children left behind
-
+	end, err := run(runCtx, shell, a.Command, out)
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("bash: command killed: %w", context.Cause(ctx))
 	}
-	state := cmd.ProcessState
-	if state == nil {
-		return "", fmt.Errorf("bash: %w", waitErr)
-	}
-	timedOut := runCtx.Err() != nil && !state.Exited()
-	var exitErr *exec.ExitError
-	if waitErr != nil && !timedOut && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
-		return "", fmt.Errorf("bash: %w", waitErr)
+	if err != nil {
+		return "", err
 	}
 
 	var note string
 	switch {
-	case timedOut:
+	case end.killed && runCtx.Err() != nil:
 		note = fmt.Sprintf("[timed out after %v; the command and its child processes were killed]", timeout)
-	case state.ExitCode() > 0:
-		note = fmt.Sprintf("[exit code: %d]", state.ExitCode())
-	case !state.Success():
+	case end.code > 0:
+		note = fmt.Sprintf("[exit code: %d]", end.code)
+	case end.signal != 0:
+		note = fmt.Sprintf("[terminated by signal: %v]", end.signal)
+	case end.code != 0:
 		note = "[terminated by a signal]"
-		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			note = fmt.Sprintf("[terminated by signal: %v]", ws.Signal())
-		}
 	}
 	res := out.String()
 	switch {
@@ -127,6 +109,62 @@ func (t *bashTool) Run(ctx context.Context, args json.RawMessage) (string, error
 		res += "\n"
 	}
 	return res + note, nil
+}
+
+// ending is how a bash call ended.
+type ending struct {
+	code   int            // exit status; -1 when killed by a signal
+	signal syscall.Signal // the signal that killed the shell, or 0
+	killed bool           // killed from outside, when ctx ended
+}
+
+// runSandboxed runs the command in the sandbox: HOME and TMPDIR are its
+// private /tmp.
+func (h *harness) runSandboxed(ctx context.Context, shell, command string, out io.Writer) (ending, error) {
+	exit, err := h.sandbox.Run(ctx, sandbox.Request{
+		Dir: h.root, Argv: []string{shell, "-c", command}, Env: h.env("/tmp"),
+		Network: h.network, Limits: h.limits,
+	}, out)
+	if err != nil {
+		return ending{}, fmt.Errorf("bash: %w", err)
+	}
+	return ending{code: exit.Code, signal: exit.Signal, killed: exit.Killed}, nil
+}
+
+// runPlain runs the command unconfined, in its own process group, with a
+// fresh temporary HOME.
+func (h *harness) runPlain(ctx context.Context, shell, command string, out io.Writer) (ending, error) {
+	home, err := os.MkdirTemp("", "formica-bash-")
+	if err != nil {
+		return ending{}, fmt.Errorf("bash: temporary HOME: %w", err)
+	}
+	defer removeTree(home)
+	cmd := exec.CommandContext(ctx, shell, "-c", command)
+	cmd.Dir = h.root
+	cmd.Env = h.env(home)
+	cmd.Stdout, cmd.Stderr = out, out // same writer: exec serialises writes
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		return ending{}, fmt.Errorf("bash: start %s: %w", shell, err)
+	}
+	waitErr := cmd.Wait()
+	_ = killGroup(cmd.Process.Pid) // reap background children left behind
+	state := cmd.ProcessState
+	if state == nil {
+		return ending{}, fmt.Errorf("bash: %w", waitErr)
+	}
+	timedOut := ctx.Err() != nil && !state.Exited()
+	var exitErr *exec.ExitError
+	if waitErr != nil && !timedOut && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		return ending{}, fmt.Errorf("bash: %w", waitErr)
+	}
+	e := ending{code: state.ExitCode(), killed: timedOut}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		e.signal = ws.Signal()
+	}
+	return e, nil
 }
 
 // killGroup SIGKILLs the process group led by pid.

@@ -8,17 +8,21 @@
 // the cwd, so a symlink swapped in between the check and the use cannot lead
 // outside either.
 //
-// bash runs `bash -c` (or `sh -c` where there is no bash) in the cwd, in its
-// own process group, with a timeout, an output cap and a minimal environment
-// that never carries the parent's provider keys. The whole process group is
-// killed on timeout, on ctx cancellation and when the command finishes, so
-// background children never outlive the call. bash is not a sandbox: it
-// starts in the cwd but can reach whatever the OS user can; what it may run is
-// for the permission policy to decide.
+// bash runs `bash -c` (or `sh -c` where there is no bash) in the cwd with a
+// timeout, an output cap and a minimal environment that never carries the
+// parent's provider keys. With Config.Sandbox (internal/sandbox) each call is
+// confined by the kernel: it sees the cwd, the system's programs and nothing
+// else of the host, runs as an unprivileged uid without network unless
+// allowed, under rlimits, and every process it starts dies with the call.
+// Without a sandbox, bash runs in its own process group, which is killed on
+// timeout, on ctx cancellation and when the command finishes; it then reaches
+// whatever the OS user can.
 //
-// Known limits: hard links are indistinguishable from regular files, so a
-// hard link inside the cwd to a file outside is followed; os.Root does not
-// stop a bind mount either.
+// Hard links: a second name of a file cannot be told apart from a file of
+// cwd, yet may be a link to a file outside it. The file tools therefore
+// refuse to read or write a file with more than one link (ErrHardLink),
+// checked on the opened descriptor, and grep skips such files. os.Root does
+// not stop a bind mount.
 //
 // Every tool implements tools.Subjecter so permission rules can match a call:
 // the cwd-relative path (after symlink resolution) for file tools and grep,

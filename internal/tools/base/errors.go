@@ -11,4 +11,7 @@ var (
 	ErrOutsideCwd = errors.New("path outside the working directory")
 	// ErrBinaryFile: a text tool was pointed at a binary file.
 	ErrBinaryFile = errors.New("binary file")
+	// ErrHardLink: a file tool was pointed at a file with more than one hard
+	// link; a second name may be a file outside cwd (see openRegular).
+	ErrHardLink = errors.New("file has more than one hard link")
 )

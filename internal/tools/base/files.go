@@ -63,9 +63,9 @@ func (t *readFile) Run(ctx context.Context, args json.RawMessage) (string, error
 	if _, err := regularFile(r, rel, "use list_dir for directories"); err != nil {
 		return "", err
 	}
-	f, err := r.Open(rel)
+	f, _, err := openRegular(r, rel, os.O_RDONLY, 0, "use list_dir for directories")
 	if err != nil {
-		return "", fsErr(rel, err)
+		return "", err
 	}
 	defer f.Close()
 
@@ -121,11 +121,8 @@ func regularFile(r *os.Root, rel, hint string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, fsErr(rel, err)
 	}
-	switch {
-	case fi.IsDir():
-		return nil, fmt.Errorf("%s is a directory; %s", slash(rel), hint)
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%s is not a regular file (%v)", slash(rel), fi.Mode().Type())
+	if err := checkRegular(rel, fi, hint); err != nil {
+		return nil, err
 	}
 	return fi, nil
 }
@@ -182,8 +179,8 @@ func (t *writeFile) Run(ctx context.Context, args json.RawMessage) (string, erro
 	if err := ctx.Err(); err != nil {
 		return "", context.Cause(ctx)
 	}
-	if err := r.WriteFile(rel, []byte(a.Content), 0o644); err != nil {
-		return "", fsErr(rel, err)
+	if err := writeRegular(r, rel, []byte(a.Content), os.O_CREATE, 0o644, "write_file writes files only"); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("Wrote %d bytes to %s", len(a.Content), slash(rel)), nil
 }
@@ -234,9 +231,9 @@ func (t *editFile) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err != nil {
 		return "", err
 	}
-	data, err := r.ReadFile(rel)
+	data, err := readRegular(r, rel, "edit_file edits files only")
 	if err != nil {
-		return "", fsErr(rel, err)
+		return "", err
 	}
 	if looksBinary(data) {
 		return "", fmt.Errorf("%w: %s; edit_file edits text files only", ErrBinaryFile, slash(rel))
@@ -253,8 +250,8 @@ func (t *editFile) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err := ctx.Err(); err != nil {
 		return "", context.Cause(ctx)
 	}
-	if err := r.WriteFile(rel, []byte(s), fi.Mode().Perm()); err != nil {
-		return "", fsErr(rel, err)
+	if err := writeRegular(r, rel, []byte(s), 0, fi.Mode().Perm(), "edit_file edits files only"); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("Edited %s: replaced 1 occurrence (%d bytes written)", slash(rel), len(s)), nil
 }

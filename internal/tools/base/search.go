@@ -230,7 +230,7 @@ func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err != nil {
 		return "", fsErr(rel, err)
 	}
-	g := &grepper{ctx: ctx, fsys: r.FS(), re: re, outputCap: t.h.outputCap}
+	g := &grepper{ctx: ctx, root: r, fsys: r.FS(), re: re, outputCap: t.h.outputCap}
 	start := slash(rel)
 	if fi.IsDir() {
 		err = fs.WalkDir(g.fsys, start, func(p string, d fs.DirEntry, err error) error {
@@ -279,6 +279,7 @@ func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error
 // grepper collects matching lines until it is full.
 type grepper struct {
 	ctx       context.Context
+	root      *os.Root
 	fsys      fs.FS
 	re        *regexp.Regexp
 	outputCap int
@@ -289,9 +290,9 @@ type grepper struct {
 
 // file greps one file, reporting binary files (left unsearched).
 func (g *grepper) file(name string) (binary bool, err error) {
-	f, err := g.fsys.Open(name)
+	f, _, err := openRegular(g.root, name, os.O_RDONLY, 0, "grep searches files")
 	if err != nil {
-		return false, fsErr(name, err)
+		return false, err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 64<<10)
