@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -142,7 +141,7 @@ func (st *sseStream) openLocked() {
 
 // send is the Backend's callback: one event as one SSE message.
 func (st *sseStream) send(seq uint64, e event.Event) error {
-	data, err := json.Marshal(e) // one line: JSON strings escape newlines
+	data, err := event.Marshal(e) // the JSON NATS carries; one line
 	if err != nil {
 		return err
 	}

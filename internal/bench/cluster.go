@@ -214,8 +214,8 @@ func (c *cluster) run(ctx context.Context, o runOpts) (record.Run, error) {
 	if o.times != nil {
 		o.times.calls, o.times.results = map[string]time.Time{}, map[string]time.Time{}
 		sub, err := c.nc.Subscribe(wire.SubjectEvents(runID)+".tool.*", func(m *nats.Msg) {
-			var e event.Event
-			if wire.DecodeAs(m.Data, wire.TypeEvent, &e) == nil {
+			e, err := event.Unmarshal(m.Data)
+			if err == nil {
 				o.times.add(e)
 			}
 		})

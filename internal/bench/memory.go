@@ -234,8 +234,8 @@ func (r *memRunner) holding(ctx context.Context, m *memProbe, task string, laten
 	runID := uuid.NewString()
 	var started, finished atomic.Int64
 	sub, err := r.nc.Subscribe(wire.SubjectEvents(runID)+".thread.*", func(msg *nats.Msg) {
-		var e event.Event
-		if wire.DecodeAs(msg.Data, wire.TypeEvent, &e) != nil || e.Depth != depth {
+		e, err := event.Unmarshal(msg.Data)
+		if err != nil || e.Depth != depth {
 			return
 		}
 		switch e.Type {

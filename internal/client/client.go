@@ -53,8 +53,8 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 	}
 	if events != nil {
 		es, err := c.nc.Subscribe(wire.SubjectEvents(sub.RunID)+".>", func(m *nats.Msg) {
-			var e event.Event
-			if wire.DecodeAs(m.Data, wire.TypeEvent, &e) == nil {
+			e, err := event.Unmarshal(m.Data)
+			if err == nil {
 				events.Emit(e)
 			}
 		})

@@ -310,7 +310,13 @@ func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
 	}
 	if c.registry.heartbeat(hb) {
 		c.cfg.Logger.Info("worker joined", "worker", hb.ID, "host", hb.Host, "slots", hb.Slots)
-		c.publish(event.Event{Type: event.WorkerJoined, Worker: hb.ID, Reason: hb.Host})
+		e := event.Event{Type: event.WorkerJoined, Worker: hb.ID, Reason: hb.Host}
+		c.publish(e)
+		// Every live run may place its next helpers there.
+		for _, rn := range c.liveRunList() {
+			e.RunID = rn.id
+			c.publish(e)
+		}
 	}
 }
 
@@ -319,7 +325,26 @@ func (c *Coordinator) uptime() time.Duration { return time.Since(c.born) }
 
 func (c *Coordinator) workerLost(id, reason string) {
 	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
-	c.publish(event.Event{Type: event.WorkerLost, Worker: id, Reason: reason})
+	e := event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}
+	c.publish(e)
+	// The runs with a thread there see it in their own stream.
+	for _, rn := range c.liveRunList() {
+		if rn.onWorker(id) {
+			e.RunID = rn.id
+			c.publish(e)
+		}
+	}
+}
+
+// liveRunList is a snapshot of the runs this coordinator owns.
+func (c *Coordinator) liveRunList() []*run {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*run, 0, len(c.runs))
+	for _, r := range c.runs {
+		out = append(out, r)
+	}
+	return out
 }
 
 // keepalive sends progress on every long request in flight once per tick, so

@@ -63,6 +63,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			if c.registry.forget(wid) {
 				c.workerLost(wid, "no responders")
 			}
+			c.replaced(t, wid, "worker "+wid+" not answering")
 		case lost:
 			attempts++
 			c.fence(wid, t.thread.ID, placements)
@@ -73,9 +74,19 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			if attempts >= c.cfg.MaxAttempts {
 				return runner.Failed("worker lost"), false
 			}
-			c.cfg.Logger.Warn("placing thread again", "thread", t.thread.ID, "name", t.thread.Name, "attempt", attempts+1)
+			c.cfg.Logger.Warn("placing thread again", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "attempt", attempts+1)
+			c.replaced(t, wid, "worker "+wid+" lost")
 		}
 	}
+}
+
+// replaced publishes that t is being placed again, away from worker wid.
+//
+//go:noinline
+func (c *Coordinator) replaced(t *threadRec, wid, reason string) {
+	e := threadEvent(event.ThreadReplaced, t.thread)
+	e.Worker, e.Reason = wid, reason
+	c.publish(e)
 }
 
 // execOn runs one placement of t on worker wid. Its goroutine waits here for

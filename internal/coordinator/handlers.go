@@ -255,11 +255,11 @@ func (c *Coordinator) publish(e event.Event) {
 	if e.Time.IsZero() {
 		e.Time = c.cfg.Now()
 	}
-	subject := wire.SubjectEvents(e.RunID) + "." + string(e.Type)
-	if e.RunID == "" {
-		subject = wire.SubjectEvents("_cluster") + "." + string(e.Type)
+	m, err := wire.EventMessage(e)
+	if err == nil {
+		err = c.tr.Publish(context.Background(), wire.EventSubject(e), m)
 	}
-	if err := c.tr.Publish(context.Background(), subject, wire.WithIDs(wire.Message(wire.TypeEvent, e), e.RunID, e.ThreadID)); err != nil {
+	if err != nil {
 		c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
 }

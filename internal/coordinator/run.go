@@ -88,6 +88,18 @@ func (r *run) endAttempt(t *threadRec, cause error) {
 	}
 }
 
+// onWorker reports whether an unfinished thread of the run is placed on worker.
+func (r *run) onWorker(worker string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.threads {
+		if !t.done && t.worker == worker {
+			return true
+		}
+	}
+	return false
+}
+
 // parkParent counts a spawn of parent and, for its first outstanding spawn,
 // returns the worker whose slot it gives back ("" when none).
 func (r *run) parkParent(parent *threadRec) string {

@@ -22,6 +22,7 @@ const (
 	ThreadStarted     Type = "thread.started"
 	ThreadFinished    Type = "thread.finished"
 	ThreadHandoff     Type = "thread.handoff"
+	ThreadReplaced    Type = "thread.replaced"
 	ModelCall         Type = "model.call"
 	ToolCall          Type = "tool.call"
 	ToolResult        Type = "tool.result"
@@ -57,7 +58,8 @@ type Event struct {
 	Status Status `json:"status,omitempty" msgpack:"status,omitempty"`
 	// Reason explains a refusal, failure, handoff or approval decision.
 	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
-	// Worker is where the thread runs (thread.started) in a cluster.
+	// Worker is where the thread runs (thread.started) in a cluster, the
+	// worker it left (thread.replaced), or the worker joined or lost.
 	Worker string `json:"worker,omitempty" msgpack:"worker,omitempty"`
 	// Model is the model reference (model.call).
 	Model   string      `json:"model,omitempty" msgpack:"model,omitempty"`

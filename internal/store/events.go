@@ -56,8 +56,8 @@ func (s *Store) Events(ctx context.Context, runID string, afterSeq uint64, fn fu
 			s.log.Warn("store: event without metadata", "run", runID, "err", err)
 			continue
 		}
-		var e event.Event
-		if err := wire.DecodeAs(msg.Data(), wire.TypeEvent, &e); err != nil {
+		e, err := event.Unmarshal(msg.Data())
+		if err != nil {
 			s.log.Warn("store: skipping undecodable event", "run", runID, "seq", meta.Sequence.Stream, "subject", msg.Subject(), "err", err)
 			continue
 		}

@@ -18,7 +18,7 @@ func publishEvent(t *testing.T, nc *nats.Conn, e event.Event) {
 	t.Helper()
 	msg := nats.NewMsg(wire.SubjectEvents(e.RunID) + "." + string(e.Type))
 	msg.Header.Set(wire.HeaderRun, e.RunID)
-	msg.Data = wire.MustEncode(wire.TypeEvent, e)
+	msg.Data, _ = event.Marshal(e)
 	if err := nc.PublishMsg(msg); err != nil {
 		t.Fatal(err)
 	}

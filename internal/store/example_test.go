@@ -86,7 +86,11 @@ func ExampleStore_Events() {
 	withStore(func(ctx context.Context, nc *nats.Conn, st *store.Store) error {
 		for _, typ := range []event.Type{event.RunStarted, event.ThreadSpawned, event.RunFinished} {
 			e := event.Event{Type: typ, RunID: "run-1"}
-			if err := nc.Publish(wire.SubjectEvents("run-1")+"."+string(typ), wire.MustEncode(wire.TypeEvent, e)); err != nil {
+			data, err := event.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if err := nc.Publish(wire.SubjectEvents("run-1")+"."+string(typ), data); err != nil {
 				return err
 			}
 		}

@@ -177,8 +177,11 @@ func (s *eventSink) Emit(e event.Event) {
 	if e.Type == event.ThreadStarted {
 		e.Worker = w.cfg.ID
 	}
-	m := wire.WithIDs(wire.Message(wire.TypeEvent, e), e.RunID, e.ThreadID)
-	if err := w.tr.Publish(context.Background(), wire.SubjectEvents(e.RunID)+"."+string(e.Type), m); err != nil {
+	m, err := wire.EventMessage(e)
+	if err == nil {
+		err = w.tr.Publish(context.Background(), wire.EventSubject(e), m)
+	}
+	if err != nil {
 		w.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
 }

@@ -181,7 +181,14 @@ func TestWorkerKilledMidHelper(t *testing.T) {
 	s.events.wait(t, eventTimeout, "worker.lost for "+victim, func(e event.Event) bool {
 		return e.Type == event.WorkerLost && e.Worker == victim
 	})
+	s.events.wait(t, eventTimeout, "worker.lost for "+victim+" in the run's stream", func(e event.Event) bool {
+		return e.Type == event.WorkerLost && e.Worker == victim && e.RunID == rec.RunID
+	})
 	if victim != root.Worker {
+		s.events.wait(t, eventTimeout, "thread.replaced for "+victimThread, func(e event.Event) bool {
+			return e.Type == event.ThreadReplaced && e.ThreadID == victimThread && e.RunID == rec.RunID &&
+				e.Worker == victim && strings.Contains(e.Reason, "lost")
+		})
 		for _, th := range rec.Threads {
 			if th.Status != event.Succeeded {
 				t.Errorf("thread %s: status %q (%s)", th.Name, th.Status, th.Error)
@@ -342,6 +349,10 @@ func TestWorkerJoiningMidRunGetsWork(t *testing.T) {
 	if on["w2"] == 0 || len(rec.Threads) != 9 {
 		t.Errorf("threads per worker %v (of %d); want some on w2, 9 in all", on, len(rec.Threads))
 	}
+	// The run's own stream says a worker joined while it ran.
+	s.events.wait(t, eventTimeout, "worker.joined for w2 in the run's stream", func(e event.Event) bool {
+		return e.Type == event.WorkerJoined && e.Worker == "w2" && e.RunID == rec.RunID
+	})
 }
 
 // TestSpawnStormRespectsThreadLimit: a root spawns 200 helpers in one

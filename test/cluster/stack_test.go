@@ -161,8 +161,8 @@ func watchEvents(t *testing.T, nc *nats.Conn) *eventLog {
 	t.Helper()
 	l := &eventLog{}
 	sub, err := nc.Subscribe(wire.EventsAll, func(m *nats.Msg) {
-		var e event.Event
-		if wire.DecodeAs(m.Data, wire.TypeEvent, &e) != nil {
+		e, err := event.Unmarshal(m.Data)
+		if err != nil {
 			return // not t.Errorf: this may run after the test has ended
 		}
 		l.mu.Lock()

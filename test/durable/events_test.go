@@ -131,8 +131,8 @@ func (c *coord) streamRunEvents() []event.Event {
 				c.t.Fatalf("events stream: %v", err)
 			}
 			pending = meta.NumPending
-			var e event.Event
-			if err := wire.DecodeAs(m.Data(), wire.TypeEvent, &e); err != nil {
+			e, err := event.Unmarshal(m.Data())
+			if err != nil {
 				c.t.Fatalf("events stream: message %d: %v", meta.Sequence.Stream, err)
 			}
 			out = append(out, e)

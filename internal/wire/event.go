@@ -1,0 +1,35 @@
+package wire
+
+import (
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/event"
+)
+
+// HeaderContentType names the body's encoding on event messages.
+const HeaderContentType = "Content-Type"
+
+// ClusterRun stands in for the run id on the subject of events about the
+// cluster rather than one run (a worker joined or lost with no run affected).
+const ClusterRun = "_cluster"
+
+// EventSubject is where e is published: its run's subject, then its type.
+func EventSubject(e event.Event) string {
+	run := e.RunID
+	if run == "" {
+		run = ClusterRun
+	}
+	return SubjectEvents(run) + "." + string(e.Type)
+}
+
+// EventMessage builds the message publishing e. Unlike protocol messages,
+// events are JSON (event.Marshal), not msgpack, so any tool can read them;
+// the type header still routes them without decoding.
+func EventMessage(e event.Event) (actor.Msg, error) {
+	data, err := event.Marshal(e)
+	if err != nil {
+		return actor.Msg{}, err
+	}
+	return actor.Msg{Type: string(TypeEvent), Data: data, Header: map[string]string{
+		HeaderRun: e.RunID, HeaderThread: e.ThreadID, HeaderContentType: event.ContentType,
+	}}, nil
+}
