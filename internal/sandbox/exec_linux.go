@@ -32,7 +32,13 @@ func runExec(config string) int {
 	if err := setLimits(cfg.Limits); err != nil {
 		return fail(err)
 	}
-	if err := dropIDs(cfg.UID, cfg.GID); err != nil {
+	if cfg.Rootless {
+		// Already the worker's uid: only the namespace capabilities the
+		// init kept must not reach the command.
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("clear ambient capabilities: %w", err))
+		}
+	} else if err := dropIDs(cfg.UID, cfg.GID); err != nil {
 		return fail(err)
 	}
 	if err := unix.Chdir(cfg.Dir); err != nil {

@@ -22,6 +22,9 @@ type initConfig struct {
 	Network bool     `json:"network"`
 	Limits  Limits   `json:"limits"`
 	Parent  int      `json:"parent"` // the worker's pid, in the host's PID namespace
+	// Rootless: no uid to drop to and no idmap; the call's own user
+	// namespace maps only the worker's ids.
+	Rootless bool `json:"rootless,omitempty"`
 }
 
 // The init's inherited descriptors (Run's ExtraFiles).
@@ -60,7 +63,11 @@ func runInit(config string) int {
 	go watchGuard(os.NewFile(fdGuard, "guard"))
 	go watchParent(parent)
 
-	if err := buildView(cfg.Dir, fdUserns); err != nil {
+	userns := fdUserns
+	if cfg.Rootless {
+		userns = -1
+	}
+	if err := buildView(cfg.Dir, userns); err != nil {
 		return fail(err)
 	}
 	if !cfg.Network {

@@ -4,7 +4,10 @@
 // and library directories (read-only), a private /tmp and a minimal /dev and
 // /proc; as an unprivileged uid with no new privileges, Landlock rules and
 // rlimits. Everything is reached from Go: the current binary re-executes
-// itself as the sandbox's init (see Main), so nothing needs installing.
+// itself as the sandbox's init (see reexec.go), so nothing needs installing.
+// A worker that is not root sandboxes too ("rootless"): each call then gets
+// a user namespace of its own that maps only the worker's ids, and tools run
+// as the worker's uid, since there is no other uid to drop to.
 //
 // The init is PID 1 of the call's PID namespace: when it exits, the kernel
 // kills every process of the call, setsid'd, double-forked and daemonised
@@ -117,8 +120,15 @@ type Info struct {
 	UID, GID    int
 	DenyNetwork bool
 	Ceiling     Limits
+	// Rootless: the worker is not root; tools run as its own uid, each call
+	// in a user namespace of its own.
+	Rootless bool
 }
 
 func (i Info) String() string {
-	return fmt.Sprintf("uid %d, gid %d, network denied: %v, ceiling %+v", i.UID, i.GID, i.DenyNetwork, i.Ceiling)
+	s := fmt.Sprintf("uid %d, gid %d, network denied: %v, ceiling %+v", i.UID, i.GID, i.DenyNetwork, i.Ceiling)
+	if i.Rootless {
+		s += ", rootless (tools run as the worker's own user)"
+	}
+	return s
 }

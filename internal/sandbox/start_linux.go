@@ -26,8 +26,12 @@ type Sandbox struct {
 	denyNetwork bool
 	ceiling     Limits
 	// userns holds the user namespace whose mapping idmaps the working
-	// directory for the tool user (see newIDMap).
+	// directory for the tool user (see newIDMap); nil when rootless.
 	userns *os.File
+	// rootless: the worker is not root, so each call gets a user namespace
+	// of its own mapping only the worker's ids, and tools run as the
+	// worker's own uid (there is no other to drop to).
+	rootless bool
 }
 
 // New checks that this machine can sandbox and returns a Sandbox; the error
@@ -40,9 +44,8 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	s := &Sandbox{uid: uid, gid: gid, denyNetwork: opts.DenyNetwork, ceiling: opts.Ceiling.orDefault()}
 	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("%w: the worker runs as uid %d; dropping tools to an unprivileged uid needs root", ErrUnavailable, os.Geteuid())
-	}
-	if s.userns, err = newIDMap(os.Geteuid(), os.Getegid(), uid, gid); err != nil {
+		s.rootless, s.uid, s.gid = true, os.Geteuid(), os.Getegid()
+	} else if s.userns, err = newIDMap(os.Geteuid(), os.Getegid(), uid, gid); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	dir, err := os.MkdirTemp("", "formica-sandbox-probe-")
@@ -67,7 +70,7 @@ func New(opts Options) (*Sandbox, error) {
 
 // Info describes s.
 func (s *Sandbox) Info() Info {
-	return Info{UID: s.uid, GID: s.gid, DenyNetwork: s.denyNetwork, Ceiling: s.ceiling}
+	return Info{UID: s.uid, GID: s.gid, DenyNetwork: s.denyNetwork, Ceiling: s.ceiling, Rootless: s.rootless}
 }
 
 // Close releases the sandbox's user namespace. Safe to call twice.
@@ -88,6 +91,7 @@ func (s *Sandbox) Run(ctx context.Context, r Request, out io.Writer) (Exit, erro
 	cfg := initConfig{
 		Dir: r.Dir, Argv: r.Argv, Env: r.Env, UID: s.uid, GID: s.gid,
 		Network: r.Network && !s.denyNetwork, Limits: r.Limits.clamp(s.ceiling), Parent: os.Getpid(),
+		Rootless: s.rootless,
 	}
 	js, err := json.Marshal(cfg)
 	if err != nil {
@@ -114,8 +118,16 @@ func (s *Sandbox) Run(ctx context.Context, r Request, out io.Writer) (Exit, erro
 	cmd.Env = []string{envRole + "=" + roleInit, envConfig + "=" + string(js)}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.ExtraFiles = []*os.File{statusW, guardR, s.userns} // fds 3, 4, 5
+	cmd.ExtraFiles = []*os.File{statusW, guardR, s.userns} // fds 3, 4, 5 (none when rootless)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.rootless {
+		// The init is the worker's uid in a user namespace of its own, keeping
+		// across its exec the capabilities it needs there to build the view.
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}}
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN}
+	}
 	cmd.WaitDelay = waitDelay
 
 	// PR_SET_PDEATHSIG fires when the thread that forked the init exits, so

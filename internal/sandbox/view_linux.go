@@ -36,7 +36,7 @@ const (
 
 // buildView replaces the init's mount namespace root with the call's view:
 // dir read-write through an idmapped mount (userns maps the worker's ids to
-// the tool user's), the system directories and a few /etc files read-only,
+// the tool user's; a plain bind when userns < 0, rootless), the system directories and a few /etc files read-only,
 // a private /tmp, a minimal /dev, a /proc of the call's PID namespace, and
 // nothing else. The view's root itself is read-only.
 func buildView(dir string, userns int) error {
@@ -49,10 +49,12 @@ func buildView(dir string, userns int) error {
 		return fmt.Errorf("clone %s: %w", dir, err)
 	}
 	defer unix.Close(cwd)
-	if err := unix.MountSetattr(cwd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
-		Userns_fd: uint64(userns),
-	}); err != nil {
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if userns >= 0 {
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(userns)
+	}
+	if err := unix.MountSetattr(cwd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("idmapped mount of %s (its file system must support idmapped mounts): %w", dir, err)
 	}
 

@@ -3,9 +3,12 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,4 +93,56 @@ func TestAttackToolRunsOnWhileWorkerFrozen(t *testing.T) {
 	}
 	_ = w.Cmd.Process.Signal(syscall.SIGKILL)
 	proc.WaitNoArg(t, marker, 5*time.Second)
+}
+
+// TestRootlessWorkerSandboxes: a worker that is not root (uid 65534 here)
+// still sandboxes, in a user namespace of each call's own: its tools run as
+// its uid and see only the view, and the worker's environment stays out of
+// reach.
+func TestRootlessWorkerSandboxes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the unprivileged worker")
+	}
+	// The test binary and the cwd where the unprivileged user can reach them.
+	dir, err := os.MkdirTemp("", "formica-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin, cwd := filepath.Join(dir, "sandbox.test"), filepath.Join(dir, "cwd")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(os.Chmod(dir, 0o755), os.WriteFile(bin, self, 0o755), os.Mkdir(cwd, 0o755), os.Chown(cwd, 65534, 65534)); err != nil {
+		t.Fatal(err)
+	}
+	script := `id -u; echo hi > f; cat /etc/shadow; ls /home; ` +
+		`cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c 'rootless-sec''ret'; ` +
+		`grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status; exec 3<>/dev/tcp/127.0.0.1/1 || echo no-network`
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = []string{envTestWorker + "=" + cwd, "SANDBOX_TEST_SCRIPT=" + script, "OPENAI_API_KEY=sk-rootless-secret", "PATH=/usr/bin:/bin"}
+	cmd.Dir = cwd
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	got := string(out)
+	if err != nil || !strings.Contains(got, "err <nil>") {
+		t.Fatalf("rootless worker: %v\n%s", err, got)
+	}
+	for _, want := range []string{`output "65534\n`, "/etc/shadow: No such file", "/home", `\n0\n`, "no-network",
+		`CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rootless call output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "sk-rootless-secret") {
+		t.Errorf("the call read the worker's environment:\n%s", got)
+	}
+	fi, err := os.Stat(filepath.Join(cwd, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 {
+		t.Errorf("f owned by uid %d, want the worker's 65534", st.Uid)
+	}
 }

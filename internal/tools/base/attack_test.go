@@ -247,9 +247,9 @@ func TestAttackCPUHogStoppedByLimit(t *testing.T) {
 
 func TestSandboxedToolUserIsNotRootAndWritesAsTheWorker(t *testing.T) {
 	f := sandboxed(t, Config{})
-	got, err := f.run(t, BashName, bashArgs(`id -u; mkdir d; echo x > d/f`))
-	if err != nil || got == "0\n" || strings.TrimSpace(got) != strconv.Itoa(65534) {
-		t.Errorf("tool uid: %q, %v", got, err)
+	got, err := f.run(t, BashName, bashArgs(`id -u; mkdir d; echo x > d/f; grep -E '^Cap(Prm|Eff|Amb)' /proc/self/status`))
+	if want := "65534\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n"; err != nil || got != want {
+		t.Errorf("tool uid and capabilities: %q, %v; want %q", got, err, want)
 	}
 	for _, p := range []string{"d", "d/f"} {
 		fi, err := os.Stat(filepath.Join(f.root, p))
