@@ -30,6 +30,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "creds" {
+		if err := creds(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "coordinator creds:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
@@ -45,6 +52,10 @@ func run() error {
 		sc           store.Config
 		hc           = api.Config{Token: os.Getenv("FORMICA_HTTP_TOKEN")}
 		localWorkers = fs.Int("local-workers", 0, "workers to host in this process")
+		insecure     = fs.Bool("nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
+		tlsCert      = fs.String("nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")
+		tlsKey       = fs.String("nats-tls-key", "", "private key `file` (PEM) of --nats-tls-cert")
+		tlsCA        = fs.String("nats-tls-client-ca", "", "CA `file` (PEM): NATS clients must present a certificate it signed")
 		scripted     = fs.Bool("allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
 		slots        = fs.Int("slots", 16, "threads each local worker runs at once")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -113,6 +124,9 @@ func run() error {
 		AllowScripted:     *scripted,
 		Logger:            logger,
 	}
+	if len(client.URLs) == 0 && (client.Token != "" || client.User != "" || client.Creds != "" || client.NKeySeedFile != "") {
+		return errors.New("--nats-token, --nats-user, --nats-creds and --nats-nkey configure the connection to an external NATS (--nats); the embedded server trusts the credentials of `coordinator creds`")
+	}
 	if len(client.URLs) > 0 {
 		client.Logger = logger
 		cfg.Connect = func(name string) (*nats.Conn, error) {
@@ -121,6 +135,9 @@ func run() error {
 			return broker.Connect(ctx, c)
 		}
 	} else {
+		if err := secureServer(&server, &cfg, *insecure, *tlsCert, *tlsKey, *tlsCA, logger); err != nil {
+			return err
+		}
 		server.Logger = logger
 		cfg.Server = server
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/model/providers"
@@ -69,6 +70,23 @@ func run() error {
 	defer stop()
 
 	client.Name, client.Logger = "formica-worker", logger
+	if client.Creds != "" {
+		// The credentials name the worker: its subjects and its inbox.
+		id, err := auth.ReadCredsFile(client.Creds)
+		if err != nil {
+			return err
+		}
+		if id.Role != auth.Worker {
+			return fmt.Errorf("--nats-creds %s: %s credentials, want a worker's", client.Creds, id.Role)
+		}
+		if wc.ID != "" && wc.ID != id.ID {
+			return fmt.Errorf("--id %s, but --nats-creds %s are worker %s's", wc.ID, client.Creds, id.ID)
+		}
+		wc.ID = id.ID
+		if client.InboxPrefix == "" {
+			client.InboxPrefix = auth.InboxPrefix(auth.Worker, id.ID)
+		}
+	}
 	nc, err := broker.Connect(ctx, client)
 	if err != nil {
 		return err
@@ -76,7 +94,7 @@ func run() error {
 	defer broker.Drain(nc, 5*time.Second)
 	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
 	// Results larger than the NATS max payload travel through the object store.
-	if st, err := store.Open(ctx, nc, store.Config{Client: true}); err != nil {
+	if st, err := store.OpenTransfers(ctx, nc); err != nil {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail", "err", err)
 	} else {
 		wc.Offloader = st

@@ -50,6 +50,12 @@ type ServerConfig struct {
 	Token    string
 	User     string
 	Password string
+	// Trust, when set, runs the server in NATS JWT (operator) mode: it
+	// configures the trusted operator and the account resolver, and every
+	// client, in-process ones included, needs a user JWT it accepts
+	// (auth.Authority implements it). Exclusive with Token and User.
+	Trust Trust
+
 	// TLS, when set, serves client connections over TLS; set ClientAuth to
 	// require client certificates. In-process clients skip TLS.
 	TLS *tls.Config
@@ -67,6 +73,14 @@ type ServerConfig struct {
 	// is slog.LevelDebug-4).
 	Logger *slog.Logger
 }
+
+// Trust configures a server's operator-mode authentication.
+type Trust interface {
+	Configure(o *server.Options) error
+}
+
+// Secured says whether clients of the server must authenticate.
+func (c *ServerConfig) Secured() bool { return c.Trust != nil || c.Token != "" || c.User != "" }
 
 // ClusterConfig joins an embedded server to a NATS cluster.
 type ClusterConfig struct {
@@ -118,6 +132,13 @@ func (c *ServerConfig) options() (*server.Options, error) {
 		errs = append(errs, invalid("User and Password go together"))
 	}
 	o.Authorization, o.Username, o.Password = c.Token, c.User, c.Password
+	if c.Trust != nil {
+		if c.Token != "" || c.User != "" {
+			errs = append(errs, invalid("use Trust or Token/User, not both"))
+		} else if err := c.Trust.Configure(o); err != nil {
+			errs = append(errs, invalid("trust: %v", err))
+		}
+	}
 
 	if c.Listen == "" {
 		o.DontListen = true

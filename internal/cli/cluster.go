@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
@@ -45,6 +46,9 @@ func (f *clusterFlags) connect(ctx context.Context) (*cluster, error) {
 		f.nats.URLs = strings.Split(env, ",")
 	}
 	f.nats.Name = "formica-cli"
+	if err := withCreds(&f.nats); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	nc, err := broker.Connect(ctx, f.nats)
@@ -117,4 +121,22 @@ func oneID(args []string, what string) (string, error) {
 		return "", usagef("give exactly one %s id", what)
 	}
 	return args[0], nil
+}
+
+// withCreds completes c for a credentials file (--nats-creds, else
+// $FORMICA_NATS_CREDS): its reply inbox must be under the prefix the
+// credentials allow.
+func withCreds(c *broker.ClientConfig) error {
+	if c.Creds == "" && c.NKeySeedFile == "" && c.Token == "" && c.User == "" {
+		c.Creds = os.Getenv("FORMICA_NATS_CREDS")
+	}
+	if c.Creds == "" || c.InboxPrefix != "" {
+		return nil
+	}
+	p, err := auth.InboxFor(c.Creds)
+	if err != nil {
+		return err
+	}
+	c.InboxPrefix = p
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/coordinator"
@@ -186,6 +187,9 @@ func defaultModel(a *spec.Agent, ref string) {
 func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, natstransport.Offloader, func(), error) {
 	if len(f.nats.URLs) > 0 {
 		f.nats.Name = "formica-cli"
+		if err := withCreds(&f.nats); err != nil {
+			return nil, nil, nil, err
+		}
 		nc, err := broker.Connect(ctx, f.nats)
 		if err != nil {
 			return nil, nil, nil, err
@@ -201,7 +205,15 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, nat
 	}
 	// A person's own run on their own machine may replay a scripted model.
 	sb := localSandbox(stderr)
+	// Its server has no listener, but its components still connect with
+	// their own roles' credentials, made in memory.
+	authority, err := auth.NewEphemeral()
+	if err != nil {
+		sb.Close()
+		return nil, nil, nil, err
+	}
 	stack, err := embedded.Start(ctx, embedded.Config{
+		Authority:     authority,
 		Workers:       1,
 		Slots:         f.maxThreads + 1,
 		Models:        runner.ModelOpenerFunc(providers.Open),
@@ -213,7 +225,7 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, nat
 		sb.Close()
 		return nil, nil, nil, err
 	}
-	nc, err := stack.Connect("formica-cli")
+	nc, err := stack.ConnectAs(auth.Client, "formica-cli", "formica-cli")
 	if err != nil {
 		stack.Stop()
 		return nil, nil, nil, err

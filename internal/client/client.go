@@ -34,7 +34,7 @@ type Client struct {
 // New returns a client. off, when not nil, fetches and stores messages
 // larger than the NATS max payload (a run's large record) by reference.
 func New(nc *nats.Conn, off natstransport.Offloader) (*Client, error) {
-	tr, err := natstransport.New(nc, natstransport.Config{Offloader: off})
+	tr, err := natstransport.New(nc, natstransport.Config{Offloader: off, MayCarryRef: wire.MayCarryRef})
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,7 @@ type Config struct {
 type Coordinator struct {
 	cfg      Config
 	tr       *natstransport.Transport
+	execTr   *natstransport.Transport // placements' requests
 	registry *registry
 
 	// epoch names this incarnation; born is its start on the monotonic clock.
@@ -144,7 +145,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	tc := natstransport.Config{Logger: cfg.Logger}
+	tc := natstransport.Config{Logger: cfg.Logger, MayCarryRef: wire.MayCarryRef}
 	if cfg.Store != nil {
 		tc.Offloader = cfg.Store
 	}
@@ -152,9 +153,18 @@ func New(cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Placements get an inbox of their own: workers may answer there, and
+	// nowhere else among this coordinator's replies.
+	tc.InboxPrefix = wire.ExecInboxPrefix
+	execTr, err := natstransport.New(cfg.Conn, tc)
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
 	return &Coordinator{
 		cfg:       cfg,
 		tr:        tr,
+		execTr:    execTr,
 		epoch:     newToken(),
 		born:      time.Now(),
 		registry:  newRegistry(cfg.Now),
@@ -253,7 +263,7 @@ func (c *Coordinator) stopSubs() error {
 		errs = append(errs, s.Unsubscribe())
 	}
 	if c.state.Load() == 2 {
-		errs = append(errs, c.tr.Close())
+		errs = append(errs, c.tr.Close(), c.execTr.Close())
 	}
 	return errors.Join(errs...)
 }

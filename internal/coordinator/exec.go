@@ -93,7 +93,7 @@ func (c *Coordinator) replaced(t *threadRec, wid, reason string) {
 // the whole life of the thread, so what builds messages and events lives in
 // functions of their own: their large values never sit on this frame.
 func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid string, attempt int, tok string) (runner.Result, outcome) {
-	call, err := c.tr.Request(ctx, wire.SubjectExec(wid), c.execRequest(t, attempt, tok))
+	call, err := c.execTr.Request(ctx, wire.SubjectExec(wid), c.execRequest(t, attempt, tok))
 	if err != nil {
 		if ctx.Err() != nil {
 			return runner.Cancelled(ctx), aborted
@@ -102,8 +102,11 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 	}
 	defer call.Close()
 	idle := MissedHeartbeats * c.registry.interval(wid)
+	// Only the placement's own messages prove the worker alive: silence is
+	// measured from the last of them, whatever else arrives.
+	heard := time.Now()
 	for {
-		reply, err := call.Next(ctx, idle)
+		reply, err := call.Next(ctx, max(time.Millisecond, idle-time.Since(heard)))
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -121,8 +124,12 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		}
 		switch wire.Type(reply.Type) {
 		case wire.TypeExecAccepted:
+			heard = time.Now()
 			c.recordStarted(r, t, wid)
 		case wire.TypeProgress:
+			if progressOf(reply, tok) {
+				heard = time.Now()
+			}
 		case wire.TypeExecBusy:
 			return runner.Result{}, busy
 		case wire.TypeExecResult:
@@ -144,6 +151,14 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string) actor.M
 	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
 		Token: tok, Uptime: c.uptime()}
 	return wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+}
+
+// progressOf says whether a progress message carries the placement's token.
+//
+//go:noinline
+func progressOf(reply actor.Msg, tok string) bool {
+	var p wire.Progress
+	return wire.DecodeAs(reply.Data, wire.TypeProgress, &p) == nil && p.Token == tok
 }
 
 // recordStarted records that t started on worker wid.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/runner"
@@ -24,6 +25,11 @@ import (
 type Config struct {
 	// Server configures the embedded NATS server; ignored with Conn.
 	Server broker.ServerConfig
+	// Authority, when set, secures the embedded server (operator mode, see
+	// package auth): every component connects in-process with credentials
+	// of its own role issued in memory, so nothing secret is on disk but
+	// the authority's own seeds.
+	Authority *auth.Authority
 	// Connect, when set, makes the stack use an external NATS instead of
 	// starting a server: it is called once per component.
 	Connect func(name string) (*nats.Conn, error)
@@ -54,12 +60,16 @@ type Stack struct {
 	Workers     []*worker.Worker
 	conns       []*nats.Conn
 	connect     func(name string) (*nats.Conn, error)
+	authority   *auth.Authority
 }
 
 // Start starts the stack's components and returns once workers have
 // announced themselves.
 func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	s := &Stack{connect: cfg.Connect}
+	if cfg.Connect == nil {
+		s.authority = cfg.Authority
+	}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -71,10 +81,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			// allow NATS's largest messages instead.
 			cfg.Server.MaxPayload = 64 << 20
 		}
+		if s.authority != nil {
+			cfg.Server.Trust = s.authority
+		}
 		if s.Server, err = broker.StartServer(ctx, cfg.Server); err != nil {
 			return nil, err
 		}
-		s.connect = func(name string) (*nats.Conn, error) { return s.Server.Connect(name) }
+		s.connect = func(name string) (*nats.Conn, error) { return s.dial(auth.Coordinator, "coordinator", name) }
 	}
 	if !cfg.NoCoordinator {
 		nc, err := s.Connect("formica-coordinator")
@@ -112,11 +125,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 	for i := range cfg.Workers {
-		nc, err := s.Connect(fmt.Sprintf("formica-worker-%d", i+1))
+		id := worker.NewID()
+		nc, err := s.connectWorker(id, fmt.Sprintf("formica-worker-%d", i+1))
 		if err != nil {
 			return nil, err
 		}
-		wc := worker.Config{Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
+		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
 			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger}
 		if s.Store != nil {
 			wc.Offloader = s.Store
@@ -146,6 +160,41 @@ func (s *Stack) Connect(name string) (*nats.Conn, error) {
 	}
 	s.conns = append(s.conns, nc)
 	return nc, nil
+}
+
+// ConnectAs opens another connection with credentials of role under id,
+// closed by Stop. Without an Authority it is Connect.
+func (s *Stack) ConnectAs(role auth.Role, id, name string) (*nats.Conn, error) {
+	if s.authority == nil || s.Server == nil {
+		return s.Connect(name)
+	}
+	nc, err := s.dial(role, id, name)
+	if err != nil {
+		return nil, err
+	}
+	s.conns = append(s.conns, nc)
+	return nc, nil
+}
+
+// dial opens an in-process connection, with credentials of role under id
+// issued in memory when the server is secured.
+func (s *Stack) dial(role auth.Role, id, name string) (*nats.Conn, error) {
+	if s.authority == nil {
+		return s.Server.Connect(name)
+	}
+	creds, err := s.authority.Issue(role, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.Server.Connect(name, creds.Options()...)
+}
+
+// connectWorker connects local worker id with worker credentials.
+func (s *Stack) connectWorker(id, name string) (*nats.Conn, error) {
+	if s.authority == nil {
+		return s.Connect(name)
+	}
+	return s.ConnectAs(auth.Worker, id, name)
 }
 
 // waitWorkers waits until the coordinator has seen n workers.

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,27 +29,49 @@ type Offloader interface {
 
 var _ Offloader = (*Store)(nil)
 
-// payloadPrefix names transport payloads in PayloadsBucket; large run
-// records live beside them under "records/".
+// payloadPrefix names transport payloads in TransfersBucket. A reference
+// is "payloads/<random>.<sha256 of the body>": the reader checks the body
+// against it, so a reference names the one object its message created and
+// nothing else (never a run record, which lives in another bucket).
 const payloadPrefix = "payloads/"
 
-// PutPayload stores data in the object store and returns its reference.
+// PutPayload stores data in the transfers object store and returns its
+// reference.
 func (s *Store) PutPayload(ctx context.Context, data []byte) (string, error) {
-	ref := payloadPrefix + uuid.NewString()
-	if _, err := s.payloads.PutBytes(ctx, ref, data); err != nil {
+	sum := sha256.Sum256(data)
+	ref := payloadPrefix + uuid.NewString() + "." + hex.EncodeToString(sum[:])
+	if _, err := s.transfers.PutBytes(ctx, ref, data); err != nil {
 		return "", fmt.Errorf("store: put payload: %w", err)
 	}
 	return ref, nil
 }
 
-// GetPayload returns the payload stored under ref, or ErrNotFound.
+// checkRef refuses what is not a reference PutPayload made.
+func checkRef(ref string) (sum string, err error) {
+	name, ok := strings.CutPrefix(ref, payloadPrefix)
+	id, sum, ok2 := strings.Cut(name, ".")
+	if !ok || !ok2 || uuid.Validate(id) != nil || len(sum) != sha256.Size*2 || strings.ContainsAny(sum, "/.") {
+		return "", fmt.Errorf("%w: %q is not a payload reference", ErrInvalidConfig, ref)
+	}
+	return sum, nil
+}
+
+// GetPayload returns the payload stored under ref, or ErrNotFound. A body
+// that does not match the hash its reference names is refused.
 func (s *Store) GetPayload(ctx context.Context, ref string) ([]byte, error) {
-	data, err := s.payloads.GetBytes(ctx, ref)
+	want, err := checkRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.transfers.GetBytes(ctx, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: payload %s", ErrNotFound, ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != want {
+		return nil, fmt.Errorf("%w: payload %s does not match its reference", ErrNotFound, ref)
 	}
 	return data, nil
 }
@@ -54,8 +79,12 @@ func (s *Store) GetPayload(ctx context.Context, ref string) ([]byte, error) {
 // DeletePayload removes the payload stored under ref. Deleting a missing
 // payload is no error (the object store itself does not tell a deleted
 // object from a live one on Delete), so cleanup can be retried freely.
+// Only payload references are deleted: never a run record.
 func (s *Store) DeletePayload(ctx context.Context, ref string) error {
-	if err := s.payloads.Delete(ctx, ref); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+	if _, err := checkRef(ref); err != nil {
+		return err
+	}
+	if err := s.transfers.Delete(ctx, ref); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("store: delete payload %s: %w", ref, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,7 +45,18 @@ func TestPayloadRoundTrip(t *testing.T) {
 	if err := s.DeletePayload(ctx, ref); err != nil {
 		t.Fatalf("delete twice: %v", err)
 	}
-	if err := s.DeletePayload(ctx, "payloads/never-was"); err != nil {
+	missing := "payloads/00000000-0000-4000-8000-000000000000." + strings.Repeat("ab", 32)
+	if err := s.DeletePayload(ctx, missing); err != nil {
 		t.Fatalf("delete missing: %v", err)
+	}
+	// A reference names only a payload its message created: never a run
+	// record's object, never anything but "payloads/<id>.<sha256>".
+	for _, bad := range []string{"records/run-1/0b9e0c57-0d54-4a43-9d1c-1c2f3b7e6a10", "payloads/x", "payloads/../records/r"} {
+		if _, err := s.GetPayload(ctx, bad); err == nil {
+			t.Errorf("GetPayload(%q) succeeded", bad)
+		}
+		if err := s.DeletePayload(ctx, bad); err == nil {
+			t.Errorf("DeletePayload(%q) succeeded", bad)
+		}
 	}
 }

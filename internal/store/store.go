@@ -48,8 +48,12 @@ const (
 	RunsBucket = "formica_runs"
 	// ApprovalsBucket is the KV bucket of approvals held for a person.
 	ApprovalsBucket = "formica_approvals"
-	// PayloadsBucket is the object store of large payloads.
+	// PayloadsBucket is the object store of large run records.
 	PayloadsBucket = "formica_payloads"
+	// TransfersBucket is the object store of message bodies over the NATS
+	// max payload (Offloader), apart from the records: workers may use it
+	// and nothing else of JetStream.
+	TransfersBucket = "formica_transfers"
 )
 
 // Defaults for the zero Config fields.
@@ -142,6 +146,7 @@ type Store struct {
 	runs      jetstream.KeyValue
 	approvals jetstream.KeyValue
 	payloads  jetstream.ObjectStore
+	transfers jetstream.ObjectStore
 }
 
 // Open creates or updates every stream, bucket and consumer of the store,
@@ -242,16 +247,38 @@ func (s *Store) openBuckets(ctx context.Context) error {
 			return err
 		}
 	}
-	oc := jetstream.ObjectStoreConfig{
-		Bucket: PayloadsBucket, Description: "Formica large payloads",
-		Storage: jetstream.FileStorage, Replicas: r,
+	for _, ob := range []struct {
+		dst  *jetstream.ObjectStore
+		name string
+		desc string
+	}{{&s.payloads, PayloadsBucket, "Formica large run records"}, {&s.transfers, TransfersBucket, "Formica large message bodies"}} {
+		oc := jetstream.ObjectStoreConfig{Bucket: ob.name, Description: ob.desc, Storage: jetstream.FileStorage, Replicas: r}
+		err := retry(ctx, s.log, "object store "+ob.name, func(ctx context.Context) (err error) {
+			*ob.dst, err = ensure(ctx, client, js.ObjectStore, ob.name, jetstream.ErrBucketNotFound,
+				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
+				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
-	return retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
-		s.payloads, err = ensure(ctx, client, js.ObjectStore, PayloadsBucket, jetstream.ErrBucketNotFound,
-			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
-			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
-		return err
-	})
+	return nil
+}
+
+// OpenTransfers returns an Offloader over the transfers object store alone,
+// made by a coordinator: what a worker, whose credentials allow no other
+// JetStream use, needs for bodies over the NATS max payload.
+func OpenTransfers(ctx context.Context, nc *nats.Conn) (*Store, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	s := &Store{nc: nc, js: js, log: slog.New(slog.DiscardHandler)}
+	if s.transfers, err = js.ObjectStore(ctx, TransfersBucket); err != nil {
+		return nil, fmt.Errorf("store: object store %s: %w", TransfersBucket, err)
+	}
+	return s, nil
 }
 
 // ensure returns the asset called name: for a client, the existing one as

@@ -17,6 +17,18 @@ func WithIDs(m actor.Msg, run, thread string) actor.Msg {
 	return m
 }
 
+// MayCarryRef says whether a message of type t may arrive with its body by
+// reference (natstransport.Config.MayCarryRef): only the messages whose
+// bodies grow with a task, a spec or a result.
+func MayCarryRef(t string) bool {
+	switch Type(t) {
+	case TypeExecRequest, TypeExecResult, TypeSpawnRequest, TypeSpawnResult, TypeApprovalRequest,
+		TypeRunSubmit, TypeRunResult:
+		return true
+	}
+	return false
+}
+
 // ErrorReply turns an error into an error reply, keeping its code when it is
 // a wire error so errors.Is works on the far side.
 func ErrorReply(err error) actor.Msg {

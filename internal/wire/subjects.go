@@ -21,6 +21,11 @@ const (
 	EventsAll = "formica.events.>"
 )
 
+// ExecInboxPrefix roots the reply subjects of a coordinator's placements:
+// workers may publish there (their results carry the placement's token),
+// and nowhere else in a coordinator's inboxes.
+const ExecInboxPrefix = "_FORMICA.exec"
+
 // Worker-sent subjects end in the sending worker's id, and a worker's
 // credentials allow it to publish only subjects ending in its own id: that
 // last token is who sent the message. A coordinator serves them with "*"

@@ -104,12 +104,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	host, _ := os.Hostname()
 	if cfg.ID == "" {
-		cfg.ID = token(host) + "-" + uuid.NewString()[:8]
+		cfg.ID = NewID()
 	}
 	if strings.ContainsAny(cfg.ID, ". *>\t") {
 		return nil, fmt.Errorf("%w: id %q must be one subject token", ErrBadConfig, cfg.ID)
 	}
-	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader})
+	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader, MayCarryRef: wire.MayCarryRef})
 	if err != nil {
 		return nil, err
 	}
@@ -338,6 +338,12 @@ func (w *Worker) cancelAll(cause error) {
 	for _, pid := range pids {
 		w.engine.Send(pid, cancelThread{cause: cause})
 	}
+}
+
+// NewID returns a fresh worker id: this host's name and a random suffix.
+func NewID() string {
+	host, _ := os.Hostname()
+	return token(host) + "-" + uuid.NewString()[:8]
 }
 
 func token(s string) string {

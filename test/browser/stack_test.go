@@ -33,6 +33,7 @@ type coord struct {
 	token string
 	env   []string // of the workers (model endpoints)
 	p     *proc.Proc
+	data  string // --data-dir, whose authority issues the workers' credentials
 }
 
 type coordOpts struct {
@@ -45,6 +46,7 @@ func startCoord(t *testing.T, o coordOpts) *coord {
 	t.Helper()
 	c := &coord{t: t, token: o.token}
 	dataDir, cwd := t.TempDir(), t.TempDir()
+	c.data = dataDir
 	for attempt := 1; ; attempt++ {
 		ports := proc.FreePorts(t, 2)
 		c.url = proc.NATSURL(ports[0])
@@ -73,7 +75,8 @@ func startCoord(t *testing.T, o coordOpts) *coord {
 // startWorker starts a worker process and waits until the coordinator lists it.
 func (c *coord) startWorker(id string, slots int) *proc.Proc {
 	c.t.Helper()
-	p := proc.StartWith(c.t, proc.Options{Env: c.env}, "worker "+id, bin.worker, "--nats", c.url, "--id", id,
+	p := proc.StartWith(c.t, proc.Options{Env: c.env}, "worker "+id, bin.worker, "--nats", c.url,
+		"--nats-creds", proc.Creds(c.t, bin.coordinator, c.data, "worker", id),
 		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool { return c.hasWorker(id) })

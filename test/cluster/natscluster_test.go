@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/wire"
+	tproc "github.com/formica-run/formica/test/proc"
 )
 
 // clusterTimeout bounds the start of a clustered coordinator: its run store
@@ -53,10 +56,19 @@ func tryNATSCluster(t *testing.T, n int) ([]node, bool) {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i])
 	}
 	nodes := make([]node, n)
+	// Every node trusts the same authority: one made in shared, copied
+	// into each node's data dir (as README "Security" says for a cluster).
+	shared := t.TempDir()
+	tproc.Creds(t, bin.coordinator, shared, "client", "setup")
 	for i := range n {
 		nodes[i] = node{id: fmt.Sprintf("c%d", i+1), url: natsURL(ports[i])}
+		dir := t.TempDir()
+		if err := os.CopyFS(filepath.Join(dir, "auth"), os.DirFS(filepath.Join(shared, "auth"))); err != nil {
+			t.Fatal(err)
+		}
+		dataDirs.Store(nodes[i].url, shared)
 		nodes[i].proc = start(t, "coordinator "+nodes[i].id, bin.coordinator,
-			"--id", nodes[i].id, "--heartbeat", coordHeartbeat, "--data-dir", t.TempDir(), "--http", "off",
+			"--id", nodes[i].id, "--heartbeat", coordHeartbeat, "--data-dir", dir, "--http", "off",
 			"--replicas", "3", // the run store survives the loss of a node
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"--nats-server-name", fmt.Sprintf("n%d", i+1),
@@ -151,8 +163,8 @@ func TestRunSurvivesNATSNodeLoss(t *testing.T) {
 	// some are on the node that dies.
 	for i := 1; i <= 4; i++ {
 		id := fmt.Sprintf("w%d", i)
-		workers[id] = start(t, "worker "+id, bin.worker, "--nats", strings.Join(urls, ","), "--id", id,
-			"--slots", "3", "--heartbeat", fastHeartbeat)
+		workers[id] = start(t, "worker "+id, bin.worker, append(credsFlag(t, nodes[0].url, "worker", id), "--nats", strings.Join(urls, ","), "--id", id,
+			"--slots", "3", "--heartbeat", fastHeartbeat)...)
 	}
 	for id, p := range workers {
 		p.waitLog(t, "worker ready", readyTimeout)

@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/wire"
+	tproc "github.com/formica-run/formica/test/proc"
 )
 
 // stack is one coordinator process with its embedded NATS server, the
@@ -49,10 +50,12 @@ func startCoordinator(t *testing.T, id string, extra ...string) (*proc, string) 
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		port := freePorts(t, 1)[0]
+		dir := t.TempDir()
 		args := append([]string{"--id", id, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port),
-			"--data-dir", t.TempDir(), "--heartbeat", coordHeartbeat, "--http", "off", "--allow-scripted"}, extra...)
+			"--data-dir", dir, "--heartbeat", coordHeartbeat, "--http", "off", "--allow-scripted"}, extra...)
 		p := start(t, "coordinator "+id, bin.coordinator, args...)
 		if waitReady(t, p, "coordinator ready") {
+			dataDirs.Store(natsURL(port), dir)
 			return p, natsURL(port)
 		}
 		if attempt == 3 || !strings.Contains(p.stderr.String(), "address already in use") {
@@ -60,6 +63,21 @@ func startCoordinator(t *testing.T, id string, extra ...string) (*proc, string) 
 		}
 		t.Logf("coordinator %s: port %d was taken, trying another", id, port)
 	}
+}
+
+// dataDirs maps the NATS URL of each coordinator startCoordinator started
+// to its data dir, whose authority issues the credentials of its clients.
+var dataDirs sync.Map
+
+// credsFlag is --nats-creds with credentials of role under id for the
+// coordinator at url, or nothing for a server without authentication.
+func credsFlag(t *testing.T, url, role, id string) []string {
+	t.Helper()
+	dir, ok := dataDirs.Load(url)
+	if !ok {
+		return nil
+	}
+	return []string{"--nats-creds", tproc.Creds(t, bin.coordinator, dir.(string), role, id)}
 }
 
 // waitReady waits for a process's ready line; false if it exited first.
@@ -89,7 +107,8 @@ func waitReadyWithin(t *testing.T, p *proc, line string, timeout time.Duration) 
 func (s *stack) startWorker(id string, slots int, extra ...string) *proc {
 	s.t.Helper()
 	args := append([]string{"--nats", s.url, "--id", id, "--slots", strconv.Itoa(slots),
-		"--heartbeat", workerHeartbeat, "--allow-scripted"}, extra...)
+		"--heartbeat", workerHeartbeat, "--allow-scripted"}, credsFlag(s.t, s.url, "worker", id)...)
+	args = append(args, extra...)
 	p := start(s.t, "worker "+id, bin.worker, args...)
 	p.waitLog(s.t, "worker ready", readyTimeout)
 	s.hb.waitSeen(s.t, id, 2)
@@ -98,7 +117,11 @@ func (s *stack) startWorker(id string, slots int, extra ...string) *proc {
 
 func connect(t *testing.T, urls ...string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.Name("cluster-test"), nats.MaxReconnects(-1))
+	opts := []nats.Option{nats.Name("cluster-test"), nats.MaxReconnects(-1)}
+	if f := credsFlag(t, urls[0], "coordinator", "test"); f != nil {
+		opts = append(opts, nats.UserCredentials(f[1]))
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), opts...)
 	if err != nil {
 		t.Fatalf("connect to %v: %v", urls, err)
 	}
@@ -114,7 +137,8 @@ func (s *stack) run(args ...string) *proc {
 
 func startRun(t *testing.T, url string, args ...string) *proc {
 	t.Helper()
-	full := append([]string{"run", "--nats", url, "--json", "--cwd", t.TempDir()}, args...)
+	full := append([]string{"run", "--nats", url, "--json", "--cwd", t.TempDir()}, credsFlag(t, url, "client", "cli")...)
+	full = append(full, args...)
 	return start(t, "formica run", bin.formica, full...)
 }
 

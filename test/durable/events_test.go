@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/event"
@@ -100,10 +99,7 @@ func (c *coord) sse(run string, lastID uint64, stopAfter int) ([]sseEvent, int, 
 // the events stream, in stream order, over the test's own NATS connection.
 func (c *coord) streamRunEvents() []event.Event {
 	c.t.Helper()
-	nc, err := nats.Connect(c.url, nats.Name("durable-test"))
-	if err != nil {
-		c.t.Fatalf("connect to %s: %v", c.url, err)
-	}
+	nc := c.connect()
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -149,10 +145,7 @@ func (c *coord) streamRunEvents() []event.Event {
 // queue returns the run queue's AckWait and how many submissions it holds.
 func (c *coord) queue() (time.Duration, uint64) {
 	c.t.Helper()
-	nc, err := nats.Connect(c.url, nats.Name("durable-test"))
-	if err != nil {
-		c.t.Fatalf("connect to %s: %v", c.url, err)
-	}
+	nc := c.connect()
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {

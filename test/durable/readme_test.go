@@ -73,7 +73,10 @@ func readmeBlocks(t *testing.T, info string) [][]string {
 // variables they export, the processes they start in the background, and
 // the shell lines that follow.
 type readmeSession struct {
-	env    []string
+	env []string
+	// setup are the lines that run before any process starts (issuing
+	// credentials with `coordinator creds`).
+	setup  []string
 	procs  [][]string // words of each `... &` line
 	script []string
 }
@@ -118,6 +121,11 @@ func readmeSessions(t *testing.T) []*readmeSession {
 			switch {
 			case len(words) == 2 && words[0] == "export" && envAssign.MatchString(words[1]):
 				s.env = append(s.env, words[1])
+			case cmd == "coordinator" && !background && len(words) > 1 && words[1] == "creds":
+				if len(s.procs) > 0 || len(s.script) > 0 {
+					t.Fatalf("README: %q issues credentials after processes or commands; issue them first", line)
+				}
+				s.setup = append(s.setup, line)
 			case background && (cmd == "coordinator" || cmd == "worker"):
 				if len(s.script) > 0 {
 					t.Fatalf("README: %q starts a process after shell commands; start processes first", line)
@@ -158,6 +166,16 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 				c.token = v
 			}
 		}
+		// Setup, processes and script share one working directory, where
+		// relative paths (credentials files) resolve.
+		work := t.TempDir()
+		if len(s.setup) > 0 {
+			setup := "set -euxo pipefail\n" + repl.Replace(strings.Join(s.setup, "\n")) + "\n"
+			sh := proc.StartWith(t, proc.Options{Env: env, Dir: work}, "README setup", "bash", "-c", setup)
+			if code := sh.Wait(t, runTimeout); code != 0 {
+				t.Fatalf("the README's setup failed (exit %d)", code)
+			}
+		}
 		started := true
 		var procs []*proc.Proc
 		for _, words := range s.procs {
@@ -186,7 +204,7 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 					started = false
 				}
 			case "worker":
-				p := proc.StartWith(t, proc.Options{Env: penv}, "README worker", bin.worker, args...)
+				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "README worker", bin.worker, args...)
 				procs = append(procs, p)
 				p.WaitLog(t, "worker ready", readyTimeout)
 				proc.WaitUntil(t, readyTimeout, "the coordinator lists the README's worker", func() bool {
@@ -210,7 +228,7 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 			before(c)
 		}
 		script := "set -euxo pipefail\n" + repl.Replace(strings.Join(s.script, "\n")) + "\n"
-		sh := proc.StartWith(t, proc.Options{Env: env}, "README script", "bash", "-c", script)
+		sh := proc.StartWith(t, proc.Options{Env: env, Dir: work}, "README script", "bash", "-c", script)
 		if code := sh.Wait(t, 2*runTimeout); code != 0 {
 			t.Fatalf("the README's examples failed (exit %d); the trace is in the script's stderr below\nstdout:\n%s", code, sh.Stdout.String())
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/test/proc"
@@ -45,6 +47,7 @@ type coord struct {
 	cwd      string // --cwd: where submitted runs' tools act
 	p        *proc.Proc
 	restarts int
+	cliCreds string // the CLI's client credentials, issued on first use
 }
 
 // coordOpts are a test's coordinator flags beyond the common ones.
@@ -124,10 +127,34 @@ func (c *coord) restart() {
 	}
 }
 
+// creds issues credentials of role under id from the coordinator's data dir.
+func (c *coord) creds(role, id string) string {
+	c.t.Helper()
+	return proc.Creds(c.t, bin.coordinator, c.dataDir, role, id)
+}
+
+// clientCreds are the CLI's credentials.
+func (c *coord) clientCreds() string {
+	if c.cliCreds == "" {
+		c.cliCreds = c.creds("client", "cli")
+	}
+	return c.cliCreds
+}
+
+// connect opens the test's own NATS connection, as a coordinator would.
+func (c *coord) connect() *nats.Conn {
+	c.t.Helper()
+	nc, err := nats.Connect(c.url, nats.Name("durable-test"), nats.UserCredentials(c.creds("coordinator", "test")))
+	if err != nil {
+		c.t.Fatalf("connect to %s: %v", c.url, err)
+	}
+	return nc
+}
+
 // startWorker starts a worker process and waits until the coordinator lists it.
 func (c *coord) startWorker(id string, slots int, extra ...string) *proc.Proc {
 	c.t.Helper()
-	p := proc.Start(c.t, "worker "+id, bin.worker, append([]string{"--nats", c.url, "--id", id,
+	p := proc.Start(c.t, "worker "+id, bin.worker, append([]string{"--nats", c.url, "--nats-creds", c.creds("worker", id),
 		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat, "--allow-scripted"}, extra...)...)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool {
@@ -161,7 +188,7 @@ func (c *coord) cli(args ...string) cliResult {
 // startCLI starts formica with args against this cluster.
 func (c *coord) startCLI(args ...string) *proc.Proc {
 	c.t.Helper()
-	return proc.StartWith(c.t, proc.Options{Env: []string{"FORMICA_NATS=" + c.url}},
+	return proc.StartWith(c.t, proc.Options{Env: []string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}},
 		"formica "+strings.Join(args[:min(len(args), 2)], " "), bin.formica, args...)
 }
 

@@ -57,6 +57,9 @@ func (t *Transport) resolve(m actor.Msg) (actor.Msg, error) {
 	if t.cfg.Offloader == nil {
 		return m, fmt.Errorf("natstransport: a body was sent by reference %q and this transport has no offloader", ref)
 	}
+	if t.cfg.MayCarryRef != nil && !t.cfg.MayCarryRef(m.Type) {
+		return m, fmt.Errorf("natstransport: a %q message may not carry a body by reference", m.Type)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), offloadTimeout)
 	defer cancel()
 	data, err := t.cfg.Offloader.GetPayload(ctx, ref)

@@ -62,6 +62,11 @@ type Config struct {
 	// Offloader, when set, carries bodies larger than the connection's max
 	// payload by reference, transparently to both ends.
 	Offloader Offloader
+	// MayCarryRef says which message types may arrive by reference; a
+	// reference on any other type is refused unread, so no peer can make
+	// this process fetch (and drop) an object by naming it in, say, a
+	// listing request. Nil allows every type.
+	MayCarryRef func(msgType string) bool
 }
 
 // Transport is an actor.Transport over one NATS connection. It does not own

@@ -1,0 +1,132 @@
+package auth
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// Role is what a credential may do on the NATS plane.
+type Role string
+
+// The roles.
+const (
+	// Coordinator is the control plane: every subject.
+	Coordinator Role = "coordinator"
+	// Worker hosts threads: its own subjects only (see README "Security").
+	Worker Role = "worker"
+	// Client submits, watches, cancels and approves runs.
+	Client Role = "client"
+)
+
+// ParseRole reads a role name.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case Coordinator, Worker, Client:
+		return r, nil
+	}
+	return "", fmt.Errorf("auth: unknown role %q (want coordinator, worker or client)", s)
+}
+
+// InboxPrefix is the reply-subject root a role's connection must use
+// (nats.CustomInboxPrefix): its credential may subscribe only there.
+func InboxPrefix(role Role, id string) string {
+	if role == Coordinator {
+		return "" // the default, _INBOX
+	}
+	return "_FORMICA." + string(role) + "." + id
+}
+
+// TransfersStream is the JetStream stream of the object store workers may
+// use for payloads over the NATS max payload.
+const TransfersStream = "OBJ_" + store.TransfersBucket
+
+// Credentials are one user's JWT and nkey seed.
+type Credentials struct {
+	Role Role
+	ID   string
+	JWT  string
+	Seed []byte
+}
+
+// File is the credentials in the standard .creds format (nats --creds,
+// --nats-creds).
+func (c Credentials) File() ([]byte, error) { return jwt.FormatUserConfig(c.JWT, c.Seed) }
+
+// Issue creates credentials for role under id (a worker's id: one subject
+// token; a client's: a name), signed by the account's signing key.
+func (a *Authority) Issue(role Role, id string) (Credentials, error) {
+	if id == "" || strings.ContainsAny(id, ". *>\t\r\n") {
+		return Credentials{}, fmt.Errorf("auth: id %q must be one subject token", id)
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return Credentials{}, fmt.Errorf("auth: %w", err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = id
+	uc.IssuerAccount = a.accountPub
+	uc.Tags.Add("formica-role:" + string(role))
+	permit(&uc.Permissions, role, id)
+	token, err := uc.Encode(a.signer)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("auth: sign %s credentials: %w", role, err)
+	}
+	return Credentials{Role: role, ID: id, JWT: token, Seed: seed}, nil
+}
+
+// permit writes role's permissions; the README's "Security" section is
+// their description and must follow any change here.
+func permit(p *jwt.Permissions, role Role, id string) {
+	switch role {
+	case Coordinator:
+		p.Pub.Allow.Add(">")
+		p.Sub.Allow.Add(">")
+	case Worker:
+		p.Pub.Allow.Add(
+			wire.SubjectWorkerHeartbeat(id),
+			wire.SubjectSpawn("*", id), wire.SubjectApproval("*", id), wire.SubjectThreadCancel("*", id),
+			wire.ExecInboxPrefix+".>", // replies to the coordinators' placements, checked by token
+			wire.EventsAll,
+			// The transfers object store, and nothing else of JetStream.
+			"$JS.API.STREAM.INFO."+TransfersStream,
+			"$JS.API.STREAM.MSG.GET."+TransfersStream,
+			"$JS.API.DIRECT.GET."+TransfersStream+".>",
+			"$JS.API.CONSUMER.CREATE."+TransfersStream+".>",
+			"$JS.API.CONSUMER.DELETE."+TransfersStream+".>",
+			"$JS.API.STREAM.PURGE."+TransfersStream,
+			"$O."+store.TransfersBucket+".>",
+			"$JS.FC."+TransfersStream+".>",
+		)
+		// Run-level and cluster events are the coordinator's alone.
+		p.Pub.Deny.Add(wire.SubjectEvents("*")+".run.>", wire.SubjectEvents("_cluster")+".>")
+		p.Sub.Allow.Add(
+			"formica.worker."+id+".>",
+			wire.SubjectCoordHeartbeats,
+			InboxPrefix(Worker, id)+".>",
+			"$SRV.>", // nats micro ls|info|stats
+		)
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	case Client:
+		p.Pub.Allow.Add(">")
+		p.Pub.Deny.Add(
+			"formica.worker.>", "formica.coord.>", "formica.workers.hb.>", wire.EventsAll,
+			"_INBOX.>", "_FORMICA.>", // replies only to requests it received (Resp)
+			"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
+			"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>",
+			"$JS.API.ACCOUNT.PURGE.>", "$JS.API.META.>", "$JS.API.SERVER.>",
+			"$O."+store.TransfersBucket+".>",
+		)
+		p.Sub.Allow.Add(wire.EventsAll, wire.SubjectApprover("*"), InboxPrefix(Client, id)+".>")
+		// An approver answers with progress and then its decision.
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: -1, Expires: time.Hour}
+	}
+}

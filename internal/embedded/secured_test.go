@@ -1,0 +1,147 @@
+package embedded
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/auth"
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// startSecured starts a durable stack whose server trusts an in-memory
+// authority: every component connects with its own role's credentials.
+func startSecured(t *testing.T) (*Stack, *client.Client) {
+	t.Helper()
+	a, err := auth.NewEphemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(context.Background(), Config{Workers: 2, Slots: 4, Authority: a, Durable: true,
+		Server: brokerDurable(t), Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	nc, err := s.ConnectAs(auth.Client, "tester", "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), nc, store.Config{Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(nc, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return s, cl
+}
+
+// TestSecuredStackRuns: with every role on its own credentials, a fan-out
+// run goes through spawns, events and results as before.
+func TestSecuredStackRuns(t *testing.T) {
+	_, cl := startSecured(t)
+	sub := simSubmit(t, "Plan:\n- a\n  - a1\n- b", 10, limits.Config{})
+	rec := runAsync(t, context.Background(), cl, sub, nil)()
+	if want := "a: a1: done: a1\nb: done: b"; rec.Status != event.Succeeded || rec.Output != want {
+		t.Fatalf("run: %s %q, output %q", rec.Status, rec.Error, rec.Output)
+	}
+}
+
+// violations connects as role/id and collects the permission violations
+// the server reports.
+func violations(t *testing.T, s *Stack, role auth.Role, id string) (*nats.Conn, func() []string) {
+	t.Helper()
+	a := s.authority
+	creds, err := a.Issue(role, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	opts := append(creds.Options(), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		mu.Lock()
+		got = append(got, err.Error())
+		mu.Unlock()
+	}))
+	nc, err := s.Server.Connect("attacker-"+id, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, func() []string {
+		nc.Flush()
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// TestWorkerCredentialsArePinned: a worker's credentials cannot subscribe to
+// another worker's subjects, speak on another worker's subjects, publish
+// run events, or touch the records and approvals buckets; a client's cannot
+// publish exec requests or spawns.
+func TestWorkerCredentialsArePinned(t *testing.T) {
+	s, _ := startSecured(t)
+	victim := s.Workers[0].ID()
+	nc, seen := violations(t, s, auth.Worker, "mallory")
+
+	for _, subj := range []string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", wire.SubjectApprover("*"), wire.EventsAll + "x", ">"} {
+		if _, err := nc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, subj := range []string{
+		wire.SubjectExec(victim), wire.SubjectWorkerHeartbeat(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim),
+		wire.SubjectEvents("r1") + ".run.finished", "$KV." + store.RunsBucket + ".r1", "$KV." + store.ApprovalsBucket + ".a1",
+		"$JS.API.STREAM.DELETE." + store.EventsStream, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket, wire.SubjectSubmit,
+	} {
+		if err := nc.Publish(subj, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	want := 5 + 9
+	for len(seen()) < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := seen()
+	for _, e := range got {
+		if !strings.Contains(strings.ToLower(e), "permissions violation") {
+			t.Errorf("unexpected error %q", e)
+		}
+	}
+	if len(got) != want {
+		t.Errorf("%d permission violations, want %d:\n%s", len(got), want, strings.Join(got, "\n"))
+	}
+
+	cnc, cseen := violations(t, s, auth.Client, "eve")
+	for _, subj := range []string{wire.SubjectExec(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim), wire.SubjectEvents("r1") + ".run.finished"} {
+		if err := cnc.Publish(subj, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(cseen()) < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := cseen(); len(got) != 3 {
+		t.Errorf("client: %d permission violations, want 3: %v", len(got), got)
+	}
+}
+
+func brokerDurable(t *testing.T) broker.ServerConfig {
+	return broker.ServerConfig{DataDir: t.TempDir(), JetStream: true}
+}
