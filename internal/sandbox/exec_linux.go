@@ -12,7 +12,7 @@ import (
 
 // runExec is the last step before the command, run as root inside the view:
 // no new privileges, Landlock rules, rlimits, the tool user's ids (this
-// thread's, then exec), the command. It only returns on failure.
+// thread's, then exec), a seccomp filter, the command. It only returns on failure.
 func runExec(config string) int {
 	runtime.LockOSThread() // every per-thread setting below must be on the thread that execs
 	fail := func(err error) int {
@@ -39,6 +39,9 @@ func runExec(config string) int {
 			return fail(fmt.Errorf("clear ambient capabilities: %w", err))
 		}
 	} else if err := dropIDs(cfg.UID, cfg.GID); err != nil {
+		return fail(err)
+	}
+	if err := loadSeccomp(); err != nil {
 		return fail(err)
 	}
 	if err := unix.Chdir(cfg.Dir); err != nil {

@@ -2,8 +2,8 @@
 // in fresh PID, mount, IPC, UTS and (unless allowed) network namespaces, with
 // a mount view of its working directory (read-write), the system's program
 // and library directories (read-only), a private /tmp and a minimal /dev and
-// /proc; as an unprivileged uid with no new privileges, Landlock rules and
-// rlimits. Everything is reached from Go: the current binary re-executes
+// /proc; as an unprivileged uid with no new privileges, Landlock rules, a
+// seccomp filter and rlimits. Everything is reached from Go: the current binary re-executes
 // itself as the sandbox's init (see reexec.go), so nothing needs installing.
 // A worker that is not root sandboxes too ("rootless"): each call then gets
 // a user namespace of its own that maps only the worker's ids, and tools run

@@ -261,3 +261,21 @@ func TestSandboxedToolUserIsNotRootAndWritesAsTheWorker(t *testing.T) {
 		}
 	}
 }
+
+func TestAttackUserNamespaceForCapabilities(t *testing.T) {
+	f := sandboxed(t, Config{})
+	got, err := f.run(t, BashName, bashArgs(`unshare -U -r id -u; unshare -r -m mount -t tmpfs x /tmp; echo done`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "unshare: unshare failed: Operation not permitted\nunshare: unshare failed: Operation not permitted\ndone\n"; got != want {
+		t.Errorf("got %q, want both unshares refused", got)
+	}
+	// Threads and background jobs still work (clone3 answers ENOSYS, so
+	// the C library falls back to clone).
+	got, err = f.run(t, BashName, bashArgs(`sleep 0.01 & wait; (echo sub); echo $(echo cmd) | cat; `+
+		`seq 300000 | sort -rn --parallel=4 -S 16M | head -1`))
+	if err != nil || got != "sub\ncmd\n300000\n" {
+		t.Errorf("processes under the filter: %q, %v", got, err)
+	}
+}
