@@ -34,6 +34,10 @@ type Backend interface {
 	// CancelRun cancels a run's whole tree: ErrNotFound for an unknown run,
 	// ErrConflict for a finished one.
 	CancelRun(ctx context.Context, id string) error
+	// CancelThread cancels one thread of a running run and its subtree; its
+	// parent sees the helper fail and goes on. ErrNotFound for an unknown
+	// run or thread, ErrConflict when the run is not running.
+	CancelThread(ctx context.Context, runID, threadID string) error
 	// ListApprovals returns the approvals waiting for a person.
 	ListApprovals(ctx context.Context) ([]Approval, error)
 	// Decide answers a pending approval: ErrNotFound for an unknown one,

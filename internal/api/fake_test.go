@@ -172,6 +172,16 @@ func (f *fakeBackend) Events(ctx context.Context, id string, after uint64, send 
 	}
 }
 
+func (f *fakeBackend) CancelThread(ctx context.Context, id, thread string) error {
+	if err := f.CancelRun(ctx, id); err != nil {
+		return err
+	}
+	if thread == "unknown" {
+		return fmt.Errorf("thread %s: %w", thread, ErrNotFound)
+	}
+	return nil
+}
+
 func (f *fakeBackend) CancelRun(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -156,6 +156,11 @@ func openAPIPaths() obj {
 			"post": op("cancelRun", "Cancel a run and its whole tree", "202", response("Cancelling.", ref("CancelResponse")),
 				"401", "404", "409", "500", "503"),
 		},
+		"/v1/runs/{id}/threads/{thread}/cancel": obj{
+			"parameters": []obj{runIDParam, param("thread", "path", "The thread id.", obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, true)},
+			"post": op("cancelThread", "Cancel one thread and its subtree; its parent sees the helper fail and goes on", "202",
+				response("Cancelling.", ref("ThreadCancelResponse")), "401", "404", "409", "500", "503"),
+		},
 		"/v1/approvals": obj{
 			"get": op("listApprovals", "List pending approvals", "200", response("Pending approvals.", arrayOf(ref("Approval"))), "401", "500", "503"),
 		},
@@ -201,6 +206,8 @@ func openAPISchemas() obj {
 		}),
 		"SubmitResponse": object([]string{"run_id"}, obj{"run_id": typ("string", "")}),
 		"CancelResponse": object([]string{"run_id", "status"}, obj{"run_id": typ("string", ""), "status": obj{"const": "cancelling"}}),
+		"ThreadCancelResponse": object([]string{"run_id", "thread_id", "status"}, obj{"run_id": typ("string", ""), "thread_id": typ("string", ""),
+			"status": obj{"const": "cancelling"}}),
 		"DecideRequest":  strictObject([]string{"decision"}, obj{"decision": obj{"type": "string", "enum": []string{"allow", "deny"}}}),
 		"DecideResponse": object([]string{"id", "decision"}, obj{"id": typ("string", ""), "decision": obj{"type": "string", "enum": []string{"allow", "deny"}}}),
 		"AgentSpec": with(object([]string{"name"}, obj{
@@ -231,8 +238,10 @@ func openAPISchemas() obj {
 			"threads":  obj{"type": nullable("array"), "items": ref("Thread"), "description": "Root first, then in tree order."},
 			"refusals": ref("Refusals"), "usage": usage, "task": typ("string", ""), "spec": ref("AgentSpec"),
 			"agents": obj{"type": "object", "additionalProperties": ref("AgentSpec")}, "model": typ("string", ""),
-			"attempts":    typ("integer", "How often a coordinator started the run."),
-			"coordinator": typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
+			"agent_max_depth":   typ("integer", "The depth limit it was submitted with; absent: the default (4)."),
+			"agent_max_threads": typ("integer", "The thread limit it was submitted with; absent: the default (16)."),
+			"attempts":          typ("integer", "How often a coordinator started the run."),
+			"coordinator":       typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"Event": object([]string{"type", "time", "run_id"}, obj{
 			"type": typ("string", "run.queued, run.started, run.finished, thread.spawned, thread.refused, thread.started, "+

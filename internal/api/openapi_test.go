@@ -61,21 +61,22 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	schemas := served(t)["components"].(map[string]any)["schemas"].(map[string]any)
 	types := map[string]reflect.Type{
-		"Run":            reflect.TypeFor[record.Run](),
-		"Thread":         reflect.TypeFor[record.Thread](),
-		"Refusals":       reflect.TypeFor[record.Refusals](),
-		"Usage":          reflect.TypeFor[model.Usage](),
-		"Event":          reflect.TypeFor[event.Event](),
-		"Approval":       reflect.TypeFor[Approval](),
-		"Worker":         reflect.TypeFor[coordinator.WorkerInfo](),
-		"Error":          reflect.TypeFor[ErrorBody](),
-		"Status":         reflect.TypeFor[Status](),
-		"SubmitRequest":  reflect.TypeFor[SubmitBody](),
-		"SubmitResponse": reflect.TypeFor[SubmitResponse](),
-		"CancelResponse": reflect.TypeFor[CancelResponse](),
-		"DecideRequest":  reflect.TypeFor[DecideBody](),
-		"DecideResponse": reflect.TypeFor[DecideResponse](),
-		"AgentSpec":      reflect.TypeFor[spec.Agent](),
+		"Run":                  reflect.TypeFor[record.Run](),
+		"Thread":               reflect.TypeFor[record.Thread](),
+		"Refusals":             reflect.TypeFor[record.Refusals](),
+		"Usage":                reflect.TypeFor[model.Usage](),
+		"Event":                reflect.TypeFor[event.Event](),
+		"Approval":             reflect.TypeFor[Approval](),
+		"Worker":               reflect.TypeFor[coordinator.WorkerInfo](),
+		"Error":                reflect.TypeFor[ErrorBody](),
+		"Status":               reflect.TypeFor[Status](),
+		"SubmitRequest":        reflect.TypeFor[SubmitBody](),
+		"SubmitResponse":       reflect.TypeFor[SubmitResponse](),
+		"CancelResponse":       reflect.TypeFor[CancelResponse](),
+		"ThreadCancelResponse": reflect.TypeFor[ThreadCancelResponse](),
+		"DecideRequest":        reflect.TypeFor[DecideBody](),
+		"DecideResponse":       reflect.TypeFor[DecideResponse](),
+		"AgentSpec":            reflect.TypeFor[spec.Agent](),
 	}
 	for name, typ := range types {
 		schema, ok := schemas[name].(map[string]any)

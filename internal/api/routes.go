@@ -32,6 +32,7 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/runs/{id}", handle: s.getRun},
 		{method: http.MethodGet, path: "/v1/runs/{id}/events", handle: s.runEvents, stream: true},
 		{method: http.MethodPost, path: "/v1/runs/{id}/cancel", handle: s.cancelRun},
+		{method: http.MethodPost, path: "/v1/runs/{id}/threads/{thread}/cancel", handle: s.cancelThread},
 		{method: http.MethodGet, path: "/v1/approvals", handle: s.listApprovals},
 		{method: http.MethodPost, path: "/v1/approvals/{id}", handle: s.decide},
 		{method: http.MethodGet, path: "/v1/workers", handle: s.workers},

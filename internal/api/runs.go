@@ -168,3 +168,26 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusAccepted, CancelResponse{RunID: id, Status: "cancelling"})
 	return nil
 }
+
+// ThreadCancelResponse is the answer to POST /v1/runs/{id}/threads/{thread}/cancel.
+type ThreadCancelResponse struct {
+	RunID    string `json:"run_id"`
+	ThreadID string `json:"thread_id"`
+	Status   string `json:"status"`
+}
+
+func (s *Server) cancelThread(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "run", validRunID)
+	if err != nil {
+		return err
+	}
+	thread := r.PathValue("thread")
+	if !validToken(thread, maxRunID) {
+		return notFound("thread %q not found: not a valid id", strings.ToValidUTF8(thread, "?"))
+	}
+	if err := s.b.CancelThread(r.Context(), id, thread); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, ThreadCancelResponse{RunID: id, ThreadID: thread, Status: "cancelling"})
+	return nil
+}

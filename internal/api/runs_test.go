@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -203,5 +204,30 @@ func TestCancelRun(t *testing.T) {
 		if status, code, _ := errorOf(t, h.do("POST", tt.path, nil)); status != tt.status || code != tt.code {
 			t.Errorf("%s: got %d %s, want %d %s", tt.path, status, code, tt.status, tt.code)
 		}
+	}
+}
+
+func TestCancelThread(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.fake.addRun("live", event.Running)
+	h.fake.addRun("done", event.Succeeded)
+	for _, tt := range []struct {
+		path string
+		want int
+	}{
+		{"/v1/runs/live/threads/t1/cancel", http.StatusAccepted},
+		{"/v1/runs/live/threads/unknown/cancel", http.StatusNotFound},
+		{"/v1/runs/done/threads/t1/cancel", http.StatusConflict},
+		{"/v1/runs/nope/threads/t1/cancel", http.StatusNotFound},
+		{"/v1/runs/live/threads/a.b/cancel", http.StatusNotFound},
+	} {
+		if r := h.do("POST", tt.path, nil); r.status != tt.want {
+			t.Errorf("POST %s: %d %s, want %d", tt.path, r.status, r.body, tt.want)
+		}
+	}
+	r := h.do("POST", "/v1/runs/live/threads/t1/cancel", nil)
+	var got ThreadCancelResponse
+	if err := json.Unmarshal(r.body, &got); err != nil || got != (ThreadCancelResponse{RunID: "live", ThreadID: "t1", Status: "cancelling"}) {
+		t.Errorf("answer %s (%v)", r.body, err)
 	}
 }

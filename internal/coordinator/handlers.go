@@ -211,7 +211,10 @@ func (c *Coordinator) placedThread(runID, id, sender, token string) (*run, *thre
 	return rn, t, err
 }
 
-// handleRunCancel cancels a whole run if this coordinator owns it.
+// handleRunCancel cancels a whole run if this coordinator owns it, or,
+// when the message names threads, only those threads and their subtrees:
+// each cancelled helper's parent gets "Helper <name> failed: ..." and goes
+// on. An unknown thread is answered not_found.
 func (c *Coordinator) handleRunCancel(_ context.Context, m actor.Msg, r actor.Replier) {
 	var cn wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
@@ -225,6 +228,22 @@ func (c *Coordinator) handleRunCancel(_ context.Context, m actor.Msg, r actor.Re
 	reason := cn.Reason
 	if reason == "" {
 		reason = "run cancelled"
+	}
+	if len(cn.ThreadIDs) > 0 {
+		var found []*threadRec
+		for _, id := range cn.ThreadIDs {
+			t := rn.thread(id)
+			if t == nil {
+				r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "thread " + id + " is not in run " + cn.RunID}))
+				return
+			}
+			found = append(found, t)
+		}
+		for _, t := range found {
+			t.cancel(errors.New(reason))
+		}
+		r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+		return
 	}
 	rn.cancel(errors.New(reason))
 	r.Reply(wire.Message(wire.TypeOK, struct{}{}))

@@ -171,6 +171,39 @@ func (s *Service) CancelRun(ctx context.Context, id string) error {
 	return s.tr.Publish(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
 }
 
+// CancelThread cancels one thread of a running run and its subtree. The
+// run's owner answers; no answer means no coordinator runs it now.
+func (s *Service) CancelThread(ctx context.Context, runID, threadID string) error {
+	rec, err := s.GetRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if rec.Status.Final() {
+		return fmt.Errorf("%w: run %s already %s", api.ErrConflict, runID, rec.Status)
+	}
+	c := wire.Cancel{RunID: runID, ThreadIDs: []string{threadID}, Reason: "cancelled by a user"}
+	call, err := s.tr.Request(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
+	if err != nil {
+		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	defer call.Close()
+	m, err := call.Next(ctx, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, actor.ErrNoResponders) || errors.Is(err, actor.ErrSilent) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: run %s is not running on any coordinator", api.ErrConflict, runID)
+		}
+		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	if err := actor.MsgError(m); err != nil {
+		var re *actor.RemoteError
+		if errors.As(err, &re) && re.Code == string(wire.CodeNotFound) {
+			return fmt.Errorf("%w: %s", api.ErrNotFound, re.Text)
+		}
+		return err
+	}
+	return nil
+}
+
 // ListApprovals lists approvals waiting for a person.
 func (s *Service) ListApprovals(ctx context.Context) ([]api.Approval, error) {
 	as, err := s.cfg.Store.ListApprovals(ctx, true)

@@ -83,12 +83,34 @@ func TestSubmitFromFormShowsLiveTree(t *testing.T) {
 	}
 }
 
-// TestCancelFromRunPage cancels a running run with its button; every
+// TestCancelFromRunPage cancels a subtree with its row's button (the rest
+// of the run goes on), then a whole running run with its button: every
 // thread ends cancelled.
 func TestCancelFromRunPage(t *testing.T) {
 	p := newPage(t)
 	c := startCoord(t, coordOpts{})
-	c.startWorker("w1", 4)
+	c.startWorker("w1", 8)
+
+	sub := c.submit(map[string]any{"id": "subtree-1", "task": "Two parts:\n- one\n  - deep\n- two", "agent": slowAgent(3000)})
+	p.open(c.api + "/#/runs/" + sub)
+	p.wait("the deep helper runs", `document.querySelector('[data-thread-path="root/one/deep"][data-status="running"]') !== null`)
+	p.clickButton(`[data-thread-path="root/one"]`, "Cancel one")
+	p.wait("the subtree is cancelled", `document.querySelector('[data-thread-path="root/one"]').dataset.status === 'cancelled' &&
+		document.querySelector('[data-thread-path="root/one/deep"]').dataset.status === 'cancelled'`)
+	rec := c.waitFinal(sub)
+	p.wait("the tree is final", `document.querySelector('#tree').dataset.final === 'true'`)
+	statuses := map[string]string{}
+	for _, r := range p.threadRows() {
+		statuses[r.Path] = r.Status
+	}
+	want := map[string]string{"root": "succeeded", "root/one": "cancelled", "root/one/deep": "cancelled", "root/two": "succeeded"}
+	if fmt.Sprint(statuses) != fmt.Sprint(want) || rec.Status != event.Succeeded {
+		t.Errorf("after cancelling root/one: run %s, threads %v; want the run succeeded and %v", rec.Status, statuses, want)
+	}
+	if !strings.Contains(rec.Output, "Helper one failed") {
+		t.Errorf("the root's output %q: want it to have seen its helper fail", rec.Output)
+	}
+
 	id := c.submit(map[string]any{"id": "slow-1", "task": "Take your time:\n- one\n- two", "agent": slowAgent(4000)})
 
 	p.open(c.api + "/#/runs/" + id)
