@@ -9,7 +9,6 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // consume takes submissions from the durable queue, one per run slot, for as
@@ -46,7 +45,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Enqueued by someone who wrote no record: start one.
-		if _, err := st.CreateRecord(ctx, submittedRecord(sub, c.cfg.Now())); err != nil && !errors.Is(err, store.ErrExists) {
+		if _, err := st.CreateRecord(ctx, store.SubmittedRecord(sub, c.cfg.Now())); err != nil && !errors.Is(err, store.ErrExists) {
 			c.retryLater(ctx, s, "create run record", err)
 			return
 		}
@@ -93,6 +92,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		keep := *r
 		*r = rec
 		r.Task, r.Spec, r.Agents, r.Model = keep.Task, keep.Spec, keep.Agents, keep.Model
+		r.MaxDepth, r.MaxThreads = keep.MaxDepth, keep.MaxThreads
 		r.Attempts, r.CreatedAt, r.StartedAt, r.FinishedAt = keep.Attempts, keep.CreatedAt, keep.StartedAt, c.cfg.Now()
 	})
 	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {
@@ -136,11 +136,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// submittedRecord is the record of a run as submitted, for a queued run that
-// arrived without one.
-func submittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
-	a := sub.Agent
-	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model, CreatedAt: now}
 }

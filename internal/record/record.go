@@ -29,6 +29,10 @@ type Run struct {
 	Spec   *spec.Agent           `json:"spec,omitempty"`
 	Agents map[string]spec.Agent `json:"agents,omitempty"`
 	Model  string                `json:"model,omitempty"`
+	// MaxDepth and MaxThreads are the agent_max_depth and
+	// agent_max_threads the run was submitted with; 0 means the defaults.
+	MaxDepth   int `json:"agent_max_depth,omitempty"`
+	MaxThreads int `json:"agent_max_threads,omitempty"`
 	// Attempts counts how often a coordinator started the run (a dead
 	// coordinator's runs are delivered again).
 	Attempts    int       `json:"attempts,omitempty"`

@@ -38,12 +38,7 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 	if limit := s.maxValue(); len(data) > limit {
 		return false, fmt.Errorf("%w: submission of run %s is %d bytes, limit %d", ErrTooLarge, sub.RunID, len(data), limit)
 	}
-	agent := sub.Agent
-	rec := record.Run{
-		RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &agent,
-		Agents: sub.Agents, Model: agent.Model, CreatedAt: s.cfg.Now().UTC(),
-	}
-	if _, err := s.CreateRecord(ctx, rec); err != nil {
+	if _, err := s.CreateRecord(ctx, SubmittedRecord(sub, s.cfg.Now().UTC())); err != nil {
 		if !errors.Is(err, ErrExists) {
 			return false, fmt.Errorf("store: enqueue %s: %w", sub.RunID, err)
 		}
@@ -264,4 +259,12 @@ func (s *Store) KeepInProgress(ctx context.Context, sub *Submission) (stop func(
 func (s *Store) maxValue() int {
 	const headroom = 16 << 10
 	return max(int(s.nc.MaxPayload())-headroom, 4<<10)
+}
+
+// SubmittedRecord is the record of a run as submitted, before any
+// coordinator starts it: what it asks and with which limits.
+func SubmittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
+	a := sub.Agent
+	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model,
+		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads}
 }

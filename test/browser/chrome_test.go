@@ -19,6 +19,8 @@ const screenshotDir = "screenshots"
 type page struct {
 	t   *testing.T
 	ctx context.Context
+	// timeout bounds each wait; default pageTimeout.
+	timeout time.Duration
 }
 
 // newPage starts headless Chromium with a fresh user-data directory and
@@ -41,8 +43,8 @@ func newPage(t *testing.T) *page {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	// Bound the whole browser session so a hung page cannot hang the suite.
-	ctx, cancelTime := context.WithTimeout(ctx, 4*time.Minute)
-	p := &page{t: t, ctx: ctx}
+	ctx, cancelTime := context.WithTimeout(ctx, 6*time.Minute)
+	p := &page{t: t, ctx: ctx, timeout: pageTimeout}
 	if err := chromedp.Do(ctx); err != nil { // start the browser now
 		cancelTime()
 		cancelTab()
@@ -78,7 +80,7 @@ func (p *page) open(url string) { p.t.Helper(); p.do("open "+url, chromedp.Navig
 // A navigation while it polls starts the poll again on the new document.
 func (p *page) wait(what, predicate string) {
 	p.t.Helper()
-	deadline := time.Now().Add(pageTimeout)
+	deadline := time.Now().Add(p.timeout)
 	for {
 		_, err := chromedp.Run(p.ctx, chromedp.Poll[chromedp.Void](predicate,
 			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))

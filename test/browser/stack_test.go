@@ -32,6 +32,7 @@ type coord struct {
 	api   string // HTTP base URL
 	token string
 	env   []string // of the workers (model endpoints)
+	beat  string   // --heartbeat of coordinator and workers
 	p     *proc.Proc
 	data  string // --data-dir, whose authority issues the workers' credentials
 }
@@ -40,11 +41,17 @@ type coordOpts struct {
 	token string   // FORMICA_HTTP_TOKEN
 	model string   // --model
 	extra []string // more flags
+	// heartbeat is the --heartbeat of the coordinator and its workers;
+	// default the short one of the fault tests.
+	heartbeat string
 }
 
 func startCoord(t *testing.T, o coordOpts) *coord {
 	t.Helper()
-	c := &coord{t: t, token: o.token}
+	c := &coord{t: t, token: o.token, beat: o.heartbeat}
+	if c.beat == "" {
+		c.beat = heartbeat
+	}
 	dataDir, cwd := t.TempDir(), t.TempDir()
 	c.data = dataDir
 	for attempt := 1; ; attempt++ {
@@ -53,7 +60,7 @@ func startCoord(t *testing.T, o coordOpts) *coord {
 		c.api = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 		args := []string{"--id", "coord", "--data-dir", dataDir, "--cwd", cwd,
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--http", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-			"--heartbeat", heartbeat, "--queue-ack-wait", "2s"}
+			"--heartbeat", c.beat}
 		if o.model != "" {
 			args = append(args, "--model", o.model)
 		}
@@ -77,7 +84,7 @@ func (c *coord) startWorker(id string, slots int) *proc.Proc {
 	c.t.Helper()
 	p := proc.StartWith(c.t, proc.Options{Env: c.env}, "worker "+id, bin.worker, "--nats", c.url,
 		"--nats-creds", proc.Creds(c.t, bin.coordinator, c.data, "worker", id),
-		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat)
+		"--slots", strconv.Itoa(slots), "--heartbeat", c.beat)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool { return c.hasWorker(id) })
 	return p

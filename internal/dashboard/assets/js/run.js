@@ -20,7 +20,7 @@ export function runView(root, runId) {
   let reconciled = false;
   let rendered = -1;
   let firstRenderAt = 0;
-  const t0 = performance.now();
+  const openedAt = performance.now();
 
   const state = h('span', {id: 'stream-state', class: 'stream-state', dataset: {state: 'connecting'}, 'aria-live': 'polite'}, 'connecting');
   const title = h('h1', {class: 'run-title'}, h('span', {class: 'muted'}, 'Run '), h('span', {class: 'mono'}, runId));
@@ -126,7 +126,8 @@ export function runView(root, runId) {
       const n = it.n;
       if (isCollapsed(n)) continue;
       for (let i = n.refused.length - 1; i >= 0; i--) stack.push({r: n.refused[i], n, depth: n.depth + 1});
-      for (let i = n.children.length - 1; i >= 0; i--) stack.push({n: n.children[i]});
+      const kids = tree.ordered(n);
+      for (let i = kids.length - 1; i >= 0; i--) stack.push({n: kids[i]});
     }
     return out;
   };
@@ -147,7 +148,11 @@ export function runView(root, runId) {
     rows.style.transform = `translateY(${start * ROW}px)`;
     const now = Date.now();
     const els = [];
-    for (let i = start; i < end; i++) els.push(flat[i].r ? refusedRow(flat[i]) : threadRow(flat[i].n, now));
+    for (let i = start; i < end; i++) {
+      const el = flat[i].r ? refusedRow(flat[i]) : threadRow(flat[i].n, now);
+      el.dataset.row = String(i);
+      els.push(el);
+    }
     rows.replaceChildren(...els);
     scroller.dataset.rows = String(total);
   };
@@ -245,11 +250,12 @@ export function runView(root, runId) {
     renderHead();
     if (!firstRenderAt && tree.nodes.size > 0) {
       firstRenderAt = performance.now();
-      scroller.dataset.firstRenderMs = String(Math.round(firstRenderAt - t0));
+      scroller.dataset.firstRenderMs = String(Math.round(firstRenderAt - openedAt));
     }
     scroller.dataset.threads = String(tree.nodes.size);
     scroller.dataset.events = String(tree.events);
     scroller.dataset.final = String(reconciled);
+    if (reconciled && !scroller.dataset.finalMs) scroller.dataset.finalMs = String(Math.round(performance.now() - openedAt));
   };
 
   // --- data
@@ -257,6 +263,11 @@ export function runView(root, runId) {
   const loadRecord = async () => {
     try {
       rec = await api('GET', `/v1/runs/${encodeURIComponent(runId)}`);
+      if (finalStatus(rec.status) && tree.nodes.size === 0) {
+        // A finished run: show its tree at once; its events add the times
+        // and the placement history as they come.
+        tree.fromRecord(rec);
+      }
       if (finalStatus(rec.status) && (stream.state === 'ended' || stream.state === 'error' || tree.status === rec.status)) {
         tree.fromRecord(rec);
         reconciled = true;
@@ -275,6 +286,7 @@ export function runView(root, runId) {
     stateSince = Date.now();
     staleMs = st === 'stale' ? detail : 0;
     showState();
+    if (st === 'ended' && !scroller.dataset.endedMs) scroller.dataset.endedMs = String(Math.round(performance.now() - openedAt));
     if (st === 'ended' || st === 'error') loadRecord();
   };
   const showState = () => {
@@ -294,7 +306,8 @@ export function runView(root, runId) {
     onState: setState,
   });
   features().then((f) => { feats = f; schedule(); });
-  loadRecord().then(() => stream.start());
+  loadRecord();
+  stream.start();
   const clock = setInterval(() => {
     if (streamState === 'live' || streamState === 'stale' || streamState === 'reconnecting') schedule();
   }, 1000);

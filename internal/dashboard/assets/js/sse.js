@@ -104,10 +104,11 @@ export class EventStream {
       this.lastByte = Date.now();
       if (this.state === 'stale') this.set('live');
       buf += value;
+      let at = 0;
       let nl;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        let line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
+      while ((nl = buf.indexOf('\n', at)) >= 0) {
+        let line = buf.slice(at, nl);
+        at = nl + 1;
         if (line.endsWith('\r')) line = line.slice(0, -1);
         if (line === '') {
           if (data.length) sawFinish = this.dispatch(id, data.join('\n')) || sawFinish;
@@ -124,6 +125,7 @@ export class EventStream {
           else if (field === 'data') data.push(val);
         }
       }
+      buf = buf.slice(at);
     }
     return sawFinish;
   }

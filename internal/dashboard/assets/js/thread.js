@@ -2,7 +2,7 @@
 // serves transcripts (GET /v1/runs/{id}/threads/{thread}); until then, and
 // besides, the thread's own events: model turns, tool calls with their
 // arguments, results, approvals, spawns linking to the helpers.
-import {h, fill, badge, dur, ms, tokens, num, folded, prettyJSON, age} from './util.js';
+import {h, fill, badge, dur, ms, tokens, num, folded, prettyJSON} from './util.js';
 import {api, features} from './api.js';
 import {EventStream} from './sse.js';
 import {Tree} from './tree.js';
@@ -106,25 +106,59 @@ function entry(e, tree, runId) {
   }
 }
 
-// renderTranscript shows a journal transcript whatever its exact shape: a
-// list of entries (or an object holding one), each with a type or role and
-// its content; long contents folded.
+// renderTranscript shows a journal transcript (GET /v1/runs/{id}/threads/
+// {thread}): its entries in the order they were written — instructions
+// and task, every model turn with its text, tool calls and usage, tool
+// results, approvals, spawns linking to the helper, handoffs, the end.
+// Kinds it does not know are shown as they are; long contents are folded.
 function renderTranscript(t, runId) {
-  const list = Array.isArray(t) ? t : (t.entries || t.turns || t.messages || t.transcript || []);
-  const out = [];
-  if (!Array.isArray(t)) {
-    for (const k of ['instructions', 'task']) if (t[k]) out.push(h('div', {class: `entry ${k}`}, h('h3', null, k), folded(String(t[k]))));
-  }
-  for (const en of list) {
-    const kind = en.type || en.kind || en.role || 'entry';
-    const kids = [h('strong', null, kind)];
-    if (en.time || en.at) kids.push(h('span', {class: 'muted'}, ` ${new Date(ms(en.time || en.at)).toLocaleTimeString()}`));
-    const child = en.child_thread_id || en.thread_id;
-    if (child && (kind.includes('spawn') || kind.includes('agent'))) kids.push(' ', h('a', {href: `#/runs/${encodeURIComponent(runId)}/threads/${encodeURIComponent(child)}`}, 'open helper'));
-    const rest = {...en};
-    for (const k of ['type', 'kind', 'role', 'time', 'at']) delete rest[k];
-    kids.push(folded(JSON.stringify(rest, null, 2), 1200));
-    out.push(h('div', {class: `entry j-${kind}`}, ...kids));
+  const link = (id, text) => h('a', {href: `#/runs/${encodeURIComponent(runId)}/threads/${encodeURIComponent(id)}`}, text);
+  const when = (en) => h('span', {class: 'when muted'}, en.time ? new Date(ms(en.time)).toLocaleTimeString() : '');
+  const out = [h('dl', {class: 'transcript-head'},
+    ...[['Model', t.model], ['Status', t.status], ['Worker', t.worker], ['Attempts', t.attempts], ['Tokens', t.usage ? num(tokens(t.usage)) : '']]
+      .filter(([, v]) => v !== undefined && v !== '' && v !== 0)
+      .map(([k, v]) => h('div', null, h('dt', null, k), h('dd', null, String(v)))))];
+  for (const en of t.entries || []) {
+    const kind = en.kind || en.type || 'entry';
+    const row = (...kids) => h('div', {class: `entry j-${kind}`, dataset: {kind}}, when(en), ...kids);
+    switch (kind) {
+      case 'start':
+        if (en.system) out.push(row(h('strong', null, 'instructions'), folded(en.system)));
+        out.push(row(h('strong', null, 'task'), h('div', {class: 'task-text'}, folded(en.task || ''))));
+        break;
+      case 'model': {
+        const m = en.message || {};
+        out.push(row(h('strong', null, `turn ${en.turn ?? ''}`), ` ${en.model || ''} · ${num(tokens(en.usage))} tokens`,
+          en.latency_ms ? ` · ${dur(en.latency_ms)}` : '',
+          m.content ? folded(m.content) : null,
+          (m.tool_calls || []).map((c) => h('div', {class: 'tool-call'}, h('strong', null, `→ ${c.name}`), h('span', {class: 'muted'}, ` ${c.id}`),
+            h('pre', {class: 'args', dataset: {callId: c.id}}, prettyJSON(c.arguments))))));
+        break;
+      }
+      case 'tool':
+        out.push(row(h('strong', null, `← ${en.tool || ''}`), h('span', {class: 'muted'}, ` ${en.call_id || ''} ${en.tool_status || ''}`),
+          en.duration_ms ? ` · ${dur(en.duration_ms)}` : '', h('div', {class: 'tool-result'}, folded(en.result || ''))));
+        break;
+      case 'approval':
+        out.push(row(h('strong', null, 'approval '), `${en.tool || ''}: ${en.allow ? 'allowed' : 'denied'}`, en.reason ? ` (${en.reason})` : ''));
+        break;
+      case 'spawn':
+        out.push(row(h('strong', null, 'spawned '), en.child ? link(en.child, en.name || en.child) : (en.name || '')));
+        break;
+      case 'refusal':
+        out.push(row(h('strong', null, 'refused '), `${en.name || ''}: ${en.reason || ''}`));
+        break;
+      case 'end':
+        out.push(row(h('strong', null, 'end '), en.status || t.status || '', en.reason ? ` ${en.reason}` : '',
+          t.output ? folded(t.output) : null, t.error ? h('div', {class: 'error'}, t.error) : null));
+        break;
+      default: {
+        const rest = {...en};
+        delete rest.kind;
+        delete rest.time;
+        out.push(row(h('strong', null, kind), folded(JSON.stringify(rest, null, 2), 1200)));
+      }
+    }
   }
   return out;
 }

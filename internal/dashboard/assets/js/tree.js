@@ -49,6 +49,9 @@ export class Tree {
         return;
       }
       p.children.push(n);
+      n.seen = p.children.length;
+      p.sorted = false;
+      this.pairChild(p, n);
       n.linked = true;
       n.path = (p.path || 'root') + '/' + n.name;
     } else if (n.depth === 0 && n.depthSet) {
@@ -98,8 +101,9 @@ export class Tree {
         if (!finalStatus(n.status)) n.status = 'running';
         n.startedAt = n.startedAt || t;
         if (!n.spawnedAt) n.spawnedAt = t;
-        const last = n.placements[n.placements.length - 1];
-        if (e.worker && (!last || last.worker !== e.worker || t - last.at > 0)) n.placements.push({worker: e.worker, at: t});
+        // Events are the placement history: drop what the record guessed.
+        if (n.placements.some((pl) => pl.guess)) n.placements = [];
+        if (e.worker) n.placements.push({worker: e.worker, at: t});
         break;
       }
       case 'thread.finished': {
@@ -128,7 +132,15 @@ export class Tree {
         break;
       }
       case 'tool.call':
-        if (e.tool === 'agent') this.node(e.thread_id, e).agentCalls.push(e);
+        if (e.tool === 'agent') {
+          const p = this.node(e.thread_id, e);
+          let args = {};
+          try { args = JSON.parse(e.arguments || '{}'); } catch { /* a bad call spawns nothing */ }
+          const m = /^call_(\d+)$/.exec(e.call_id || '');
+          const call = {name: args.name, task: args.task, id: e.call_id || '', order: m ? Number(m[1]) : p.agentCalls.length + 1, child: null};
+          p.agentCalls.push(call);
+          this.pairCall(p, call);
+        }
         break;
       case 'approval.requested':
         this.node(e.thread_id, e).approvals++;
@@ -159,7 +171,7 @@ export class Tree {
       if (th.usage) n.usage = {input_tokens: th.usage.input_tokens || 0, output_tokens: th.usage.output_tokens || 0};
       if (th.worker) {
         const last = n.placements[n.placements.length - 1];
-        if (!last || last.worker !== th.worker) n.placements.push({worker: th.worker, at: ms(th.started_at)});
+        if (!last || last.worker !== th.worker) n.placements.push({worker: th.worker, at: ms(th.started_at), guess: !n.placements.length});
       }
       n.startedAt = n.startedAt || ms(th.started_at);
       n.finishedAt = ms(th.finished_at) || n.finishedAt;
@@ -206,15 +218,45 @@ export class Tree {
     return [...s];
   }
 
-  // taskOf finds the task a helper was given, from its parent's agent calls
-  // (the i-th helper named X answers the i-th call naming X).
+  // pairChild and pairCall pair a parent's helpers with its agent calls as
+  // either arrives: the i-th helper named X answers the i-th call naming X.
+  // That gives each helper its task and its place among its siblings (call
+  // order). Both are O(1) per helper, for trees of any width.
+  pairChild(p, c) {
+    const calls = p.openCalls && p.openCalls.get(c.name);
+    if (calls && calls.length) return this.pair(p, calls.shift(), c);
+    p.openKids ??= new Map();
+    if (!p.openKids.has(c.name)) p.openKids.set(c.name, []);
+    p.openKids.get(c.name).push(c);
+  }
+
+  pairCall(p, call) {
+    const kids = p.openKids && p.openKids.get(call.name);
+    if (kids && kids.length) return this.pair(p, call, kids.shift());
+    p.openCalls ??= new Map();
+    if (!p.openCalls.has(call.name)) p.openCalls.set(call.name, []);
+    p.openCalls.get(call.name).push(call);
+  }
+
+  pair(p, call, c) {
+    call.child = c;
+    c.call = call;
+    p.sorted = false;
+  }
+
+  // ordered returns n's helpers in call order (those without a known call
+  // last, as they were spawned).
+  ordered(n) {
+    if (!n.sorted) {
+      const key = (c) => (c.call ? c.call.order : Infinity);
+      n.children.sort((a, b) => key(a) - key(b) || a.seen - b.seen);
+      n.sorted = true;
+    }
+    return n.children;
+  }
+
+  // taskOf is the task a helper was given, from its parent's agent call.
   taskOf(n) {
-    const p = this.nodes.get(n.parentId);
-    if (!p) return '';
-    const same = p.children.filter((c) => c.name === n.name);
-    const idx = same.indexOf(n);
-    const calls = p.agentCalls.map((c) => { try { return JSON.parse(c.arguments); } catch { return {}; } })
-      .filter((a) => a.name === n.name);
-    return calls[idx] ? calls[idx].task || '' : '';
+    return n.call ? n.call.task || '' : '';
   }
 }
