@@ -164,8 +164,8 @@ export function runView(root, runId) {
     const place = n.placements;
     const worker = place.length ? place[place.length - 1].worker : '';
     const workerCell = place.length > 1
-      ? h('span', {class: 'replaced', title: `placed ${place.length} times`}, place.map((p) => p.worker).join(' → '))
-      : worker;
+      ? h('span', {class: 'replaced', title: `placed ${place.length} times${n.lastReplaceReason ? ': ' + n.lastReplaceReason : ''}`}, place.map((p) => p.worker).join(' → '))
+      : n.replaced ? h('span', {class: 'replaced', title: n.lastReplaceReason}, `${worker} → …`) : worker;
     return h('div', {class: `trow s-${n.status}`, role: 'row',
       dataset: {threadId: n.id, threadPath: n.path || n.name, status: n.status, worker, placements: String(place.length), depth: String(n.depth)}},
     h('span', {class: 'tname', style: `padding-left:${n.depth * 16}px`},

@@ -81,6 +81,8 @@ function entry(e, tree, runId) {
   switch (e.type) {
     case 'thread.started':
       return row('sys', `started on ${e.worker || '?'}`);
+    case 'thread.replaced':
+      return row('sys', `placed again: left ${e.worker || '?'}`, e.reason ? ` (${e.reason})` : '');
     case 'thread.finished':
       return row('sys', 'finished ', badge(e.status), e.reason ? ` ${e.reason}` : '');
     case 'model.call':

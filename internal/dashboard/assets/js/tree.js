@@ -120,6 +120,15 @@ export class Tree {
         this.refusals[k]++;
         break;
       }
+      case 'thread.replaced': {
+        // placed again: the worker it left is named; the next
+        // thread.started names the new one
+        const n = this.node(e.thread_id, e);
+        n.replaced = (n.replaced || 0) + 1;
+        n.lastReplaceReason = e.reason || '';
+        if (!finalStatus(n.status)) n.status = 'pending';
+        break;
+      }
       case 'thread.handoff':
         this.node(e.thread_id, e).handoffs.push(e.name || e.reason || '');
         break;
