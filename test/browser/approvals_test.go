@@ -35,6 +35,7 @@ func TestApprovalsAllowAndDeny(t *testing.T) {
 	}
 	t.Logf("approval shown %v after the run was submitted (the page polls every 400ms)", shown.Round(time.Millisecond))
 
+	p.screenshot(t.Name() + "-pending")
 	p.clickButton(fmt.Sprintf(`[data-approval-id][data-run-id=%q]`, allowRun), "Allow")
 	p.wait("the answered approval leaves", fmt.Sprintf(`document.querySelector('[data-run-id=%q][data-approval-id]') === null`, allowRun))
 	rec := c.waitFinal(allowRun)

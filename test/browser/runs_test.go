@@ -63,6 +63,23 @@ func TestSubmitFromFormShowsLiveTree(t *testing.T) {
 	}
 	t.Logf("stream indicator while running: %s", sawLive)
 
+	// A spawn past the depth limit shows under the thread that asked, with
+	// its reason, and the limits the run was given are the ones shown.
+	c.submit(map[string]any{"id": "refused-1", "task": "Deep:\n- a\n  - b", "agent_max_depth": 1})
+	refused := c.waitFinal("refused-1")
+	p.open(c.api + "/#/runs/refused-1")
+	p.wait("the tree is final", `document.querySelector('#tree') && document.querySelector('#tree').dataset.final === 'true'`)
+	var a string
+	for _, th := range refused.Threads {
+		if th.Name == "a" {
+			a = th.ID
+		}
+	}
+	p.wait("the refused spawn shows under a", fmt.Sprintf(`document.querySelector('[data-refused="depth"][data-parent-id=%q]') !== null`, a))
+	if got := eval[string](p, `document.querySelector('#limit-depth .val').textContent`); got != "1 / 1" || refused.Refusals.Depth != 1 {
+		t.Errorf("deepest against agent_max_depth: %q (record: %d depth refusals), want 1 / 1", got, refused.Refusals.Depth)
+	}
+
 	// The Runs list shows the run with its hooks.
 	p.open(c.api + "/#/")
 	p.wait("the run is listed as succeeded", `document.querySelector('[data-run-id="launch-1"][data-status="succeeded"]') !== null`)
@@ -81,6 +98,13 @@ func TestSubmitFromFormShowsLiveTree(t *testing.T) {
 	if !strings.Contains(args, `"name": "api-reference"`) && !strings.Contains(args, `"name": "tutorial"`) {
 		t.Errorf("tool call arguments shown:\n%s", args)
 	}
+	// Where the coordinator serves journal transcripts, the page shows the
+	// transcript too: the task as the helper got it and its calls.
+	if status, _ := c.do("GET", "/v1/runs/launch-1/threads/"+docs.ID, nil); status == 200 {
+		p.wait("the journal transcript shows the task", `document.querySelector('#journal .task-text') &&
+			document.querySelector('#journal .task-text').innerText.includes('API reference')`)
+		p.wait("the journal transcript shows a tool call's arguments", `[...document.querySelectorAll('#journal pre.args')].some(e => e.innerText.includes('"task"'))`)
+	}
 }
 
 // TestCancelFromRunPage cancels a subtree with its row's button (the rest
@@ -94,6 +118,7 @@ func TestCancelFromRunPage(t *testing.T) {
 	sub := c.submit(map[string]any{"id": "subtree-1", "task": "Two parts:\n- one\n  - deep\n- two", "agent": slowAgent(3000)})
 	p.open(c.api + "/#/runs/" + sub)
 	p.wait("the deep helper runs", `document.querySelector('[data-thread-path="root/one/deep"][data-status="running"]') !== null`)
+	p.screenshot(t.Name() + "-subtree")
 	p.clickButton(`[data-thread-path="root/one"]`, "Cancel one")
 	p.wait("the subtree is cancelled", `document.querySelector('[data-thread-path="root/one"]').dataset.status === 'cancelled' &&
 		document.querySelector('[data-thread-path="root/one/deep"]').dataset.status === 'cancelled'`)

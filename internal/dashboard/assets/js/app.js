@@ -52,7 +52,7 @@ function needsYou() {
     const items = [];
     if (pending.length) {
       const oldest = pending.reduce((a, b) => (a.requested_at < b.requested_at ? a : b));
-      items.push(h('a', {href: '#/approvals', class: 'need approvals', dataset: {need: 'approvals'}},
+      items.push(h('a', {href: '#/approvals', class: 'need need-approvals', dataset: {need: 'approvals'}},
         h('strong', {class: 'n'}, String(pending.length)),
         pending.length === 1 ? ' approval waiting' : ' approvals waiting',
         h('span', {class: 'muted'}, ` · oldest ${age(oldest.requested_at, now)}`)));
@@ -60,7 +60,7 @@ function needsYou() {
     const hourAgo = now - 3600e3;
     const fails = recent.filter((r) => Date.parse(r.finished_at || r.created_at) > hourAgo);
     if (fails.length) {
-      items.push(h('span', {class: 'need failed', dataset: {need: 'failed'}}, `${fails.length} failed recently: `,
+      items.push(h('span', {class: 'need need-failed', dataset: {need: 'failed'}}, `${fails.length} failed recently: `,
         fails.map((r) => h('a', {href: `#/runs/${encodeURIComponent(r.run_id)}`, class: 'run-link'}, r.run_id.slice(0, 12)))));
     }
     strip.hidden = items.length === 0;
