@@ -22,6 +22,7 @@ import (
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/logging"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
@@ -112,7 +113,9 @@ func run() error {
 	defer stop()
 
 	cc.Cwd, cc.AllowScripted = *cwd, *scripted
+	mx := metrics.New()
 	cfg := embedded.Config{
+		Metrics:           mx,
 		Coordinator:       cc,
 		Durable:           true,
 		Store:             sc,
@@ -159,7 +162,7 @@ func run() error {
 			return err
 		}
 		defer svc.Close()
-		hc.Logger = logger
+		hc.Logger, hc.Metrics = logger, mx
 		srv, err := api.New(hc, svc)
 		if err != nil {
 			return err

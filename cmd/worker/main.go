@@ -15,7 +15,9 @@ import (
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/logging"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/ops"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/store"
@@ -37,6 +39,7 @@ func run() error {
 		sbf      sandbox.Flags
 		grace    = fs.Duration("drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
 		logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		httpAddr = fs.String("http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
 	)
 	client.RegisterFlags(fs)
 	fs.StringVar(&wc.ID, "id", "", "worker id (one word); default host-random")
@@ -93,6 +96,8 @@ func run() error {
 	}
 	defer broker.Drain(nc, 5*time.Second)
 	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
+	mx := metrics.New()
+	wc.Metrics = mx
 	// Results larger than the NATS max payload travel through the object store.
 	if st, err := store.OpenTransfers(ctx, nc); err != nil {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail", "err", err)
@@ -105,6 +110,20 @@ func run() error {
 	}
 	if err := w.Start(ctx); err != nil {
 		return err
+	}
+	if *httpAddr != "off" && *httpAddr != "" {
+		srv, err := ops.Start(ops.Config{Addr: *httpAddr, Metrics: mx.Handler(), Logger: logger,
+			Ready: func(context.Context) error { return w.Ready() }})
+		if err != nil {
+			w.Stop()
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+		logger.Info("http listening", "addr", srv.Addr())
 	}
 	logger.Info("worker ready", "id", w.ID(), "slots", wc.Slots)
 	<-ctx.Done()

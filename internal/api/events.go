@@ -50,6 +50,8 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	st := &sseStream{ctx: ctx, w: w, rc: http.NewResponseController(w)}
+	s.cfg.Metrics.SSEClient(1)
+	defer s.cfg.Metrics.SSEClient(-1)
 	if !run.Status.Final() {
 		st.open()
 	}

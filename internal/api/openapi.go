@@ -179,6 +179,10 @@ func openAPIPaths() obj {
 		"/healthz": obj{
 			"get": with(op("healthz", "Liveness: the process is up", "200", response("Alive.", ref("Status"))), "security", noAuth),
 		},
+		"/metrics": obj{
+			"get": op("metrics", "Prometheus metrics (text exposition format)", "200",
+				obj{"description": "The metrics.", "content": obj{"text/plain": obj{"schema": obj{"type": "string"}}}}, "401", "404"),
+		},
 		"/readyz": obj{
 			"get": with(op("readyz", "Readiness: NATS and JetStream are usable", "200", response("Ready.", ref("Status")), "503"),
 				"security", noAuth),

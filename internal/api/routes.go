@@ -39,7 +39,17 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/openapi.json", handle: s.openAPI},
 		{method: http.MethodGet, path: "/healthz", handle: s.healthz, public: true},
 		{method: http.MethodGet, path: "/readyz", handle: s.readyz, public: true},
+		{method: http.MethodGet, path: "/metrics", handle: s.metrics},
 	}
+}
+
+// metrics serves the process's Prometheus metrics.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Metrics == nil {
+		return notFound("metrics are off")
+	}
+	s.cfg.Metrics.Handler().ServeHTTP(w, r)
+	return nil
 }
 
 // buildHandler assembles the routes and the middleware, outermost first:
@@ -74,6 +84,9 @@ func (s *Server) endpoint(rt route) http.Handler {
 			ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 			defer cancel()
 			r = r.WithContext(ctx)
+		}
+		if sw, ok := w.(*statusWriter); ok {
+			sw.route = rt.method + " " + rt.path
 		}
 		if err := rt.handle(w, r); err != nil {
 			s.writeError(w, r, err)
@@ -141,6 +154,15 @@ func (s *Server) observe(h http.Handler) http.Handler {
 			}
 			s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"bytes", sw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
+			route := sw.route
+			if route == "" {
+				route = "unmatched"
+			}
+			code := sw.status
+			if code == 0 {
+				code = http.StatusOK // what net/http sends for a handler that wrote nothing
+			}
+			s.cfg.Metrics.HTTPRequest(route, code)
 			if p != nil {
 				panic(http.ErrAbortHandler) // a half-written response must not look complete
 			}
@@ -155,6 +177,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int // 0 until the status is written
 	bytes  int64
+	route  string // the route's pattern, once the mux matched one
 }
 
 func (w *statusWriter) WriteHeader(code int) {

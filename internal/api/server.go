@@ -30,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/formica-run/formica/internal/metrics"
 )
 
 // Defaults for a zero Config.
@@ -72,6 +74,9 @@ type Config struct {
 	// Logger receives access logs (debug), failures and panics; default
 	// discard.
 	Logger *slog.Logger
+	// Metrics, when set, counts requests and open event streams and is
+	// served at /metrics (behind the token, like the API).
+	Metrics *metrics.Metrics
 }
 
 // Server is the HTTP API. Handler serves it on any http.Server; Start and

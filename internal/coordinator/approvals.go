@@ -13,7 +13,9 @@ import (
 // holdApproval keeps an `ask` of a queued run (nobody is attached to answer
 // it) in the approvals bucket for a person to decide through the HTTP API or
 // the CLI, and waits for the decision, denying after ApprovalTimeout.
-func (c *Coordinator) holdApproval(ctx context.Context, req tools.ApprovalRequest) tools.Approval {
+//
+// timedOut says the denial came from the timeout, not a person.
+func (c *Coordinator) holdApproval(ctx context.Context, req tools.ApprovalRequest) (_ tools.Approval, timedOut bool) {
 	a := store.Approval{
 		ID: c.cfg.NewID(), RunID: req.RunID, ThreadID: req.ThreadID, ThreadPath: req.ThreadPath,
 		Tool: req.Tool, Arguments: req.Arguments, Coordinator: c.cfg.ID, RequestedAt: c.cfg.Now(),
@@ -28,24 +30,24 @@ func (c *Coordinator) holdApproval(ctx context.Context, req tools.ApprovalReques
 		c.mu.Unlock()
 	}()
 	if err := c.cfg.Store.PutApproval(ctx, a); err != nil {
-		return tools.Approval{Reason: "could not hold the approval: " + err.Error()}
+		return tools.Approval{Reason: "could not hold the approval: " + err.Error()}, false
 	}
 	timer := time.NewTimer(c.cfg.ApprovalTimeout)
 	defer timer.Stop()
 	select {
 	case d := <-decided:
-		return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}
+		return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}, false
 	case <-timer.C:
 		reason := fmt.Sprintf("no decision within %v", c.cfg.ApprovalTimeout)
 		d, err := c.cfg.Store.Decide(context.WithoutCancel(ctx), a.ID, false, reason)
 		if errors.Is(err, store.ErrDecided) {
 			// Decided in the same instant: honour the person's answer.
-			return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}
+			return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}, false
 		}
-		return tools.Approval{Reason: reason}
+		return tools.Approval{Reason: reason}, true
 	case <-ctx.Done():
 		c.cfg.Store.Decide(context.WithoutCancel(ctx), a.ID, false, "the run ended")
-		return tools.Approval{Reason: "the run ended"}
+		return tools.Approval{Reason: "the run ended"}, false
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -70,6 +71,9 @@ type Config struct {
 	// AllowScripted lets submitted runs name scripted:<file> models (a file
 	// path on the workers); off, they are refused. Tests set it.
 	AllowScripted bool
+	// Metrics, when set, receives the control plane's metrics (runs,
+	// queue, tree, placements, fleet, approvals).
+	Metrics *metrics.Metrics
 
 	// Cwd is the harness directory, on the workers, of queued runs that
 	// were submitted without one (`formica submit` leaves it to the
@@ -161,7 +165,7 @@ func New(cfg Config) (*Coordinator, error) {
 		tr.Close()
 		return nil, err
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		cfg:       cfg,
 		tr:        tr,
 		execTr:    execTr,
@@ -172,7 +176,31 @@ func New(cfg Config) (*Coordinator, error) {
 		decisions: map[string]chan store.Approval{},
 		alive:     keepalive{repliers: map[*alivePing]struct{}{}},
 		stop:      make(chan struct{}),
-	}, nil
+	}
+	cfg.Metrics.FleetLoad(c.fleetLoad)
+	if cfg.Store != nil {
+		cfg.Metrics.QueueDepth(func(ctx context.Context) (metrics.Queue, error) {
+			p, ap, err := cfg.Store.QueueDepth(ctx)
+			return metrics.Queue{Pending: p, AckPending: ap}, err
+		})
+	}
+	return c, nil
+}
+
+// fleetLoad sums the workers' last heartbeats for the worker gauges.
+func (c *Coordinator) fleetLoad() metrics.Load {
+	var l metrics.Load
+	for _, w := range c.registry.list() {
+		if w.Draining {
+			l.Draining++
+		} else {
+			l.Live++
+		}
+		l.Slots += w.Slots
+		l.Used += w.Running
+		l.Parked += w.Parked
+	}
+	return l
 }
 
 // ID returns the coordinator's id.
@@ -335,6 +363,7 @@ func (c *Coordinator) uptime() time.Duration { return time.Since(c.born) }
 
 func (c *Coordinator) workerLost(id, reason string) {
 	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
+	c.cfg.Metrics.WorkerLost()
 	e := event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}
 	c.publish(e)
 	// The runs with a thread there see it in their own stream.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -33,11 +34,15 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 		if err := t.ctx.Err(); err != nil {
 			return runner.Cancelled(t.ctx), false
 		}
+		waitFrom := time.Now()
 		wid, err := c.registry.place(t.ctx, c.cfg.PlacementTimeout)
+		c.cfg.Metrics.PlacementWaited(time.Since(waitFrom))
 		if err != nil {
 			if t.ctx.Err() != nil {
 				return runner.Cancelled(t.ctx), false
 			}
+			c.cfg.Metrics.Placement(metrics.OutcomeTimeout)
+			c.cfg.Logger.Warn("placement timed out", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "err", err)
 			return runner.Failed(fmt.Sprintf("no worker available: %v", err)), false
 		}
 		ctx := r.startAttempt(t)
@@ -55,9 +60,11 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			r.endAttempt(t, nil)
 			return res, false
 		case busy:
+			c.cfg.Metrics.Placement(metrics.OutcomeBusy)
 			r.endAttempt(t, nil)
 			c.registry.busy(wid)
 		case gone:
+			c.cfg.Metrics.Placement(metrics.OutcomeNoResponders)
 			c.fence(wid, t.thread.ID, placements)
 			r.endAttempt(t, errors.New("worker gone"))
 			if c.registry.forget(wid) {
@@ -65,6 +72,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			}
 			c.replaced(t, wid, "worker "+wid+" not answering")
 		case lost:
+			c.cfg.Metrics.Placement(metrics.OutcomeLost)
 			attempts++
 			c.fence(wid, t.thread.ID, placements)
 			r.endAttempt(t, fmt.Errorf("worker %s lost", wid))
@@ -168,6 +176,11 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 	e := threadEvent(event.ThreadStarted, t.thread)
 	e.Worker, e.Time = wid, c.cfg.Now()
 	r.rec.Emit(e)
+	c.cfg.Metrics.Placement(metrics.OutcomePlaced)
+	if !t.started && !t.admitted.IsZero() {
+		c.cfg.Metrics.SpawnStarted(time.Since(t.admitted))
+	}
+	t.started = true
 }
 
 // execResult decodes a worker's final answer; ok is false for a result

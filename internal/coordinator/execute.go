@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -64,9 +65,12 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 		Permissions: tools.Permissions{sub.Agent.Harness.Permissions},
 	}
 	c.emit(rn, event.Event{Type: event.RunStarted, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name})
+	begun := time.Now()
+	c.cfg.Metrics.RunStarted()
 	t := rn.add(root, nil)
 	res, reported := c.execThread(rn, t)
 	rn.finish(t, res, c.cfg.Now())
+	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)
 	if !reported {
 		c.emitThreadEnd(rn, t, res)
 	}
@@ -79,6 +83,8 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
 		Status: res.Status, Reason: res.Error, Output: event.Clip(res.Output, maxEventOutput), Usage: res.Usage})
 	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
+	// A run handed back to the queue on shutdown has not finished.
+	c.cfg.Metrics.RunEnded(string(res.Status), time.Since(begun), !errors.Is(context.Cause(rn.ctx), errStopping))
 	rec := rn.rec.Snapshot()
 	rec.Coordinator = c.cfg.ID
 	return rec

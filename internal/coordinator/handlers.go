@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
@@ -27,6 +29,7 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 		return
 	}
 	defer c.close(rn)
+	c.cfg.Metrics.RunSubmitted()
 	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
 	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{}))
 	rec := c.execute(rn, sub)
@@ -61,6 +64,7 @@ type admittedSpawn struct {
 // The helper is derived from the parent thread held here; the request only
 // names the parent (proved by its placement's token) and the tool's arguments.
 func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
+	in := time.Now()
 	var req wire.SpawnRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -84,10 +88,13 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		e := threadEvent(event.ThreadRefused, th)
 		e.ThreadID, e.Reason = "", string(refusal.Reason)
 		c.emit(rn, e)
+		c.cfg.Metrics.SpawnRefused(string(refusal.Reason))
 		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
 		return nil
 	}
 	t := rn.add(th, parent)
+	t.admitted = in
+	c.cfg.Metrics.SpawnAdmitted()
 	c.emit(rn, threadEvent(event.ThreadSpawned, th))
 	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
@@ -104,6 +111,7 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 	res, reported := c.execThread(rn, t)
 	sp.slot.Release() // the slot is free the moment the helper ends
 	rn.finish(t, res, c.cfg.Now())
+	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(t.admitted), true)
 	if !reported {
 		c.emitThreadEnd(rn, t, res)
 	}
@@ -135,12 +143,25 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 	}
 	req := wreq.ApprovalRequest
 	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
-	decide := func(a tools.Approval) { r.Reply(wire.Message(wire.TypeApprovalDecision, a)) }
+	asked := time.Now()
+	c.cfg.Metrics.ApprovalAsked()
+	decideAs := func(a tools.Approval, timedOut bool) {
+		decision := metrics.DecisionDeny
+		switch {
+		case a.Allow:
+			decision = metrics.DecisionAllow
+		case timedOut:
+			decision = metrics.DecisionTimeout
+		}
+		c.cfg.Metrics.ApprovalAnswered(decision, time.Since(asked))
+		r.Reply(wire.Message(wire.TypeApprovalDecision, a))
+	}
+	decide := func(a tools.Approval) { decideAs(a, false) }
 	switch {
 	case rn.approver == "" && c.cfg.Store != nil:
 		ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
 		defer c.alive.remove(ping)
-		decide(c.holdApproval(rn.ctx, req))
+		decideAs(c.holdApproval(rn.ctx, req))
 		return
 	case rn.approver == "":
 		decide(tools.Approval{Reason: "no approver for this run"})
@@ -158,7 +179,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 		reply, err := call.Next(rn.ctx, c.cfg.ApprovalTimeout)
 		switch {
 		case errors.Is(err, actor.ErrSilent):
-			decide(tools.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)})
+			decideAs(tools.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
 			return
 		case err != nil:
 			decide(tools.Approval{Reason: "approver: " + err.Error()})

@@ -79,7 +79,15 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.retryLater(ctx, s, "start run record", err)
 		return
 	}
-	c.cfg.Logger.Info("run started", "run", sub.RunID, "attempt", started.Attempts)
+	c.cfg.Logger.Info("run started", "run_id", sub.RunID, "attempt", started.Attempts)
+	if s.Delivered() > 1 {
+		c.cfg.Metrics.Redelivered()
+	} else {
+		c.cfg.Metrics.RunSubmitted()
+	}
+	if !started.CreatedAt.IsZero() {
+		c.cfg.Metrics.QueueWaited(started.StartedAt.Sub(started.CreatedAt))
+	}
 
 	rec := c.execute(rn, sub)
 	if errors.Is(context.Cause(rn.ctx), errStopping) {

@@ -40,6 +40,9 @@ type threadRec struct {
 	spawning  int
 	parkedOn  string // the worker whose slot the parked thread gave back
 	done      bool
+
+	admitted time.Time // when its spawn came in (helpers), for metrics
+	started  bool      // it has started on a worker once (exec goroutine only)
 }
 
 func newRun(id string, ledger *limits.Ledger, approver string) *run {

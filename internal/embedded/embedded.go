@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/worker"
@@ -50,6 +51,9 @@ type Config struct {
 	// HeartbeatInterval for coordinator and workers; 0 means one second.
 	HeartbeatInterval time.Duration
 	Logger            *slog.Logger
+	// Metrics, when set, is the process's metrics: the coordinator's (unless
+	// Coordinator.Metrics is set) and the local workers'.
+	Metrics *metrics.Metrics
 }
 
 // Stack is a running set of components.
@@ -117,6 +121,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if cc.HeartbeatInterval == 0 {
 			cc.HeartbeatInterval = cfg.HeartbeatInterval
 		}
+		if cc.Metrics == nil {
+			cc.Metrics = cfg.Metrics
+		}
 		if s.Coordinator, err = coordinator.New(cc); err != nil {
 			return nil, err
 		}
@@ -131,7 +138,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
-			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger}
+			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
+			Metrics: cfg.Metrics}
 		if s.Store != nil {
 			wc.Offloader = s.Store
 		}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -74,6 +75,9 @@ func Retry(ctx context.Context, b Backoff, log *slog.Logger, call func(context.C
 				slog.Int("retry", n+1), slog.Int("max_retries", b.MaxRetries),
 				slog.Duration("wait", wait), slog.String("error", err.Error()))
 		}
+		if n, ok := ctx.Value(retryNoticeKey{}).(RetryNotice); ok {
+			n.Retrying(err)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -82,6 +86,30 @@ func Retry(ctx context.Context, b Backoff, log *slog.Logger, call func(context.C
 		case <-t.C:
 		}
 	}
+}
+
+// RetryNotice hears of each retry Retry is about to make.
+type RetryNotice interface {
+	Retrying(err error)
+}
+
+type retryNoticeKey struct{}
+
+// WithRetryNotice returns ctx carrying n: Retry tells it of every retry of
+// a call made with the returned context (metrics count them per provider).
+func WithRetryNotice(ctx context.Context, n RetryNotice) context.Context {
+	return context.WithValue(ctx, retryNoticeKey{}, n)
+}
+
+// RetryReason names why err is retried: rate_limited, server_error or other.
+func RetryReason(err error) string {
+	switch {
+	case errors.Is(err, ErrRateLimited):
+		return "rate_limited"
+	case errors.Is(err, ErrServer):
+		return "server_error"
+	}
+	return "other"
 }
 
 // RetryAfter reads the wait a server asked for from Retry-After-Ms

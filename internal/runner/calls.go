@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
@@ -62,7 +63,11 @@ func (st *threadState) call(ctx context.Context, c model.ToolCall) string {
 	e.Tool, e.CallID, e.Arguments = c.Name, c.ID, c.Arguments
 	st.r.emit(e)
 
-	out := st.execute(ctx, c)
+	start := time.Now()
+	out, outcome := st.execute(ctx, c)
+	if obs := st.r.cfg.Observer; obs != nil {
+		obs.ToolCall(c.Name, outcome, time.Since(start))
+	}
 
 	e = st.th.event(event.ToolResult)
 	e.Tool, e.CallID = c.Name, c.ID
@@ -71,10 +76,10 @@ func (st *threadState) call(ctx context.Context, c model.ToolCall) string {
 	return out
 }
 
-func (st *threadState) execute(ctx context.Context, c model.ToolCall) string {
+func (st *threadState) execute(ctx context.Context, c model.ToolCall) (out, outcome string) {
 	t, ok := st.byName[c.Name]
 	if !ok {
-		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.visible), ", "))
+		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.visible), ", ")), ToolError
 	}
 	args := json.RawMessage(c.Arguments)
 	if strings.TrimSpace(c.Arguments) == "" {
@@ -82,22 +87,22 @@ func (st *threadState) execute(ctx context.Context, c model.ToolCall) string {
 	}
 	if c.Name != tools.AgentToolName {
 		if verdict, allowed := st.gate(ctx, t, c.Name, args); !allowed {
-			return verdict
+			return verdict, ToolDenied
 		}
 		// Asked last, right before the side effect: an approval may have
 		// waited long enough for the thread's placement to lapse.
 		if guard := st.r.cfg.CallGuard; guard != nil {
 			if err := guard(ctx, st.th); err != nil {
-				return "Error: " + err.Error()
+				return "Error: " + err.Error(), ToolError
 			}
 		}
 	}
 	ctx = tools.WithCallID(tools.WithSpawner(ctx, &threadSpawner{st: st}), c.ID)
 	out, err := t.Run(ctx, args)
 	if err != nil {
-		return "Error: " + err.Error()
+		return "Error: " + err.Error(), ToolError
 	}
-	return out
+	return out, ToolOK
 }
 
 // gate applies the thread's permission stack. A denied call returns the text

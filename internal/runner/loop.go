@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
@@ -126,6 +127,10 @@ func (st *threadState) run(ctx context.Context) Result {
 
 func (st *threadState) generate(ctx context.Context) (model.Response, error) {
 	start := st.r.cfg.Now()
+	obs := st.r.cfg.Observer
+	if obs != nil {
+		ctx = model.WithRetryNotice(ctx, retryNotice{obs, st.ref.Provider})
+	}
 	resp, err := st.mdl.Generate(ctx, model.Request{
 		Model:             st.ref.Name,
 		Messages:          st.messages,
@@ -143,8 +148,19 @@ func (st *threadState) generate(ctx context.Context) (model.Response, error) {
 		st.addOwn(resp.Usage)
 	}
 	st.r.emit(e)
+	if obs != nil {
+		obs.ModelCall(st.ref.Provider, st.ref.Name, time.Duration(e.Latency), e.Usage.InputTokens, e.Usage.OutputTokens, err)
+	}
 	return resp, err
 }
+
+// retryNotice passes a provider's retries on to the Observer.
+type retryNotice struct {
+	obs      Observer
+	provider string
+}
+
+func (n retryNotice) Retrying(err error) { n.obs.ModelRetry(n.provider, model.RetryReason(err)) }
 
 // become makes a the thread's current agent: its model, tools and system prompt.
 func (st *threadState) become(a spec.Agent) error {

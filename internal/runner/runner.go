@@ -72,7 +72,28 @@ type Config struct {
 	NewID func() string
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
+	// Observer, when set, is told of every model and tool call (metrics).
+	Observer Observer
 }
+
+// Observer watches calls as they end. Calls must be cheap: they run on the
+// agent loop.
+type Observer interface {
+	// ModelCall reports one model call (retries included) of provider's model.
+	ModelCall(provider, model string, d time.Duration, input, output int64, err error)
+	// ModelRetry reports a model call about to be retried, reason being
+	// rate_limited or server_error.
+	ModelRetry(provider, reason string)
+	// ToolCall reports one tool call's outcome: ok, error or denied.
+	ToolCall(tool, outcome string, d time.Duration)
+}
+
+// Tool call outcomes an Observer sees.
+const (
+	ToolOK     = "ok"
+	ToolError  = "error"
+	ToolDenied = "denied"
+)
 
 // Runner runs agent threads. It is safe for concurrent use by many runs.
 type Runner struct {

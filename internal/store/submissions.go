@@ -268,3 +268,16 @@ func SubmittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
 	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model,
 		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads}
 }
+
+// QueueDepth reports the run queue's consumer: submissions not yet
+// delivered, and delivered ones not yet acked (runs in progress).
+func (s *Store) QueueDepth(ctx context.Context) (pending, ackPending uint64, err error) {
+	if s.queue == nil {
+		return 0, 0, ErrClient
+	}
+	info, err := s.queue.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: queue depth: %w", err)
+	}
+	return info.NumPending, uint64(info.NumAckPending), nil
+}

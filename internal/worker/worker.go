@@ -27,6 +27,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	// and `formica run` set it.
 	AllowScripted bool
 	Logger        *slog.Logger
+	// Metrics, when set, receives the model and tool call metrics of the
+	// threads hosted here and, unless a coordinator in the same process
+	// reports the fleet, this worker's slot gauges.
+	Metrics *metrics.Metrics
 }
 
 // Worker hosts threads. Create with New, then Start.
@@ -127,7 +132,7 @@ func New(cfg Config) (*Worker, error) {
 	if !cfg.AllowScripted {
 		models = noScripted{models}
 	}
-	w.runner, err = runner.New(runner.Config{
+	rc := runner.Config{
 		Models:    models,
 		CallGuard: w.guard,
 		Spawner:   (*spawner)(w),
@@ -135,11 +140,42 @@ func New(cfg Config) (*Worker, error) {
 		Events:    (*eventSink)(w),
 		Harness:   cfg.Harness,
 		Logger:    cfg.Logger,
-	})
+	}
+	if cfg.Metrics != nil {
+		rc.Observer = cfg.Metrics
+		cfg.Metrics.WorkerLoad(w.load)
+	}
+	w.runner, err = runner.New(rc)
 	if err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// load is this worker's own figures for the slot gauges.
+func (w *Worker) load() metrics.Load {
+	hosted, running := w.Hosted(), w.Running()
+	l := metrics.Load{Slots: w.cfg.Slots, Used: running, Parked: max(0, hosted-running)}
+	if w.draining.Load() {
+		l.Draining = 1
+	} else {
+		l.Live = 1
+	}
+	return l
+}
+
+// Ready reports whether the worker takes threads: started, not draining,
+// and connected to NATS.
+func (w *Worker) Ready() error {
+	switch {
+	case w.state.Load() != 1:
+		return errors.New("worker not running")
+	case w.draining.Load():
+		return errors.New("worker draining")
+	case !w.cfg.Conn.IsConnected():
+		return errors.New("NATS not connected")
+	}
+	return nil
 }
 
 // ID returns the worker's id.

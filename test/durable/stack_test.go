@@ -154,8 +154,15 @@ func (c *coord) connect() *nats.Conn {
 // startWorker starts a worker process and waits until the coordinator lists it.
 func (c *coord) startWorker(id string, slots int, extra ...string) *proc.Proc {
 	c.t.Helper()
-	p := proc.Start(c.t, "worker "+id, bin.worker, append([]string{"--nats", c.url, "--nats-creds", c.creds("worker", id),
-		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat, "--allow-scripted"}, extra...)...)
+	return c.startWorkerWith(id, slots, nil, extra...)
+}
+
+// startWorkerWith is startWorker with environment variables.
+func (c *coord) startWorkerWith(id string, slots int, env []string, extra ...string) *proc.Proc {
+	c.t.Helper()
+	args := append([]string{"--nats", c.url, "--nats-creds", c.creds("worker", id),
+		"--slots", strconv.Itoa(slots), "--heartbeat", heartbeat, "--allow-scripted"}, extra...)
+	p := proc.StartWith(c.t, proc.Options{Env: env}, "worker "+id, bin.worker, args...)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool {
 		var ws []struct{ ID string }

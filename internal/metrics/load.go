@@ -1,0 +1,128 @@
+package metrics
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Load is how busy workers are: one worker's own, or a fleet's summed.
+type Load struct {
+	Live, Draining      int
+	Slots, Used, Parked int
+}
+
+// loadCollector reports formica_workers and the slot gauges at scrape time
+// from whoever owns the figures: a coordinator's view of the fleet wins over
+// a worker's view of itself, so a coordinator hosting local workers reports
+// the fleet once.
+type loadCollector struct {
+	workers, slots, used, parked *prometheus.Desc
+
+	mu          sync.Mutex
+	fleet, self func() Load
+}
+
+func (c *loadCollector) init() {
+	c.workers = prometheus.NewDesc("formica_workers", "Workers, by state (live, draining).", []string{"state"}, nil)
+	c.slots = prometheus.NewDesc("formica_worker_slots", "Execution slots: a worker's own, or on a coordinator the fleet's.", nil, nil)
+	c.used = prometheus.NewDesc("formica_worker_slots_used", "Slots held by running threads.", nil, nil)
+	c.parked = prometheus.NewDesc("formica_worker_threads_parked", "Threads waiting for their helpers, holding no slot.", nil, nil)
+}
+
+func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.workers
+	ch <- c.slots
+	ch <- c.used
+	ch <- c.parked
+}
+
+func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	fn := c.fleet
+	if fn == nil {
+		fn = c.self
+	}
+	c.mu.Unlock()
+	if fn == nil {
+		return
+	}
+	l := fn()
+	ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(l.Live), "live")
+	ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(l.Draining), "draining")
+	ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(l.Slots))
+	ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(l.Used))
+	ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(l.Parked))
+}
+
+// FleetLoad sets the coordinator's source of the worker gauges.
+func (m *Metrics) FleetLoad(fn func() Load) {
+	if m != nil {
+		m.load.mu.Lock()
+		m.load.fleet = fn
+		m.load.mu.Unlock()
+	}
+}
+
+// WorkerLoad sets a worker's source of its own gauges (Live 1 or Draining 1).
+func (m *Metrics) WorkerLoad(fn func() Load) {
+	if m != nil {
+		m.load.mu.Lock()
+		m.load.self = fn
+		m.load.mu.Unlock()
+	}
+}
+
+// Queue is the run queue's depth.
+type Queue struct{ Pending, AckPending uint64 }
+
+// queueScrapeTimeout bounds the NATS request a scrape makes for the queue.
+const queueScrapeTimeout = 2 * time.Second
+
+// queueCollector asks the queue's consumer at scrape time, so an idle
+// coordinator makes no requests between scrapes.
+type queueCollector struct {
+	pending, ackPending *prometheus.Desc
+
+	mu sync.Mutex
+	fn func(context.Context) (Queue, error)
+}
+
+func (c *queueCollector) init() {
+	c.pending = prometheus.NewDesc("formica_queue_pending_messages", "Submissions waiting in the queue.", nil, nil)
+	c.ackPending = prometheus.NewDesc("formica_queue_ack_pending_messages", "Submissions delivered and not yet acked (runs in progress).", nil, nil)
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pending
+	ch <- c.ackPending
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	fn := c.fn
+	c.mu.Unlock()
+	if fn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queueScrapeTimeout)
+	defer cancel()
+	q, err := fn(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.pending, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(q.Pending))
+	ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, float64(q.AckPending))
+}
+
+// QueueDepth sets the source of the queue gauges.
+func (m *Metrics) QueueDepth(fn func(context.Context) (Queue, error)) {
+	if m != nil {
+		m.qc.mu.Lock()
+		m.qc.fn = fn
+		m.qc.mu.Unlock()
+	}
+}

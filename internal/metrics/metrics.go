@@ -1,0 +1,227 @@
+// Package metrics defines every Prometheus metric Formica exports, in one
+// place: the names and labels are part of the documented contract (README
+// "Metrics"). A process builds one Metrics, hands it to the coordinator,
+// workers and HTTP API it hosts, and serves Handler at /metrics.
+//
+// Labels never carry run or thread ids (unbounded). Children for the fixed
+// label values are bound once here, so an increment on the spawn path is an
+// atomic add without a map lookup or an allocation; children for labels
+// taken from specs (tool, model, provider) are cached on first use.
+//
+// Every method is safe on a nil *Metrics, which records nothing: libraries
+// and tests that do not care pass none.
+package metrics
+
+import (
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Label values the metrics take. Statuses are event.Status values.
+const (
+	OutcomePlaced       = "placed"
+	OutcomeBusy         = "busy"
+	OutcomeNoResponders = "no_responders"
+	OutcomeLost         = "lost"
+	OutcomeTimeout      = "timeout"
+
+	ToolOK     = "ok"
+	ToolError  = "error"
+	ToolDenied = "denied"
+
+	DecisionAllow   = "allow"
+	DecisionDeny    = "deny"
+	DecisionTimeout = "timeout"
+
+	ModelOK    = "ok"
+	ModelError = "error"
+)
+
+var (
+	statuses   = []string{"succeeded", "failed", "cancelled"}
+	refusals   = []string{"depth", "threads", "budget"}
+	placements = []string{OutcomePlaced, OutcomeBusy, OutcomeNoResponders, OutcomeLost, OutcomeTimeout}
+	decisions  = []string{DecisionAllow, DecisionDeny, DecisionTimeout}
+)
+
+// Buckets, in seconds: runs and threads last seconds to hours; the spawn
+// path is measured in fractions of a millisecond.
+var (
+	longBuckets  = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+	shortBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	callBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+)
+
+// Metrics holds one process's metrics and their registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	runsSubmitted prometheus.Counter
+	runsFinished  map[string]prometheus.Counter
+	runsActive    prometheus.Gauge
+	runDuration   prometheus.Observer
+	runQueueWait  prometheus.Observer
+	runAttempts   prometheus.Counter
+
+	redeliveries prometheus.Counter
+
+	threadsSpawned  prometheus.Counter
+	spawnsRefused   *prometheus.CounterVec
+	refusedBound    map[string]prometheus.Counter
+	threadsFinished map[string]prometheus.Counter
+	threadsLive     prometheus.Gauge
+	threadDuration  prometheus.Observer
+	spawnLatency    prometheus.Observer
+	placementWait   prometheus.Observer
+	placements      map[string]prometheus.Counter
+
+	workersLost prometheus.Counter
+
+	modelRequests *prometheus.CounterVec
+	modelDuration *prometheus.HistogramVec
+	modelTokens   *prometheus.CounterVec
+	modelRetries  *prometheus.CounterVec
+	models        sync.Map // modelKey -> *modelChildren
+
+	toolCalls    *prometheus.CounterVec
+	toolDuration *prometheus.HistogramVec
+	tools        sync.Map // tool name -> *toolChildren
+
+	approvalsPending prometheus.Gauge
+	approvals        map[string]prometheus.Counter
+	approvalWait     prometheus.Observer
+
+	httpRequests *prometheus.CounterVec
+	sseClients   prometheus.Gauge
+
+	load loadCollector
+	qc   queueCollector
+}
+
+// New builds a process's metrics with the Go and process collectors and
+// formica_build_info.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := factory{reg}
+	m := &Metrics{reg: reg}
+
+	m.runsSubmitted = f.counter("formica_runs_submitted_total", "Runs this coordinator took on: first deliveries from the queue and direct submissions.")
+	m.runsFinished = bind(f.counterVec("formica_runs_finished_total", "Runs that ended, by final status.", "status"), statuses)
+	m.runsActive = f.gauge("formica_runs_active", "Runs running on this coordinator now.")
+	m.runDuration = f.histogram("formica_run_duration_seconds", "How long runs ran, start to final status.", longBuckets)
+	m.runQueueWait = f.histogram("formica_run_queue_wait_seconds", "How long runs waited in the queue before a start.", longBuckets)
+	m.runAttempts = f.counter("formica_run_attempts_total", "Run starts, redelivered runs included.")
+
+	m.redeliveries = f.counter("formica_queue_redeliveries_total", "Submissions delivered again (a coordinator died or gave one back).")
+
+	m.threadsSpawned = f.counter("formica_threads_spawned_total", "Helpers admitted.")
+	m.spawnsRefused = f.counterVec("formica_spawns_refused_total", "Spawns refused by a limit, by reason.", "reason")
+	m.refusedBound = bind(m.spawnsRefused, refusals)
+	m.threadsFinished = bind(f.counterVec("formica_threads_finished_total", "Threads that ended, root included, by status.", "status"), statuses)
+	m.threadsLive = f.gauge("formica_threads_live", "Live helpers over all runs of this coordinator.")
+	m.threadDuration = f.histogram("formica_thread_duration_seconds", "How long threads lived, admission to end.", longBuckets)
+	m.spawnLatency = f.histogram("formica_spawn_latency_seconds", "Spawn request in to helper started on a worker.", shortBuckets)
+	m.placementWait = f.histogram("formica_placement_wait_seconds", "How long a placement waited for a free slot.", shortBuckets)
+	m.placements = bind(f.counterVec("formica_placements_total", "Placements of threads on workers, by outcome.", "outcome"), placements)
+
+	m.workersLost = f.counter("formica_workers_lost_total", "Workers presumed lost (silent or not answering).")
+
+	m.modelRequests = f.counterVec("formica_model_requests_total", "Model calls, by provider, model and outcome (ok, error).", "provider", "model", "outcome")
+	m.modelDuration = f.histogramVec("formica_model_request_duration_seconds", "Model call latency, retries included.", callBuckets, "provider", "model")
+	m.modelTokens = f.counterVec("formica_model_tokens_total", "Tokens, by provider, model and direction (input, output).", "provider", "model", "direction")
+	m.modelRetries = f.counterVec("formica_model_retries_total", "Model calls retried, by provider and reason (rate_limited, server_error).", "provider", "reason")
+
+	m.toolCalls = f.counterVec("formica_tool_calls_total", "Tool calls, by tool and outcome (ok, error, denied).", "tool", "outcome")
+	m.toolDuration = f.histogramVec("formica_tool_call_duration_seconds", "Tool call latency, approvals included.", callBuckets, "tool")
+
+	m.approvalsPending = f.gauge("formica_approvals_pending", "Approvals waiting for an answer.")
+	m.approvals = bind(f.counterVec("formica_approvals_total", "Approvals answered, by decision (allow, deny, timeout).", "decision"), decisions)
+	m.approvalWait = f.histogram("formica_approval_wait_seconds", "How long approvals waited for their answer.", longBuckets)
+
+	m.httpRequests = f.counterVec("formica_http_requests_total", "HTTP requests, by route pattern and status code.", "route", "code")
+	m.sseClients = f.gauge("formica_sse_clients", "Open event streams.")
+
+	m.load.init()
+	reg.MustRegister(&m.load)
+	m.qc.init()
+	reg.MustRegister(&m.qc)
+
+	bi := f.gaugeVec("formica_build_info", "Always 1; the labels name the build.", "version", "go_version")
+	bi.WithLabelValues(version(), runtime.Version()).Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format (or OpenMetrics
+// when asked).
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
+// Registry is the registry behind Handler, for tests and embedders.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// factory registers what it makes.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// bind makes the children for every known value, so they show as 0 from the
+// first scrape and cost no lookup later.
+func bind(v *prometheus.CounterVec, values []string) map[string]prometheus.Counter {
+	out := make(map[string]prometheus.Counter, len(values))
+	for _, s := range values {
+		out[s] = v.WithLabelValues(s)
+	}
+	return out
+}

@@ -1,0 +1,79 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNilRecordsNothing(t *testing.T) {
+	var m *Metrics
+	m.RunSubmitted()
+	m.RunStarted()
+	m.RunEnded("succeeded", time.Second, true)
+	m.SpawnAdmitted()
+	m.SpawnRefused("depth")
+	m.ThreadEnded("failed", time.Second, true)
+	m.ModelCall("openai", "x", time.Second, 1, 1, nil)
+	m.ToolCall("bash", ToolOK, time.Second)
+	m.ApprovalAnswered(DecisionAllow, time.Second)
+	m.FleetLoad(nil)
+	if rec := httptest.NewRecorder(); true {
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if rec.Code != 404 {
+			t.Errorf("nil metrics served %d", rec.Code)
+		}
+	}
+}
+
+// TestSpawnPathAllocatesNothing: what the coordinator records per helper,
+// and a model or tool call once its series exist, are atomic adds.
+func TestSpawnPathAllocatesNothing(t *testing.T) {
+	m := New()
+	m.ModelCall("openai", "gpt", time.Millisecond, 1, 1, nil)
+	m.ToolCall("agent", ToolOK, time.Millisecond)
+	allocs := testing.AllocsPerRun(200, func() {
+		m.SpawnAdmitted()
+		m.PlacementWaited(time.Microsecond)
+		m.Placement(OutcomePlaced)
+		m.SpawnStarted(time.Millisecond)
+		m.ThreadEnded("succeeded", time.Second, true)
+		m.SpawnRefused("threads")
+		m.ModelCall("openai", "gpt", time.Millisecond, 10, 2, nil)
+		m.ToolCall("agent", ToolOK, time.Millisecond)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per helper, want 0", allocs)
+	}
+}
+
+func TestExposition(t *testing.T) {
+	m := New()
+	m.FleetLoad(func() Load { return Load{Live: 2, Slots: 8, Used: 3, Parked: 1} })
+	m.ModelCall("anthropic", "claude", time.Second, 5, 7, errors.New("x"))
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	text := string(body)
+	for _, want := range []string{
+		`formica_workers{state="live"} 2`, `formica_worker_slots 8`, `formica_worker_slots_used 3`, `formica_worker_threads_parked 1`,
+		`formica_model_requests_total{model="claude",outcome="error",provider="anthropic"} 1`,
+		`formica_model_tokens_total{direction="output",model="claude",provider="anthropic"} 7`,
+		`formica_spawns_refused_total{reason="depth"} 0`, `formica_build_info{`, `go_goroutines`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "# TYPE ") {
+			name := strings.Fields(line)[2]
+			if !strings.HasPrefix(name, "formica_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
+				t.Errorf("metric %s outside the formica_ namespace", name)
+			}
+		}
+	}
+}

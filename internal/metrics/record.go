@@ -1,0 +1,176 @@
+package metrics
+
+import (
+	"time"
+)
+
+// RunSubmitted counts a run this coordinator took on.
+func (m *Metrics) RunSubmitted() {
+	if m != nil {
+		m.runsSubmitted.Inc()
+	}
+}
+
+// RunStarted counts a start of a run (an attempt), active until RunEnded.
+func (m *Metrics) RunStarted() {
+	if m != nil {
+		m.runAttempts.Inc()
+		m.runsActive.Inc()
+	}
+}
+
+// QueueWaited observes how long a queued run waited before this start.
+func (m *Metrics) QueueWaited(d time.Duration) {
+	if m != nil && d >= 0 {
+		m.runQueueWait.Observe(d.Seconds())
+	}
+}
+
+// RunEnded undoes RunStarted's active count; final says the run reached a
+// final status (not handed back to the queue), counted under status.
+func (m *Metrics) RunEnded(status string, ran time.Duration, final bool) {
+	if m == nil {
+		return
+	}
+	m.runsActive.Dec()
+	if !final {
+		return
+	}
+	if c := m.runsFinished[status]; c != nil {
+		c.Inc()
+	}
+	m.runDuration.Observe(ran.Seconds())
+}
+
+// Redelivered counts a submission delivered again.
+func (m *Metrics) Redelivered() {
+	if m != nil {
+		m.redeliveries.Inc()
+	}
+}
+
+// SpawnAdmitted counts an admitted helper, live until HelperEnded.
+func (m *Metrics) SpawnAdmitted() {
+	if m != nil {
+		m.threadsSpawned.Inc()
+		m.threadsLive.Inc()
+	}
+}
+
+// SpawnRefused counts a refusal for reason (depth, threads, budget).
+func (m *Metrics) SpawnRefused(reason string) {
+	if m == nil {
+		return
+	}
+	c := m.refusedBound[reason]
+	if c == nil {
+		c = m.spawnsRefused.WithLabelValues(reason)
+	}
+	c.Inc()
+}
+
+// ThreadEnded counts a thread's end; helper says it was a helper (live
+// until now), lived how long since its admission.
+func (m *Metrics) ThreadEnded(status string, lived time.Duration, helper bool) {
+	if m == nil {
+		return
+	}
+	if c := m.threadsFinished[status]; c != nil {
+		c.Inc()
+	}
+	if helper {
+		m.threadsLive.Dec()
+	}
+	m.threadDuration.Observe(lived.Seconds())
+}
+
+// SpawnStarted observes a helper's spawn latency: request in to started.
+func (m *Metrics) SpawnStarted(d time.Duration) {
+	if m != nil {
+		m.spawnLatency.Observe(d.Seconds())
+	}
+}
+
+// PlacementWaited observes how long a placement waited for a slot.
+func (m *Metrics) PlacementWaited(d time.Duration) {
+	if m != nil {
+		m.placementWait.Observe(d.Seconds())
+	}
+}
+
+// Placement counts one placement's outcome.
+func (m *Metrics) Placement(outcome string) {
+	if m == nil {
+		return
+	}
+	if c := m.placements[outcome]; c != nil {
+		c.Inc()
+	}
+}
+
+// WorkerLost counts a worker presumed lost.
+func (m *Metrics) WorkerLost() {
+	if m != nil {
+		m.workersLost.Inc()
+	}
+}
+
+// ApprovalAsked counts an approval waiting for its answer.
+func (m *Metrics) ApprovalAsked() {
+	if m != nil {
+		m.approvalsPending.Inc()
+	}
+}
+
+// ApprovalAnswered ends an ApprovalAsked with its decision (allow, deny,
+// timeout) after waiting d.
+func (m *Metrics) ApprovalAnswered(decision string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.approvalsPending.Dec()
+	if c := m.approvals[decision]; c != nil {
+		c.Inc()
+	}
+	m.approvalWait.Observe(d.Seconds())
+}
+
+// HTTPRequest counts one request by its route pattern and status code.
+func (m *Metrics) HTTPRequest(route string, code int) {
+	if m != nil {
+		m.httpRequests.WithLabelValues(route, statusText(code)).Inc()
+	}
+}
+
+// SSEClient adds delta (+1 on open, -1 on close) to the open streams.
+func (m *Metrics) SSEClient(delta int) {
+	if m != nil {
+		m.sseClients.Add(float64(delta))
+	}
+}
+
+// statusText avoids strconv's allocation for the common codes.
+func statusText(code int) string {
+	switch code {
+	case 200:
+		return "200"
+	case 202:
+		return "202"
+	case 204:
+		return "204"
+	case 400:
+		return "400"
+	case 401:
+		return "401"
+	case 404:
+		return "404"
+	case 409:
+		return "409"
+	case 500:
+		return "500"
+	case 503:
+		return "503"
+	}
+	b := [3]byte{byte('0' + code/100%10), byte('0' + code/10%10), byte('0' + code%10)}
+	return string(b[:])
+}
