@@ -60,3 +60,13 @@ func TestRunBasics(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 }
+
+func TestRunRefusesTheHostRootAsCwd(t *testing.T) {
+	s := newSandbox(t)
+	for _, dir := range []string{"/", "//", "relative"} {
+		var out bytes.Buffer
+		if _, err := s.Run(t.Context(), Request{Dir: dir, Argv: []string{"/bin/true"}}, &out); err == nil {
+			t.Errorf("Run in %q: no error", dir)
+		}
+	}
+}

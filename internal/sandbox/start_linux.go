@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -87,6 +88,11 @@ func (s *Sandbox) Close() error {
 func (s *Sandbox) Run(ctx context.Context, r Request, out io.Writer) (Exit, error) {
 	if len(r.Argv) == 0 {
 		return Exit{}, errors.New("sandbox: empty argv")
+	}
+	if !filepath.IsAbs(r.Dir) || filepath.Clean(r.Dir) == "/" {
+		// The working directory is the one host directory shown
+		// read-write; the whole host is never one.
+		return Exit{}, fmt.Errorf("sandbox: working directory %q: want an absolute directory other than /", r.Dir)
 	}
 	cfg := initConfig{
 		Dir: r.Dir, Argv: r.Argv, Env: r.Env, UID: s.uid, GID: s.gid,
