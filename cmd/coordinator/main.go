@@ -21,6 +21,7 @@ import (
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
@@ -74,6 +75,12 @@ func run() error {
 	fs.DurationVar(&cc.ApprovalTimeout, "approval-timeout", coordinator.DefaultApprovalTimeout, "how long an approval waits for an answer before it is denied")
 	fs.IntVar(&cc.MaxWorkerSlots, "max-worker-slots", coordinator.DefaultMaxWorkerSlots, "cap on the slots one worker may announce")
 	fs.IntVar(&cc.MaxRuns, "max-runs", coordinator.DefaultMaxRuns, "queued runs this coordinator runs at once")
+	fs.IntVar(&cc.Ceilings.MaxThreads, "max-agent-threads", limits.DefaultCeilingThreads, "ceiling on a submission's agent_max_threads")
+	fs.IntVar(&cc.Ceilings.MaxDepth, "max-agent-depth", limits.DefaultCeilingDepth, "ceiling on a submission's agent_max_depth")
+	fs.IntVar(&cc.Ceilings.MaxSpawns, "max-spawns", limits.DefaultCeilingSpawns, "helpers one run may ever start (caps budget.spawns)")
+	fs.IntVar(&cc.Ceilings.MaxTaskBytes, "max-task-bytes", limits.DefaultCeilingTask, "ceiling on a submission's task, in bytes")
+	fs.DurationVar(&cc.Ceilings.MaxRunTimeout, "max-run-timeout", limits.DefaultMaxRunTimeout, "ceiling on a submission's timeout")
+	fs.DurationVar(&cc.RunTimeout, "run-timeout", coordinator.DefaultRunTimeout, "deadline of a queued run that asks none; past it the run fails (\"deadline exceeded\")")
 	fs.IntVar(&sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
 	fs.DurationVar(&sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
 	fs.StringVar(&hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")
@@ -157,7 +164,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		svc, err := service.New(service.Config{Conn: nc, Store: stack.Store, DefaultModel: *model, Cwd: *cwd})
+		svc, err := service.New(service.Config{Conn: nc, Store: stack.Store, DefaultModel: *model, Cwd: *cwd, Ceilings: cc.Ceilings})
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
 )
@@ -67,6 +68,11 @@ type SubmitRequest struct {
 	// MaxDepth and MaxThreads are the run's agent_max_depth and
 	// agent_max_threads; zero means the defaults, never negative.
 	MaxDepth, MaxThreads int
+	// Budget bounds the run's tree; its set amounts override the agent
+	// spec's budget. Timeout is the run's deadline (zero: the
+	// coordinator's --run-timeout).
+	Budget  limits.Budget
+	Timeout time.Duration
 }
 
 // Approval is a tool call waiting for a person's allow or deny.

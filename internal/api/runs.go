@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 )
@@ -41,6 +43,36 @@ type SubmitBody struct {
 	ID         string `json:"id,omitempty"`
 	MaxDepth   int    `json:"agent_max_depth,omitempty"`
 	MaxThreads int    `json:"agent_max_threads,omitempty"`
+	// Budget bounds the run's whole tree; set amounts override the agent's.
+	Budget *BudgetBody `json:"budget,omitempty"`
+	// Timeout is the run's deadline as a Go duration ("30m"), at most the
+	// coordinator's --max-run-timeout; default its --run-timeout.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// BudgetBody is a run's budget in a submission; zero amounts are unbounded.
+type BudgetBody struct {
+	Tokens       int64 `json:"tokens,omitempty"`
+	InputTokens  int64 `json:"input_tokens,omitempty"`
+	OutputTokens int64 `json:"output_tokens,omitempty"`
+	// Duration is a Go duration ("10m").
+	Duration string `json:"duration,omitempty"`
+	Spawns   int    `json:"spawns,omitempty"`
+}
+
+func (b *BudgetBody) budget() (limits.Budget, error) {
+	out := limits.Budget{Tokens: b.Tokens, InputTokens: b.InputTokens, OutputTokens: b.OutputTokens, Spawns: b.Spawns}
+	if b.Duration != "" {
+		d, err := time.ParseDuration(b.Duration)
+		if err != nil || d < 0 {
+			return out, badRequest("budget.duration must be a duration such as \"10m\"")
+		}
+		out.Duration = d
+	}
+	if err := out.Validate(); err != nil {
+		return out, badRequest("budget amounts must not be negative")
+	}
+	return out, nil
 }
 
 // SubmitResponse is the answer to POST /v1/runs.
@@ -92,6 +124,19 @@ func (b *SubmitBody) request() (SubmitRequest, error) {
 		}
 	}
 	req := SubmitRequest{Task: b.Task, Model: b.Model, ID: b.ID, MaxDepth: b.MaxDepth, MaxThreads: b.MaxThreads}
+	if b.Budget != nil {
+		var err error
+		if req.Budget, err = b.Budget.budget(); err != nil {
+			return SubmitRequest{}, err
+		}
+	}
+	if b.Timeout != "" {
+		d, err := time.ParseDuration(b.Timeout)
+		if err != nil || d <= 0 {
+			return SubmitRequest{}, badRequest("timeout must be a positive duration such as \"30m\"")
+		}
+		req.Timeout = d
+	}
 	if len(b.Agent) > 0 && string(b.Agent) != "null" {
 		f, err := parseAgent(b.Agent)
 		if err != nil {

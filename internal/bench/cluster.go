@@ -16,6 +16,7 @@ import (
 
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -78,7 +79,7 @@ func startCluster(ctx context.Context, tcp bool, workers, slots int) (_ *cluster
 	}
 	c.dial = dialer(c.srv, tcp)
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, Workers: workers, Slots: slots,
-		Models: runner.ModelOpenerFunc(providers.Open)})
+		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: coordinator.Config{Ceilings: benchCeilings}})
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/worker"
@@ -84,12 +86,16 @@ func RoleMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// benchCeilings are raised far past the sizes the scenarios ask for: the
+// benchmarks measure the spawn path, not the coordinator's ceilings.
+var benchCeilings = limits.Ceilings{MaxThreads: 1 << 20, MaxDepth: 64, MaxSpawns: 1 << 24, MaxTaskBytes: 64 << 20}
+
 func serveRole(role, url, id, name string, workers, slots int, stdin io.Reader, stdout io.Writer) error {
 	if url == "" || id == "" || (role != RoleCoordinator && role != RoleWorkers) || (role == RoleWorkers && name == "") {
 		return fmt.Errorf("%w: need --role coordinator|workers, --nats, --id, and --name for workers", ErrBadConfig)
 	}
 	connect := func(n string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(n)) }
-	cfg := embedded.Config{Connect: connect, NoCoordinator: role == RoleWorkers}
+	cfg := embedded.Config{Connect: connect, NoCoordinator: role == RoleWorkers, Coordinator: coordinator.Config{Ceilings: benchCeilings}}
 	stack, err := embedded.Start(context.Background(), cfg)
 	if err != nil {
 		return err

@@ -36,6 +36,8 @@ func submitCommand(args []string, stdio Stdio) int {
 		id, agentFile, model string
 		wait                 bool
 		maxDepth, maxThreads int
+		budget               budgetFlags
+		timeout              time.Duration
 	)
 	return runCluster("submit", "[flags] TASK", args, stdio, true, func(fs *flag.FlagSet) {
 		fs.StringVar(&id, "id", "", "run `id` (one word); submitting the same id twice gives one run")
@@ -44,12 +46,15 @@ func submitCommand(args []string, stdio Stdio) int {
 		fs.BoolVar(&wait, "wait", false, "stream the run's tree and print its output when it ends")
 		fs.IntVar(&maxDepth, "agent-max-depth", limits.DefaultMaxDepth, "deepest helper allowed (root is 0)")
 		fs.IntVar(&maxThreads, "agent-max-threads", limits.DefaultMaxThreads, "live helpers allowed at once")
+		budget.register(fs)
+		fs.DurationVar(&timeout, "timeout", 0, "the run's deadline once it starts (0: the coordinator's --run-timeout)")
 	}, func(ctx context.Context, c *cluster, f *clusterFlags, pos []string) (int, error) {
 		task, err := readTask(pos, stdio.In)
 		if err != nil {
 			return 0, err
 		}
-		req := api.SubmitRequest{Task: task, Model: model, ID: id, MaxDepth: maxDepth, MaxThreads: maxThreads}
+		req := api.SubmitRequest{Task: task, Model: model, ID: id, MaxDepth: maxDepth, MaxThreads: maxThreads,
+			Budget: budget.b, Timeout: timeout}
 		if agentFile != "" {
 			file, err := spec.Load(agentFile)
 			if err != nil {
@@ -59,7 +64,7 @@ func submitCommand(args []string, stdio Stdio) int {
 		}
 		sub, err := c.svc.Submission(req)
 		if err != nil {
-			return 0, err
+			return 0, usageIfInvalid(err)
 		}
 		if !wait {
 			if _, err := c.st.Enqueue(ctx, sub); err != nil {

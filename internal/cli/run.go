@@ -45,6 +45,7 @@ type runFlags struct {
 	timeout    time.Duration
 	json       bool
 	nats       broker.ClientConfig
+	budget     budgetFlags
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -57,6 +58,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 0, "cancel the run after this long (0: no limit)")
 	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
 	f.nats.RegisterFlags(fs)
+	f.budget.register(fs)
 }
 
 func runCommand(args []string, stdio Stdio) int {
@@ -125,6 +127,19 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		return 0, usagef("--cwd %s is not a directory", cwd)
 	}
 
+	sub := wire.RunSubmit{
+		RunID:  uuid.NewString(),
+		Task:   task,
+		Agent:  root,
+		Agents: agents,
+		Limits: limits.Config{MaxDepth: f.maxDepth, MaxThreads: f.maxThreads},
+		Budget: root.Budget.Override(f.budget.b),
+		Cwd:    cwd,
+	}
+	if err := checkSubmission(sub); err != nil {
+		return 0, err
+	}
+
 	ctx, stop := signalContext(f.timeout)
 	defer stop()
 	nc, off, cleanup, err := connect(ctx, f, stdio.Err)
@@ -145,14 +160,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		p.view = view
 	}
 	view.start()
-	run, err := cl.Run(ctx, wire.RunSubmit{
-		RunID:  uuid.NewString(),
-		Task:   task,
-		Agent:  root,
-		Agents: agents,
-		Limits: limits.Config{MaxDepth: f.maxDepth, MaxThreads: f.maxThreads},
-		Cwd:    cwd,
-	}, event.Tee(rec, view), approver)
+	run, err := cl.Run(ctx, sub, event.Tee(rec, view), approver)
 	view.stop()
 	if err != nil {
 		return 0, err

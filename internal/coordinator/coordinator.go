@@ -23,6 +23,7 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
@@ -36,6 +37,8 @@ const (
 	DefaultApprovalTimeout   = 10 * time.Minute
 	DefaultMaxRuns           = 8
 	DefaultMaxWorkerSlots    = 256
+	// DefaultRunTimeout is the deadline of a queued run that asks none.
+	DefaultRunTimeout = time.Hour
 	// MissedHeartbeats of silence mean a peer is lost.
 	MissedHeartbeats = 3
 )
@@ -61,9 +64,15 @@ type Config struct {
 	Store *store.Store
 	// MaxRuns is how many queued runs this coordinator runs at once.
 	MaxRuns int
-	Logger  *slog.Logger
-	NewID   func() string
-	Now     func() time.Time
+	// Ceilings cap what a submission may ask (zero fields: the defaults).
+	Ceilings limits.Ceilings
+	// RunTimeout is the deadline of a queued run that asks none; past it
+	// the run's tree is cancelled and the run fails ("deadline exceeded").
+	// Default DefaultRunTimeout; at most Ceilings.MaxRunTimeout.
+	RunTimeout time.Duration
+	Logger     *slog.Logger
+	NewID      func() string
+	Now        func() time.Time
 
 	// MaxWorkerSlots caps the slots a worker may announce: one worker
 	// claiming a huge number would otherwise attract every placement.
@@ -143,6 +152,13 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.MaxWorkerSlots <= 0 {
 		cfg.MaxWorkerSlots = DefaultMaxWorkerSlots
 	}
+	cfg.Ceilings = cfg.Ceilings.WithDefaults()
+	if cfg.RunTimeout <= 0 {
+		cfg.RunTimeout = min(DefaultRunTimeout, cfg.Ceilings.MaxRunTimeout)
+	}
+	if cfg.RunTimeout > cfg.Ceilings.MaxRunTimeout {
+		return nil, fmt.Errorf("%w: run timeout %v is above the max run timeout %v", ErrBadConfig, cfg.RunTimeout, cfg.Ceilings.MaxRunTimeout)
+	}
 	if cfg.Cwd == "" {
 		cfg.Cwd, _ = os.Getwd()
 	}
@@ -218,6 +234,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		{wire.SubjectSubmit, wire.QueueCoordinators, c.handleSubmit},
 		{wire.SubjectSpawn(c.cfg.ID, wire.AnyWorker), "", c.handleSpawn},
 		{wire.SubjectApproval(c.cfg.ID, wire.AnyWorker), "", c.handleApproval},
+		{wire.SubjectBudget(c.cfg.ID, wire.AnyWorker), "", c.handleBudget},
 		{wire.SubjectThreadCancel(c.cfg.ID, wire.AnyWorker), "", c.handleThreadCancel},
 		{wire.SubjectRunCancel, "", c.handleRunCancel},
 		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},

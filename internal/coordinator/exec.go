@@ -157,7 +157,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 //go:noinline
 func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string) actor.Msg {
 	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
-		Token: tok, Uptime: c.uptime()}
+		Token: tok, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
 	return wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
 }
 

@@ -31,11 +31,19 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 	if ref := scriptedRef(sub); ref != "" && !c.cfg.AllowScripted {
 		return nil, &wire.Error{Code: wire.CodeForbidden, Message: "model " + ref + ": scripted models are for tests and are refused for submitted runs"}
 	}
+	if err := c.cfg.Ceilings.Check(sub.Ask()); err != nil {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
 	ledger, err := limits.New(sub.Limits)
 	if err != nil {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
 	}
-	rn := newRun(sub.RunID, ledger, sub.Approver)
+	// The spawn ceiling bounds every run, budget or not: it is what keeps
+	// the threads a coordinator records for one run finite.
+	budget := sub.Budget
+	budget.Spawns = c.cfg.Ceilings.Spawns(budget)
+	rn := newRun(sub.RunID, ledger, limits.NewTree(budget, c.cfg.Now), sub.Approver)
+	rn.timeout = sub.Timeout
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state.Load() != 1 {
@@ -67,7 +75,11 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 	c.emit(rn, event.Event{Type: event.RunStarted, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name})
 	begun := time.Now()
 	c.cfg.Metrics.RunStarted()
-	t := rn.add(root, nil)
+	if rn.timeout > 0 {
+		deadline := time.AfterFunc(rn.timeout, func() { rn.cancel(ErrDeadline) })
+		defer deadline.Stop()
+	}
+	t := rn.add(root, nil, rn.budget.Root())
 	res, reported := c.execThread(rn, t)
 	rn.finish(t, res, c.cfg.Now())
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)
@@ -80,6 +92,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 		rn.cancel(errors.New("the run has ended"))
 	}
 	rn.settle(settleTimeout)
+	res = runOutcome(rn, res)
 	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
 		Status: res.Status, Reason: res.Error, Output: event.Clip(res.Output, maxEventOutput), Usage: res.Usage})
 	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
@@ -87,7 +100,22 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 	c.cfg.Metrics.RunEnded(string(res.Status), time.Since(begun), !errors.Is(context.Cause(rn.ctx), errStopping))
 	rec := rn.rec.Snapshot()
 	rec.Coordinator = c.cfg.ID
+	rec.Budget = rn.budget.Root().Use()
 	return rec
+}
+
+// runOutcome is how a run ended given its root's result: past its deadline
+// it failed with "deadline exceeded", with its budget spent with
+// "budget exhausted (<kind>): <used>/<limit>" (keeping any output).
+func runOutcome(rn *run, res runner.Result) runner.Result {
+	if errors.Is(context.Cause(rn.ctx), ErrDeadline) {
+		res.Status, res.Error = event.Failed, ErrDeadline.Error()
+		return res
+	}
+	if spent := rn.budget.Root().Spent(); spent != nil && res.Status != event.Cancelled {
+		res.Status, res.Error = event.Failed, spent.Detail()
+	}
+	return res
 }
 
 // maxEventOutput bounds the output an event carries; the run record has all of it.

@@ -81,6 +81,9 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return nil
 	}
+	// The parent makes no model call while it waits: its budget share goes
+	// to its helpers (its worker dropped its grant before asking).
+	parent.lease.Release(req.ParentSpent.InputTokens, req.ParentSpent.OutputTokens)
 	slot, err := rn.ledger.Admit(th.Depth)
 	if err != nil {
 		var refusal *limits.Refusal
@@ -92,7 +95,20 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
 		return nil
 	}
-	t := rn.add(th, parent)
+	node := parent.lease.Node()
+	if err := node.Spawn(); err != nil {
+		slot.Release()
+		kind := err.(*limits.Exhausted).Kind
+		e := threadEvent(event.ThreadRefused, th)
+		e.ThreadID, e.Reason = "", string(limits.ReasonBudget)
+		c.emit(rn, e)
+		c.cfg.Metrics.SpawnRefused(string(limits.ReasonBudget))
+		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: limits.ReasonBudget, Budget: kind}))
+		return nil
+	}
+	// The helper's own budget comes from the template it was made from, as
+	// derived here from the parent, never from the request.
+	t := rn.add(th, parent, node.Child(th.Agent.Helper.Budget))
 	t.admitted = in
 	c.cfg.Metrics.SpawnAdmitted()
 	c.emit(rn, threadEvent(event.ThreadSpawned, th))
@@ -199,6 +215,23 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 		decide(tools.Approval{Reason: "unexpected answer from the approver"})
 		return
 	}
+}
+
+// handleBudget settles what a thread spent since its last grant and
+// answers with its next one.
+func (c *Coordinator) handleBudget(_ context.Context, m actor.Msg, r actor.Replier) {
+	var req wire.BudgetRenew
+	if err := wire.DecodeAs(m.Data, wire.TypeBudgetRenew, &req); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	_, t, err := c.placedThread(req.RunID, req.ThreadID, wire.SenderOf(m.Subject), req.Token)
+	if err != nil {
+		c.refuse(m.Subject, err)
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	r.Reply(wire.Message(wire.TypeBudgetGrant, t.lease.Renew(max(req.InputTokens, 0), max(req.OutputTokens, 0))))
 }
 
 // handleThreadCancel cancels a helper (and its subtree) at the request of

@@ -38,6 +38,9 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	if sub.Cwd == "" {
 		sub.Cwd = c.cfg.Cwd
 	}
+	if sub.Timeout == 0 {
+		sub.Timeout = c.cfg.RunTimeout
+	}
 	stop := st.KeepInProgress(ctx, s)
 	defer stop()
 

@@ -16,6 +16,8 @@ import (
 type run struct {
 	id       string
 	ledger   *limits.Ledger
+	budget   *limits.Tree
+	timeout  time.Duration // the run's deadline after it starts; 0: none
 	approver string
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -30,6 +32,9 @@ type threadRec struct {
 	thread runner.Thread
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// lease is the thread's share of its budgets; lease.Node() is the
+	// budget node its helpers are counted in.
+	lease *limits.Lease
 
 	// Guarded by run.mu.
 	worker    string
@@ -45,15 +50,15 @@ type threadRec struct {
 	started  bool      // it has started on a worker once (exec goroutine only)
 }
 
-func newRun(id string, ledger *limits.Ledger, approver string) *run {
+func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver string) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &run{id: id, ledger: ledger, approver: approver, ctx: ctx, cancel: cancel,
+	return &run{id: id, ledger: ledger, budget: budget, approver: approver, ctx: ctx, cancel: cancel,
 		rec: record.NewRecorder(nil), threads: map[string]*threadRec{}}
 }
 
 // add registers a thread; its context derives from its parent's current
 // attempt, so cancelling a parent (or losing its worker) reaches the subtree.
-func (r *run) add(th runner.Thread, parent *threadRec) *threadRec {
+func (r *run) add(th runner.Thread, parent *threadRec, node *limits.Node) *threadRec {
 	base := r.ctx
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -61,7 +66,7 @@ func (r *run) add(th runner.Thread, parent *threadRec) *threadRec {
 		base = parent.attempt
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	t := &threadRec{thread: th, ctx: ctx, cancel: cancel}
+	t := &threadRec{thread: th, ctx: ctx, cancel: cancel, lease: node.Lease()}
 	r.threads[th.ID] = t
 	return t
 }
@@ -140,6 +145,7 @@ func (r *run) finish(t *threadRec, res runner.Result, at time.Time) {
 	t.done = true
 	r.mu.Unlock()
 	t.cancel(nil)
+	t.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
 	e := threadEvent(event.ThreadFinished, t.thread)
 	e.Status, e.Reason, e.Usage, e.Time = res.Status, res.Error, res.Usage, at
 	r.rec.Emit(e)

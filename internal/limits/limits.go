@@ -27,19 +27,28 @@ const (
 // Reason says why a spawn was refused.
 type Reason string
 
-// The two refusal reasons, in the order they are checked.
+// The refusal reasons, in the order they are checked.
 const (
 	ReasonDepth   Reason = "depth"
 	ReasonThreads Reason = "threads"
+	// ReasonBudget is a spawn refused because a budget of its tree is spent.
+	ReasonBudget Reason = "budget"
 )
 
 // Refusal is the error Admit returns when a limit is reached. Its Error text is
 // the exact message the parent's model sees.
-type Refusal struct{ Reason Reason }
+type Refusal struct {
+	Reason Reason
+	// Kind is the spent budget of a ReasonBudget refusal.
+	Kind Kind
+}
 
 func (r *Refusal) Error() string {
-	if r.Reason == ReasonDepth {
+	switch r.Reason {
+	case ReasonDepth:
 		return DepthMessage
+	case ReasonBudget:
+		return BudgetMessage(r.Kind)
 	}
 	return ThreadMessage
 }

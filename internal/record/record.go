@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 )
@@ -23,6 +24,10 @@ type Run struct {
 	Threads  []Thread     `json:"threads"`
 	Refusals Refusals     `json:"refusals"`
 	Usage    model.Usage  `json:"usage"`
+	// Budget is the run budget's use: for each bounded kind (tokens,
+	// input_tokens, output_tokens, duration in milliseconds, spawns) the
+	// amount used and the limit.
+	Budget limits.Use `json:"budget,omitempty"`
 
 	// What was submitted; kept by the run store, empty in a one-shot run's record.
 	Task   string                `json:"task,omitempty"`
@@ -65,6 +70,7 @@ type Thread struct {
 type Refusals struct {
 	Depth   int `json:"depth"`
 	Threads int `json:"threads"`
+	Budget  int `json:"budget"`
 }
 
 // Recorder is an event.Sink that keeps a run's record up to date. It is safe
@@ -103,9 +109,12 @@ func (r *Recorder) apply(e event.Event) bool {
 	case event.RunFinished:
 		r.run.Status, r.run.Error, r.run.Usage = e.Status, e.Reason, e.Usage
 	case event.ThreadRefused:
-		if e.Reason == "depth" {
+		switch e.Reason {
+		case "depth":
 			r.run.Refusals.Depth++
-		} else {
+		case "budget":
+			r.run.Refusals.Budget++
+		default:
 			r.run.Refusals.Threads++
 		}
 	case event.ThreadSpawned:

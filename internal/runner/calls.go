@@ -150,7 +150,12 @@ type threadSpawner struct{ st *threadState }
 
 func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.HelperResult, error) {
 	st := s.st
+	var spent model.Usage
+	if m := meterFrom(ctx); m != nil {
+		spent = m.Park()
+	}
 	res, err := st.r.spawner.Spawn(ctx, SpawnRequest{
+		ParentSpent: spent,
 		RunID:       st.th.RunID,
 		ParentID:    st.th.ID,
 		ParentDepth: st.th.Depth,

@@ -12,7 +12,7 @@ import (
 // that Runner.Run registered.
 type local struct{ r *Runner }
 
-func (l *local) Spawn(ctx context.Context, req SpawnRequest) (Result, error) {
+func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res Result, err error) {
 	v, ok := l.r.ledgers.Load(req.RunID)
 	if !ok {
 		return Result{}, fmt.Errorf("%w: %s", ErrUnknownRun, req.RunID)
@@ -30,6 +30,20 @@ func (l *local) Spawn(ctx context.Context, req SpawnRequest) (Result, error) {
 		return Result{}, err
 	}
 	defer slot.Release()
+	if pm, ok := meterFrom(ctx).(*localMeter); ok {
+		pm.lease.Release(req.ParentSpent.InputTokens, req.ParentSpent.OutputTokens)
+		node := pm.lease.Node()
+		if err := node.Spawn(); err != nil {
+			ref := &limits.Refusal{Reason: limits.ReasonBudget, Kind: err.(*limits.Exhausted).Kind}
+			e := th.event(event.ThreadRefused)
+			e.ThreadID, e.Reason = "", string(ref.Reason)
+			l.r.emit(e)
+			return Result{}, ref
+		}
+		m := l.r.newLocalMeter(node.Child(req.Agent.Helper.Budget))
+		ctx = WithMeter(ctx, m)
+		defer func() { m.lease.Close(res.Own.InputTokens, res.Own.OutputTokens) }()
+	}
 	l.r.emit(th.event(event.ThreadSpawned))
 	return l.r.RunThread(ctx, th), nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -90,6 +91,10 @@ func (st *threadState) run(ctx context.Context) Result {
 			if ctx.Err() != nil {
 				return Cancelled(ctx)
 			}
+			var spent *limits.Exhausted
+			if errors.As(err, &spent) {
+				return failed(spent)
+			}
 			return failed(fmt.Errorf("model error: %w", err))
 		}
 		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
@@ -126,6 +131,12 @@ func (st *threadState) run(ctx context.Context) Result {
 }
 
 func (st *threadState) generate(ctx context.Context) (model.Response, error) {
+	meter := meterFrom(ctx)
+	if meter != nil {
+		if err := meter.Before(ctx); err != nil {
+			return model.Response{}, err
+		}
+	}
 	start := st.r.cfg.Now()
 	obs := st.r.cfg.Observer
 	if obs != nil {
@@ -146,6 +157,9 @@ func (st *threadState) generate(ctx context.Context) (model.Response, error) {
 	} else {
 		e.Usage = resp.Usage
 		st.addOwn(resp.Usage)
+		if meter != nil {
+			meter.After(resp.Usage)
+		}
 	}
 	st.r.emit(e)
 	if obs != nil {

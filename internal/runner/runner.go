@@ -148,6 +148,8 @@ type RunRequest struct {
 	Agent  spec.Agent
 	Agents map[string]spec.Agent
 	Limits limits.Config
+	// Budget bounds the run's whole tree (zero: unbounded).
+	Budget limits.Budget
 	// Cwd is the base directory: the harness cwd when the spec names none, and
 	// what a relative spec cwd is resolved against. Empty means ".".
 	Cwd string
@@ -159,6 +161,8 @@ type RunResult struct {
 	RootID string
 	Result
 	Stats limits.Stats
+	// Budget is the run budget's use per bounded kind.
+	Budget limits.Use
 }
 
 // Run runs a root agent and its helpers in this process (or through the
@@ -196,10 +200,16 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 		Permissions: tools.Permissions{req.Agent.Harness.Permissions},
 	}
 	r.emit(event.Event{Type: event.RunStarted, RunID: runID, ThreadID: root.ID, Name: root.Name})
-	res := r.RunThread(ctx, root)
+	budget := limits.NewTree(req.Budget, r.cfg.Now)
+	meter := r.newLocalMeter(budget.Root())
+	res := r.RunThread(WithMeter(ctx, meter), root)
+	meter.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
+	if spent := budget.Root().Spent(); spent != nil {
+		res.Status, res.Error = event.Failed, spent.Detail()
+	}
 	r.emit(event.Event{Type: event.RunFinished, RunID: runID, ThreadID: root.ID, Name: root.Name,
 		Status: res.Status, Reason: res.Error, Usage: res.Usage})
-	return RunResult{RunID: runID, RootID: root.ID, Result: res, Stats: ledger.Stats()}, nil
+	return RunResult{RunID: runID, RootID: root.ID, Result: res, Stats: ledger.Stats(), Budget: budget.Root().Use()}, nil
 }
 
 // ResolveCwd returns the absolute harness directory: specCwd resolved against

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 )
@@ -27,6 +28,10 @@ type SpawnRequest struct {
 	Agent       spec.Agent
 	Cwd         string
 	Permissions tools.Permissions
+	// ParentSpent is what the parent's model calls spent since its last
+	// budget grant: the parent gives its grant back while it waits, and
+	// the run's owner settles this.
+	ParentSpent model.Usage
 }
 
 // HelperThread derives, from the parent thread as its owner holds it, the

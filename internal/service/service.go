@@ -34,6 +34,9 @@ type Config struct {
 	// Cwd is the harness directory of submitted runs on the workers; empty
 	// leaves it to the coordinator that runs them (its --cwd).
 	Cwd string
+	// Ceilings cap what a submission may ask: the coordinators' own, so a
+	// submission past them is refused before it is queued.
+	Ceilings limits.Ceilings
 }
 
 // Service implements api.Backend.
@@ -102,10 +105,16 @@ func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
 	if req.MaxDepth < 0 || req.MaxThreads < 0 {
 		return wire.RunSubmit{}, fmt.Errorf("%w: limits must not be negative", api.ErrInvalid)
 	}
-	return wire.RunSubmit{
+	sub := wire.RunSubmit{
 		RunID: id, Task: req.Task, Agent: root, Agents: filled, Cwd: s.cfg.Cwd,
-		Limits: limits.Config{MaxDepth: req.MaxDepth, MaxThreads: req.MaxThreads},
-	}, nil
+		Limits:  limits.Config{MaxDepth: req.MaxDepth, MaxThreads: req.MaxThreads},
+		Budget:  root.Budget.Override(req.Budget),
+		Timeout: req.Timeout,
+	}
+	if err := s.cfg.Ceilings.Check(sub.Ask()); err != nil {
+		return wire.RunSubmit{}, fmt.Errorf("%w: %v", api.ErrInvalid, err)
+	}
+	return sub, nil
 }
 
 // ListRuns lists records, newest first.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -237,4 +238,20 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("a spec without a name was accepted")
 		}
 	})
+}
+
+func TestParseBudget(t *testing.T) {
+	f, err := Parse([]byte("name: a\nbudget: {tokens: 100, duration: 10m, spawns: 3}\nhelper:\n  budget: {output_tokens: 7}\n"), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Budget.Tokens != 100 || f.Budget.Duration != 10*time.Minute || f.Budget.Spawns != 3 || f.Helper.Budget.OutputTokens != 7 {
+		t.Fatalf("budget = %+v, helper %+v", f.Budget, f.Helper.Budget)
+	}
+	if _, err := Parse([]byte("name: a\nbudget: {tokens: -1, cost: 3}\n"), "a.yaml"); err == nil || !strings.Contains(err.Error(), `a.yaml:2: unknown key "cost"`) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := Parse([]byte("name: a\nbudget: {tokens: -1}\n"), "a.yaml"); err == nil || !strings.Contains(err.Error(), "budget: amounts must not be negative") {
+		t.Fatalf("got %v", err)
+	}
 }

@@ -6,6 +6,7 @@ package spec
 import (
 	"encoding/json"
 
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/tools"
 )
@@ -34,6 +35,9 @@ type Agent struct {
 	Harness  Harness  `json:"harness,omitzero" yaml:"harness,omitempty" msgpack:"harness,omitempty"`
 	// Helper configures the `agent` tool: what every helper this agent spawns is.
 	Helper Helper `json:"helper,omitzero" yaml:"helper,omitempty" msgpack:"helper,omitempty"`
+	// Budget bounds the whole run when this is the run's root agent
+	// (durations in YAML as "10m"); a submission's budget flags override it.
+	Budget limits.Budget `json:"budget,omitzero" yaml:"budget,omitempty" msgpack:"budget,omitempty"`
 }
 
 // Harness is where the agent's base tools act and under which permissions.
@@ -58,6 +62,8 @@ type Helper struct {
 	// OutputSchema, when set, is the JSON Schema each helper's answer must meet.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty" yaml:"-" msgpack:"output_schema,omitempty"`
 	Tools        ToolPolicy      `json:"tools,omitzero" yaml:"tools,omitempty" msgpack:"tools,omitempty"`
+	// Budget bounds each helper's whole subtree, inside its parent's budget.
+	Budget limits.Budget `json:"budget,omitzero" yaml:"budget,omitempty" msgpack:"budget,omitempty"`
 }
 
 // ToolPolicy says which of the parent's direct tools a helper gets.

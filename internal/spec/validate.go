@@ -94,6 +94,12 @@ func (v *validator) agent(p string, a *Agent) {
 	} else if len(h.Tools.Only) > 0 && vis != tools.Restrict {
 		v.fail(p+"helper.tools.only", fmt.Errorf("only applies to policy restrict, not %s", vis))
 	}
+	if err := a.Budget.Validate(); err != nil {
+		v.fail(p+"budget", errors.New("amounts must not be negative"))
+	}
+	if err := h.Budget.Validate(); err != nil {
+		v.fail(p+"helper.budget", errors.New("amounts must not be negative"))
+	}
 	v.names(p+"helper.tools.only", h.Tools.Only)
 	v.names(p+"helper.tools.add", h.Tools.Add)
 }

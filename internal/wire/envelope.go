@@ -35,6 +35,8 @@ const (
 	TypeRunResult        Type = "run.result"
 	TypeEvent            Type = "event"
 	TypeWorkersList      Type = "workers.list"
+	TypeBudgetRenew      Type = "budget.renew"
+	TypeBudgetGrant      Type = "budget.grant"
 	TypeError            Type = "error"
 	TypeOK               Type = "ok"
 )

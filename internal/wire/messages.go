@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
@@ -28,6 +29,9 @@ type SpawnRequest struct {
 	// each one of the parent thread's handoff targets; the helper is made
 	// from the last one's template.
 	Handoffs []string `msgpack:"handoffs,omitempty"`
+	// ParentSpent is what the parent's model calls spent since its last
+	// budget grant, which it gives back while it waits.
+	ParentSpent model.Usage `msgpack:"parent_spent,omitzero"`
 }
 
 // ApprovalRequest asks the run's coordinator to decide an `ask` (worker →
@@ -51,7 +55,9 @@ type ThreadCancel struct {
 // SpawnResult is the coordinator's final answer to a SpawnRequest. A refused
 // spawn has Refusal set and no thread.
 type SpawnResult struct {
-	Refusal  limits.Reason `msgpack:"refusal,omitempty"`
+	Refusal limits.Reason `msgpack:"refusal,omitempty"`
+	// Budget is the spent budget of a limits.ReasonBudget refusal.
+	Budget   limits.Kind   `msgpack:"budget,omitempty"`
 	ThreadID string        `msgpack:"thread_id,omitempty"`
 	Worker   string        `msgpack:"worker,omitempty"`
 	Result   runner.Result `msgpack:"result"`
@@ -75,6 +81,20 @@ type ExecRequest struct {
 	// Uptime is the coordinator's monotonic age when it sent the request
 	// (see CoordHeartbeat.Uptime).
 	Uptime time.Duration `msgpack:"uptime"`
+	// Grant is the thread's first share of its budgets; the worker renews
+	// it with BudgetRenew when it is used up.
+	Grant limits.Grant `msgpack:"grant"`
+}
+
+// BudgetRenew reports what a thread spent since its last grant and asks
+// for the next one (worker → coordinator), with the thread's placement
+// token; the answer is a limits.Grant.
+type BudgetRenew struct {
+	RunID        string `msgpack:"run_id"`
+	ThreadID     string `msgpack:"thread_id"`
+	Token        string `msgpack:"token"`
+	InputTokens  int64  `msgpack:"input_tokens"`
+	OutputTokens int64  `msgpack:"output_tokens"`
 }
 
 // ExecAccepted says the worker took the thread.
@@ -159,11 +179,22 @@ type RunSubmit struct {
 	Agent  spec.Agent            `msgpack:"agent"`
 	Agents map[string]spec.Agent `msgpack:"agents,omitempty"`
 	Limits limits.Config         `msgpack:"limits"`
+	// Budget bounds the run's whole tree; Timeout is its deadline (zero:
+	// the coordinator's default for queued runs, none otherwise).
+	Budget  limits.Budget `msgpack:"budget,omitempty"`
+	Timeout time.Duration `msgpack:"timeout,omitempty"`
 	// Cwd is the harness directory on the workers.
 	Cwd string `msgpack:"cwd"`
 	// Approver is the subject that answers the run's `ask` decisions; empty
 	// denies them.
 	Approver string `msgpack:"approver,omitempty"`
+}
+
+// Ask is what the submission asks of its coordinator, for
+// limits.Ceilings.Check: the one rule the API, the CLI and the coordinator
+// apply.
+func (s *RunSubmit) Ask() limits.Ask {
+	return limits.Ask{Limits: s.Limits, Budget: s.Budget, TaskBytes: len(s.Task), Timeout: s.Timeout}
 }
 
 // RunAccepted acknowledges a submission.

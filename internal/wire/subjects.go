@@ -56,6 +56,12 @@ func SenderOf(subject string) string {
 	return ""
 }
 
+// SubjectBudget is where a coordinator renews the budget grants a worker
+// asks for, for threads of the coordinator's runs.
+func SubjectBudget(coordinator, worker string) string {
+	return "formica.coord." + coordinator + ".budget." + worker
+}
+
 // SubjectExec is a worker's own subject for placed threads.
 func SubjectExec(worker string) string { return "formica.worker." + worker + ".exec" }
 

@@ -27,7 +27,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 	defer w.unpark(ctx, req.ParentID)
 
 	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
-		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs}
+		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent}
 	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID))
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("coordinator %s unreachable: %w", coord, err)
@@ -57,7 +57,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 				return runner.Result{}, err
 			}
 			if res.Refusal != "" {
-				return runner.Result{}, &limits.Refusal{Reason: res.Refusal}
+				return runner.Result{}, &limits.Refusal{Reason: res.Refusal, Kind: res.Budget}
 			}
 			return res.Result, nil
 		default:

@@ -1,0 +1,166 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCeilingsCheck(t *testing.T) {
+	c := Ceilings{}
+	cases := []struct {
+		name string
+		ask  Ask
+		want string
+	}{
+		{"defaults fit", Ask{TaskBytes: 10}, ""},
+		{"threads", Ask{Limits: Config{MaxThreads: 80_000}}, "agent_max_threads 80000 is above the ceiling of 256 (coordinator --max-agent-threads)"},
+		{"depth", Ask{Limits: Config{MaxDepth: 17}}, "agent_max_depth 17 is above the ceiling of 16 (coordinator --max-agent-depth)"},
+		{"spawns", Ask{Budget: Budget{Spawns: 10_001}}, "budget.spawns 10001 is above the ceiling of 10000 (coordinator --max-spawns)"},
+		{"task", Ask{TaskBytes: 300 << 10}, "task 307200 bytes is above the ceiling of 262144 bytes (coordinator --max-task-bytes)"},
+		{"timeout", Ask{Timeout: 25 * time.Hour}, "timeout 25h0m0s is above the ceiling of 24h0m0s (coordinator --max-run-timeout)"},
+		{"negative", Ask{Budget: Budget{Tokens: -1}}, "budget amounts must not be negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Check(tc.ask)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrBadConfig) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	raised := Ceilings{MaxThreads: 100_000, MaxSpawns: 100_000}
+	if err := raised.Check(Ask{Limits: Config{MaxThreads: 80_000}, Budget: Budget{Spawns: 80_000}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Spawns(Budget{}); got != DefaultCeilingSpawns {
+		t.Fatalf("spawns without budget = %d", got)
+	}
+	if got := c.Spawns(Budget{Spawns: 5}); got != 5 {
+		t.Fatalf("spawns with budget = %d", got)
+	}
+}
+
+func TestSpawnBudgetAndHelperBudget(t *testing.T) {
+	tree := NewTree(Budget{Spawns: 3}, nil)
+	root := tree.Root()
+	helper := root.Child(Budget{Spawns: 1})
+	if err := root.Spawn(); err != nil { // the helper itself
+		t.Fatal(err)
+	}
+	if err := helper.Spawn(); err != nil { // the helper's one child
+		t.Fatal(err)
+	}
+	var ex *Exhausted
+	if err := helper.Spawn(); !errors.As(err, &ex) || ex.Kind != KindSpawns {
+		t.Fatalf("helper's second spawn: %v", err)
+	}
+	if root.Spent() != nil {
+		t.Fatal("a helper's spent budget marked the run's")
+	}
+	if err := root.Spawn(); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Spawn(); !errors.As(err, &ex) || ex.Detail() != "budget exhausted (spawns): 3/3" {
+		t.Fatalf("run's fourth spawn: %v", err)
+	}
+	if got := root.Use()[KindSpawns]; got != (Amount{Used: 3, Limit: 3}) {
+		t.Fatalf("use = %+v", got)
+	}
+	r := &Refusal{Reason: ReasonBudget, Kind: KindSpawns}
+	if r.Error() != "Agent budget exhausted (spawns). Solve the task yourself." {
+		t.Fatal(r.Error())
+	}
+}
+
+func TestDurationBudget(t *testing.T) {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now }
+	tree := NewTree(Budget{Duration: time.Minute}, clock)
+	l := tree.Root().Lease()
+	if g := l.Renew(0, 0); g.Spent != nil || g.Remaining != time.Minute {
+		t.Fatalf("grant = %+v", g)
+	}
+	now = now.Add(time.Minute)
+	g := l.Renew(0, 0)
+	if g.Spent == nil || g.Spent.Detail() != "budget exhausted (duration): 1m0s/1m0s" {
+		t.Fatalf("grant = %+v", g)
+	}
+	if err := tree.Root().Spawn(); err == nil {
+		t.Fatal("spawn after the deadline")
+	}
+}
+
+// TestTokenOvershootBound runs threads that each spend `call` tokens per
+// model call against one token budget, all at once: the total never passes
+// the budget by more than one call per thread (the calls in flight).
+func TestTokenOvershootBound(t *testing.T) {
+	const budget, call, threads = 10_000, 137, 8
+	tree := NewTree(Budget{Tokens: budget}, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	calls, renewals := 0, 0
+	for range threads {
+		wg.Go(func() {
+			l := tree.Root().Lease()
+			m := NewMeter(l.Renew(0, 0), func(_ context.Context, in, out int64) (Grant, error) {
+				mu.Lock()
+				renewals++
+				mu.Unlock()
+				return l.Renew(in, out), nil
+			}, nil)
+			var ownIn, ownOut int64
+			for {
+				err := m.Before(context.Background())
+				if err != nil {
+					var ex *Exhausted
+					if !errors.As(err, &ex) || ex.Kind != KindTokens {
+						t.Errorf("before: %v", err)
+					}
+					break
+				}
+				m.After(call/2, call-call/2)
+				ownIn, ownOut = ownIn+call/2, ownOut+call-call/2
+				mu.Lock()
+				calls++
+				mu.Unlock()
+			}
+			l.Close(ownIn, ownOut)
+		})
+	}
+	wg.Wait()
+	used := tree.Root().Use()[KindTokens].Used
+	if used != int64(calls*call) {
+		t.Fatalf("used %d, calls %d", used, calls)
+	}
+	if used < budget || used > budget+threads*call {
+		t.Fatalf("used %d of %d: overshoot beyond %d calls in flight", used, budget, threads)
+	}
+	if renewals >= calls {
+		t.Fatalf("%d renewals for %d calls: leases saved nothing", renewals, calls)
+	}
+	t.Logf("%d calls, %d renewals, used %d of %d", calls, renewals, used, budget)
+}
+
+func BenchmarkMeterBefore(b *testing.B) {
+	tree := NewTree(Budget{Tokens: Unlimited / 2}, nil)
+	l := tree.Root().Lease()
+	m := NewMeter(l.Renew(0, 0), func(_ context.Context, in, out int64) (Grant, error) { return l.Renew(in, out), nil }, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Before(ctx); err != nil {
+			b.Fatal(err)
+		}
+		m.After(100, 10)
+	}
+}

@@ -1,0 +1,114 @@
+package limits
+
+import (
+	"fmt"
+	"time"
+)
+
+// Default ceilings: the most one submission may ask of a coordinator.
+const (
+	DefaultCeilingThreads = 256
+	DefaultCeilingDepth   = 16
+	DefaultCeilingSpawns  = 10_000
+	DefaultCeilingTask    = 256 << 10
+	DefaultMaxRunTimeout  = 24 * time.Hour
+)
+
+// Ceilings cap what a submission may ask, so no run can make its
+// coordinator hold more than this in memory: MaxThreads bounds the live
+// helpers of a run, MaxSpawns every helper it may ever start (the threads
+// the coordinator keeps for its record), MaxDepth how deep it may grow and
+// MaxTaskBytes the task it carries. Zero values mean the defaults.
+type Ceilings struct {
+	MaxThreads    int
+	MaxDepth      int
+	MaxSpawns     int
+	MaxTaskBytes  int
+	MaxRunTimeout time.Duration
+}
+
+// WithDefaults fills in the zero fields.
+func (c Ceilings) WithDefaults() Ceilings {
+	if c.MaxThreads <= 0 {
+		c.MaxThreads = DefaultCeilingThreads
+	}
+	if c.MaxDepth <= 0 {
+		c.MaxDepth = DefaultCeilingDepth
+	}
+	if c.MaxSpawns <= 0 {
+		c.MaxSpawns = DefaultCeilingSpawns
+	}
+	if c.MaxTaskBytes <= 0 {
+		c.MaxTaskBytes = DefaultCeilingTask
+	}
+	if c.MaxRunTimeout <= 0 {
+		c.MaxRunTimeout = DefaultMaxRunTimeout
+	}
+	return c
+}
+
+// Ask is what one submission asks for.
+type Ask struct {
+	Limits    Config
+	Budget    Budget
+	TaskBytes int
+	Timeout   time.Duration
+}
+
+// CeilingError is a submission that asks more than a ceiling allows. Its
+// text names the field, the value asked, the ceiling and the coordinator
+// flag that sets it.
+type CeilingError struct {
+	Field   string
+	Asked   string
+	Ceiling string
+	Flag    string
+}
+
+func (e *CeilingError) Error() string {
+	return fmt.Sprintf("%s %s is above the ceiling of %s (coordinator --%s)", e.Field, e.Asked, e.Ceiling, e.Flag)
+}
+
+// Unwrap makes a CeilingError match ErrBadConfig.
+func (e *CeilingError) Unwrap() error { return ErrBadConfig }
+
+// Check is the one rule for what a submission may ask, shared by the API,
+// the CLI and the coordinator (the authority, which checks again). It
+// rejects negative values too, so one call validates the whole ask.
+func (c Ceilings) Check(a Ask) error {
+	c = c.WithDefaults()
+	if err := a.Limits.Validate(); err != nil {
+		return err
+	}
+	if err := a.Budget.Validate(); err != nil {
+		return err
+	}
+	if a.Timeout < 0 {
+		return fmt.Errorf("%w: timeout %s is negative", ErrBadConfig, a.Timeout)
+	}
+	eff := a.Limits.withDefaults()
+	itoa := func(n int) string { return fmt.Sprint(n) }
+	switch {
+	case eff.MaxThreads > c.MaxThreads:
+		return &CeilingError{"agent_max_threads", itoa(eff.MaxThreads), itoa(c.MaxThreads), "max-agent-threads"}
+	case eff.MaxDepth > c.MaxDepth:
+		return &CeilingError{"agent_max_depth", itoa(eff.MaxDepth), itoa(c.MaxDepth), "max-agent-depth"}
+	case a.Budget.Spawns > c.MaxSpawns:
+		return &CeilingError{"budget.spawns", itoa(a.Budget.Spawns), itoa(c.MaxSpawns), "max-spawns"}
+	case a.TaskBytes > c.MaxTaskBytes:
+		return &CeilingError{"task", itoa(a.TaskBytes) + " bytes", itoa(c.MaxTaskBytes) + " bytes", "max-task-bytes"}
+	case a.Timeout > c.MaxRunTimeout:
+		return &CeilingError{"timeout", a.Timeout.String(), c.MaxRunTimeout.String(), "max-run-timeout"}
+	}
+	return nil
+}
+
+// Spawns is the spawn limit of a run under these ceilings: the budget's,
+// or the ceiling when the budget sets none.
+func (c Ceilings) Spawns(b Budget) int {
+	c = c.WithDefaults()
+	if b.Spawns > 0 && b.Spawns < c.MaxSpawns {
+		return b.Spawns
+	}
+	return c.MaxSpawns
+}

@@ -1,0 +1,284 @@
+package limits
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Unlimited is the grant of a kind no budget bounds.
+const Unlimited = math.MaxInt64 / 4
+
+// token indexes of Node.used and Node.reserved.
+const (
+	iTokens = iota
+	iInput
+	iOutput
+	nTokenKinds
+)
+
+var tokenKinds = [nTokenKinds]Kind{KindTokens, KindInputTokens, KindOutputTokens}
+
+// Tree is the budget accounting of one run, kept by whoever owns the run
+// (the coordinator in a cluster): a node for the run's budget and one for
+// each helper with a budget of its own, nested as the helpers are. One lock
+// guards the tree; it is taken once per spawn and once per lease renewal,
+// never per model call.
+type Tree struct {
+	mu   sync.Mutex
+	now  func() time.Time
+	root *Node
+}
+
+// Node is the budget of one subtree. Use, spawns and the first spent budget
+// are counted at every node from a thread's up to the run's.
+type Node struct {
+	tree     *Tree
+	parent   *Node
+	limit    Budget
+	start    time.Time
+	used     [nTokenKinds]int64
+	reserved [nTokenKinds]int64
+	spawns   int
+	spent    *Exhausted
+}
+
+// NewTree starts the accounting of a run whose budget is b, from now.
+// now is the clock (nil: time.Now).
+func NewTree(b Budget, now func() time.Time) *Tree {
+	if now == nil {
+		now = time.Now
+	}
+	t := &Tree{now: now}
+	t.root = &Node{tree: t, limit: b, start: now()}
+	return t
+}
+
+// Root is the run's node.
+func (t *Tree) Root() *Node { return t.root }
+
+// Child is the node of a helper spawned under n whose template gives it
+// budget b: a new node inside n's, starting now, or n itself when b bounds
+// nothing.
+func (n *Node) Child(b Budget) *Node {
+	if b.IsZero() {
+		return n
+	}
+	return &Node{tree: n.tree, parent: n, limit: b, start: n.tree.now()}
+}
+
+// Spawn counts one helper started under n, or refuses it with a
+// *Exhausted when a budget of n or of any node above it is spent (its
+// spawns, its tokens or its time).
+func (n *Node) Spawn() error {
+	t := n.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	for m := n; m != nil; m = m.parent {
+		if e := m.check(now, true); e != nil {
+			m.mark(e)
+			return e
+		}
+	}
+	for m := n; m != nil; m = m.parent {
+		m.spawns++
+	}
+	return nil
+}
+
+// check returns the first spent budget of m, counting spawns when spawn is set.
+func (m *Node) check(now time.Time, spawn bool) *Exhausted {
+	if d := m.limit.Duration; d > 0 {
+		if el := now.Sub(m.start); el >= d {
+			return &Exhausted{Kind: KindDuration, Used: int64(el), Limit: int64(d)}
+		}
+	}
+	for i, lim := range m.tokenLimits() {
+		if lim > 0 && m.used[i] >= lim {
+			return &Exhausted{Kind: tokenKinds[i], Used: m.used[i], Limit: lim}
+		}
+	}
+	if spawn && m.limit.Spawns > 0 && m.spawns >= m.limit.Spawns {
+		return &Exhausted{Kind: KindSpawns, Used: int64(m.spawns), Limit: int64(m.limit.Spawns)}
+	}
+	return nil
+}
+
+func (m *Node) tokenLimits() [nTokenKinds]int64 {
+	return [nTokenKinds]int64{m.limit.Tokens, m.limit.InputTokens, m.limit.OutputTokens}
+}
+
+func (m *Node) mark(e *Exhausted) {
+	if m.spent == nil {
+		m.spent = e
+	}
+}
+
+// Spent returns the first of n's own budgets found spent, or nil. For
+// tokens and spawns, Used is the use now, which includes what calls in
+// flight spent after the budget ran out.
+func (n *Node) Spent() *Exhausted {
+	n.tree.mu.Lock()
+	defer n.tree.mu.Unlock()
+	if n.spent == nil {
+		return nil
+	}
+	e := *n.spent
+	for i, k := range tokenKinds {
+		if e.Kind == k {
+			e.Used = n.used[i]
+		}
+	}
+	if e.Kind == KindSpawns {
+		e.Used = int64(n.spawns)
+	}
+	return &e
+}
+
+// Use is n's budget use: each bounded kind, used against its limit
+// (durations in milliseconds).
+func (n *Node) Use() Use {
+	t := n.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	u := Use{}
+	for i, lim := range n.tokenLimits() {
+		if lim > 0 {
+			u[tokenKinds[i]] = Amount{Used: n.used[i], Limit: lim}
+		}
+	}
+	if n.limit.Spawns > 0 {
+		u[KindSpawns] = Amount{Used: int64(n.spawns), Limit: int64(n.limit.Spawns)}
+	}
+	if d := n.limit.Duration; d > 0 {
+		el := t.now().Sub(n.start)
+		if n.spent != nil && n.spent.Kind == KindDuration {
+			el = time.Duration(n.spent.Used)
+		}
+		u[KindDuration] = Amount{Used: el.Milliseconds(), Limit: d.Milliseconds()}
+	}
+	return u
+}
+
+// Grant is what a thread may spend on model calls before it must ask its
+// run's owner again. It travels to the thread's worker with the thread.
+type Grant struct {
+	Tokens       int64 `msgpack:"tokens"`
+	InputTokens  int64 `msgpack:"input_tokens"`
+	OutputTokens int64 `msgpack:"output_tokens"`
+	// Remaining is the time left until the nearest duration budget ends;
+	// zero means no duration budget bounds the thread.
+	Remaining time.Duration `msgpack:"remaining,omitempty"`
+	// Spent, when set, is the budget that is spent: no model call may start.
+	Spent *Exhausted `msgpack:"spent,omitempty"`
+}
+
+// UnlimitedGrant bounds nothing.
+var UnlimitedGrant = Grant{Tokens: Unlimited, InputTokens: Unlimited, OutputTokens: Unlimited}
+
+// Lease is one thread's share of its budgets: tokens reserved for it at
+// every node from its own up to the run's, so that the grants handed out
+// never add up to more than any budget has left. A thread starts a model
+// call only while its grant is positive; a call may spend past it, so a
+// tree's overshoot is at most what its model calls in flight when the
+// budget ran out spend.
+type Lease struct {
+	node *Node
+	held [nTokenKinds]int64
+	// reported is what renewals have settled so far (input, output).
+	reportedIn, reportedOut int64
+}
+
+// Lease opens a lease for a thread under n; settle it with Close.
+func (n *Node) Lease() *Lease { return &Lease{node: n} }
+
+// Node is the budget node the lease draws on.
+func (l *Lease) Node() *Node { return l.node }
+
+// grantShare is the fraction of what a budget has left that one grant takes.
+const grantShare = 4
+
+// Renew settles what the thread spent since its last grant (input and
+// output tokens), returns the rest of that grant, and hands out a new one.
+func (l *Lease) Renew(in, out int64) Grant {
+	t := l.node.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l.settle(in, out)
+	l.reportedIn, l.reportedOut = l.reportedIn+in, l.reportedOut+out
+	now := t.now()
+	g := Grant{}
+	rem := [nTokenKinds]int64{Unlimited, Unlimited, Unlimited}
+	for m := l.node; m != nil; m = m.parent {
+		if e := m.check(now, false); e != nil {
+			m.mark(e)
+			return Grant{Spent: e}
+		}
+		for i, lim := range m.tokenLimits() {
+			if lim > 0 {
+				left := lim - m.used[i] - m.reserved[i]
+				if left <= 0 {
+					// What is left is leased to other threads.
+					return Grant{Spent: &Exhausted{Kind: tokenKinds[i], Used: m.used[i] + m.reserved[i], Limit: lim}}
+				}
+				rem[i] = min(rem[i], left)
+			}
+		}
+		if d := m.limit.Duration; d > 0 {
+			left := d - now.Sub(m.start)
+			if g.Remaining == 0 || left < g.Remaining {
+				g.Remaining = left
+			}
+		}
+	}
+	for i, r := range rem {
+		if r < Unlimited {
+			r = (r + grantShare - 1) / grantShare
+			for m := l.node; m != nil; m = m.parent {
+				m.reserved[i] += r
+			}
+		}
+		l.held[i] = r
+	}
+	g.Tokens, g.InputTokens, g.OutputTokens = l.held[iTokens], l.held[iInput], l.held[iOutput]
+	return g
+}
+
+// Release settles what the thread spent since its last grant and gives
+// back what the lease holds: the thread waits on helpers and makes no
+// model call until it renews, so its share goes to them.
+func (l *Lease) Release(in, out int64) {
+	t := l.node.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in, out = max(in, 0), max(out, 0)
+	l.settle(in, out)
+	l.reportedIn, l.reportedOut = l.reportedIn+in, l.reportedOut+out
+}
+
+// Close settles the thread's whole own spending (input and output tokens of
+// all its model calls, as its result reports them) less what renewals
+// settled already, and frees what the lease still holds.
+func (l *Lease) Close(in, out int64) {
+	t := l.node.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l.settle(max(in-l.reportedIn, 0), max(out-l.reportedOut, 0))
+	l.reportedIn, l.reportedOut = max(in, l.reportedIn), max(out, l.reportedOut)
+}
+
+// settle adds spending to every node up the chain and releases the held
+// reservation. t.mu is held.
+func (l *Lease) settle(in, out int64) {
+	spent := [nTokenKinds]int64{in + out, in, out}
+	for m := l.node; m != nil; m = m.parent {
+		for i := range spent {
+			m.used[i] += spent[i]
+			if l.held[i] < Unlimited {
+				m.reserved[i] -= l.held[i]
+			}
+		}
+	}
+	l.held = [nTokenKinds]int64{}
+}

@@ -1,0 +1,39 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// meter is a hosted thread's budget meter: it starts on the grant that
+// came with the thread's placement and asks the run's coordinator for the
+// next one only when that is used up, so most model calls ask nobody.
+func (w *Worker) meter(req *wire.ExecRequest) runner.Meter {
+	run, thread, coord, token := req.Thread.RunID, req.Thread.ID, req.Coordinator, req.Token
+	renew := func(ctx context.Context, in, out int64) (limits.Grant, error) {
+		msg := wire.Message(wire.TypeBudgetRenew, wire.BudgetRenew{RunID: run, ThreadID: thread, Token: token, InputTokens: in, OutputTokens: out})
+		call, err := w.tr.Request(ctx, wire.SubjectBudget(coord, w.cfg.ID), wire.WithIDs(msg, run, thread))
+		if err != nil {
+			return limits.Grant{}, fmt.Errorf("budget: coordinator %s unreachable: %w", coord, err)
+		}
+		defer call.Close()
+		m, err := call.Next(ctx, w.silence(coord))
+		if err != nil {
+			return limits.Grant{}, peerError("budget: coordinator "+coord, err)
+		}
+		if err := actor.MsgError(m); err != nil {
+			return limits.Grant{}, fmt.Errorf("budget: %w", err)
+		}
+		var g limits.Grant
+		if err := wire.DecodeAs(m.Data, wire.TypeBudgetGrant, &g); err != nil {
+			return limits.Grant{}, fmt.Errorf("budget: %w", err)
+		}
+		return g, nil
+	}
+	return runner.LimitsMeter{Meter: limits.NewMeter(req.Grant, renew, nil)}
+}
