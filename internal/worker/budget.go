@@ -13,7 +13,13 @@ import (
 // meter is a hosted thread's budget meter: it starts on the grant that
 // came with the thread's placement and asks the run's coordinator for the
 // next one only when that is used up, so most model calls ask nobody.
+//
+// A placement without a grant (the zero Grant, which the coordinator's
+// leases never hand out) is not metered.
 func (w *Worker) meter(req *wire.ExecRequest) runner.Meter {
+	if req.Grant == (limits.Grant{}) {
+		return nil
+	}
 	run, thread, coord, token := req.Thread.RunID, req.Thread.ID, req.Coordinator, req.Token
 	renew := func(ctx context.Context, in, out int64) (limits.Grant, error) {
 		msg := wire.Message(wire.TypeBudgetRenew, wire.BudgetRenew{RunID: run, ThreadID: thread, Token: token, InputTokens: in, OutputTokens: out})

@@ -136,7 +136,11 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 		return
 	}
 	th := req.Thread
-	ctx, cancel := context.WithCancelCause(runner.WithMeter(context.Background(), w.meter(&req)))
+	base := context.Background()
+	if m := w.meter(&req); m != nil {
+		base = runner.WithMeter(base, m)
+	}
+	ctx, cancel := context.WithCancelCause(base)
 	a := &threadActor{w: w, th: th, token: req.Token, reply: r, cancel: cancel, ctx: ctx}
 	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token, hasSlot: true}
 
