@@ -54,3 +54,16 @@ func BenchmarkEncodeEvent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckExec is the bound check of an ExecRequest, part of every
+// decode in BenchmarkEncodeDecodeExec.
+func BenchmarkCheckExec(b *testing.B) {
+	data, _ := Encode(TypeExecRequest, sampleExec())
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Check(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -104,6 +104,9 @@ func Decode(data []byte) (Envelope, error) {
 	if len(data) == 0 {
 		return env, &Error{Code: CodeBadMessage, Message: "empty message"}
 	}
+	if err := Check(data); err != nil {
+		return env, err
+	}
 	if err := msgpack.Unmarshal(data, &env); err != nil {
 		return env, &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
 	}
@@ -117,6 +120,7 @@ func Decode(data []byte) (Envelope, error) {
 }
 
 // Into decodes the envelope's body into v, which must match the type want.
+// The envelope must come from Decode, which bounded the whole message.
 func (e Envelope) Into(want Type, v any) error {
 	if e.Type != want {
 		if e.Type == TypeError {
@@ -134,12 +138,16 @@ func (e Envelope) Into(want Type, v any) error {
 	return nil
 }
 
-// DecodeAs decodes data as a message of type want into v. It reads the
+// DecodeAs decodes data as a message of type want into v, after Check has
+// bounded what it may allocate. It reads the
 // envelope and the body in one pass when, as Encode writes them, the type and
 // version come before the body; any other key order still decodes.
 func DecodeAs(data []byte, want Type, v any) error {
 	if len(data) == 0 {
 		return &Error{Code: CodeBadMessage, Message: "empty message"}
+	}
+	if err := Check(data); err != nil {
+		return err
 	}
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)

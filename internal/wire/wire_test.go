@@ -103,6 +103,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeRunSubmit, RunSubmit{RunID: "r", Task: "t"}))
 	f.Add(ErrorBody(errors.New("x")))
 	f.Add([]byte{0x83, 0xa1, 't'})
+	for _, b := range bombs() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, err := Decode(data)
 		if err != nil {
