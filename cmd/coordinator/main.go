@@ -81,6 +81,8 @@ func run() error {
 	fs.IntVar(&cc.Ceilings.MaxTaskBytes, "max-task-bytes", limits.DefaultCeilingTask, "ceiling on a submission's task, in bytes")
 	fs.DurationVar(&cc.Ceilings.MaxRunTimeout, "max-run-timeout", limits.DefaultMaxRunTimeout, "ceiling on a submission's timeout")
 	fs.DurationVar(&cc.RunTimeout, "run-timeout", coordinator.DefaultRunTimeout, "deadline of a queued run that asks none; past it the run fails (\"deadline exceeded\")")
+	fs.DurationVar(&sc.Retention, "retention", store.DefaultRetention, "how long run records, held approvals and payload objects are kept after their last write")
+	fs.DurationVar(&sc.EventsMaxAge, "events-max-age", store.DefaultEventsMaxAge, "how long run events are kept")
 	fs.IntVar(&sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
 	fs.DurationVar(&sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
 	fs.StringVar(&hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")

@@ -23,8 +23,10 @@ type Backend interface {
 	// it returns the same run id and starts nothing new.
 	Submit(ctx context.Context, req SubmitRequest) (runID string, err error)
 	// ListRuns returns up to limit run records, newest first, only those with
-	// the given status when status is not empty.
-	ListRuns(ctx context.Context, status string, limit int) ([]record.Run, error)
+	// the given status when status is not empty, starting after the page
+	// cursor page ("" for the newest), and the cursor of the next page ("" at
+	// the end). A bad cursor is ErrInvalid.
+	ListRuns(ctx context.Context, status string, limit int, page string) (runs []record.Run, next string, err error)
 	// GetRun returns one run's record (ErrNotFound when there is none).
 	GetRun(ctx context.Context, id string) (record.Run, error)
 	// Events replays the run's stored events with a sequence above after,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,7 +19,14 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	if r.ContentLength > s.cfg.MaxBody {
 		return &http.MaxBytesError{Limit: s.cfg.MaxBody}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		return bodyError(err)
+	}
+	if err := checkDepth(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return bodyError(err)
@@ -29,6 +37,38 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 			return err
 		}
 		return badRequest("the body must hold one JSON object and nothing after it")
+	}
+	return nil
+}
+
+// maxDepth is the deepest nesting of objects and arrays a body may have:
+// far more than any request needs, and checked before decoding, so a body
+// of a million brackets costs a scan, not a decoder's stacks.
+const maxDepth = 64
+
+// checkDepth refuses JSON nested deeper than maxDepth, outside strings.
+func checkDepth(data []byte) error {
+	depth, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > maxDepth {
+				return badRequest("the body nests objects and arrays deeper than %d", maxDepth)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -105,20 +106,33 @@ func (f *fakeBackend) Submit(ctx context.Context, req SubmitRequest) (string, er
 	return id, nil
 }
 
-func (f *fakeBackend) ListRuns(ctx context.Context, status string, limit int) ([]record.Run, error) {
+func (f *fakeBackend) ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
-		return nil, f.fail
+		return nil, "", f.fail
 	}
 	f.listArgs = append(f.listArgs, listArgs{status, limit})
+	start := len(f.order) - 1
+	if page != "" {
+		n, err := strconv.Atoi(page)
+		if err != nil || n < 0 || n > len(f.order) {
+			return nil, "", fmt.Errorf("%w: bad page", ErrInvalid)
+		}
+		start = n - 1
+	}
 	var out []record.Run
-	for i := len(f.order) - 1; i >= 0 && len(out) < limit; i-- {
+	i := start
+	for ; i >= 0 && len(out) < limit; i-- {
 		if r := f.runs[f.order[i]]; status == "" || string(r.Status) == status {
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	next := ""
+	if i >= 0 {
+		next = strconv.Itoa(i + 1)
+	}
+	return out, next, nil
 }
 
 func (f *fakeBackend) GetRun(ctx context.Context, id string) (record.Run, error) {

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,12 +179,23 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = min(n, maxListLimit)
 	}
-	runs, err := s.b.ListRuns(r.Context(), status, limit)
+	page := q.Get("page")
+	if len(page) > 64 {
+		return badRequest("page must be a cursor from a Link header")
+	}
+	runs, next, err := s.b.ListRuns(r.Context(), status, limit, page)
 	if err != nil {
 		return err
 	}
 	if runs == nil {
 		runs = []record.Run{}
+	}
+	if next != "" {
+		nq := url.Values{"limit": {strconv.Itoa(limit)}, "page": {next}}
+		if status != "" {
+			nq.Set("status", status)
+		}
+		w.Header().Set("Link", "</v1/runs?"+nq.Encode()+`>; rel="next"`)
 	}
 	writeJSON(w, http.StatusOK, runs)
 	return nil

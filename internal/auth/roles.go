@@ -94,6 +94,7 @@ func permit(p *jwt.Permissions, role Role, id string) {
 		p.Pub.Allow.Add(
 			wire.SubjectWorkerHeartbeat(id),
 			wire.SubjectSpawn("*", id), wire.SubjectApproval("*", id), wire.SubjectThreadCancel("*", id),
+			wire.SubjectBudget("*", id),
 			wire.ExecInboxPrefix+".>", // replies to the coordinators' placements, checked by token
 			wire.EventsAll,
 			// The transfers object store, and nothing else of JetStream.

@@ -158,15 +158,26 @@ func getCommand(args []string, stdio Stdio) int {
 }
 
 func runsCommand(args []string, stdio Stdio) int {
-	var status string
+	var status, page string
 	var limit int
-	return runCluster("runs", "[--status S] [--limit N] [--json]", args, stdio, true, func(fs *flag.FlagSet) {
+	return runCluster("runs", "[--status S] [--limit N] [--page CURSOR] [--json]", args, stdio, true, func(fs *flag.FlagSet) {
 		fs.StringVar(&status, "status", "", "only runs with this `status` (queued, running, succeeded, failed, cancelled)")
 		fs.IntVar(&limit, "limit", 20, "at most `N` runs, newest first")
+		fs.StringVar(&page, "page", "", "the page after `CURSOR`, as the previous page printed it")
 	}, func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
-		runs, err := c.svc.ListRuns(ctx, status, limit)
+		if limit < 1 {
+			return 0, usagef("--limit must be at least 1")
+		}
+		runs, next, err := c.svc.ListRuns(ctx, status, limit, page)
 		if err != nil {
-			return 0, err
+			return 0, usageIfInvalid(err)
+		}
+		if next != "" {
+			more := fmt.Sprintf("formica runs --limit %d --page %s", limit, next)
+			if status != "" {
+				more += " --status " + status
+			}
+			fmt.Fprintln(stdio.Err, "more:", more)
 		}
 		if f.json {
 			if runs == nil {

@@ -118,9 +118,9 @@ func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
 }
 
 // ListRuns lists records, newest first.
-func (s *Service) ListRuns(ctx context.Context, status string, limit int) ([]record.Run, error) {
-	runs, err := s.cfg.Store.ListRecords(ctx, store.ListOptions{Status: event.Status(status), Limit: limit})
-	return runs, mapErr(err)
+func (s *Service) ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error) {
+	p, err := s.cfg.Store.ListPage(ctx, store.ListOptions{Status: event.Status(status), Limit: limit, Page: page})
+	return p.Runs, p.Next, mapErr(err)
 }
 
 // GetRun returns one record.
@@ -263,7 +263,7 @@ func (s *Service) Ready(ctx context.Context) error {
 	if st := s.cfg.Conn.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w: NATS connection %v", api.ErrUnavailable, st)
 	}
-	if _, err := s.cfg.Store.ListRecords(ctx, store.ListOptions{Limit: 1}); err != nil {
+	if err := s.cfg.Store.Ping(ctx); err != nil {
 		return fmt.Errorf("%w: run store: %v", api.ErrUnavailable, err)
 	}
 	return nil
@@ -278,7 +278,7 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %v", api.ErrNotFound, err)
 	case errors.Is(err, store.ErrDecided):
 		return fmt.Errorf("%w: %v", api.ErrConflict, err)
-	case errors.Is(err, store.ErrInvalidID), errors.Is(err, store.ErrTooLarge):
+	case errors.Is(err, store.ErrInvalidID), errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrBadCursor):
 		return fmt.Errorf("%w: %v", api.ErrInvalid, err)
 	}
 	return err

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,24 +28,38 @@ type pointer struct {
 
 var pointerPrefix = []byte(`{"ref":`)
 
-// ListOptions selects records for ListRecords.
+// ListOptions selects records for ListRecords and ListPage.
 type ListOptions struct {
 	// Status, when set, keeps only records of that status.
 	Status event.Status
 	// Limit, when positive, keeps only the newest Limit records.
 	Limit int
+	// Page is the cursor of the page to read (ListPage's Next); "" is the
+	// newest.
+	Page string
 }
 
 // CreateRecord stores r under r.RunID if no record of that run exists
 // (else ErrExists) and returns its revision.
+//
+// A created record is added to the run index, which is how ListPage finds
+// it; a record stored only with PutRecord is not listed.
 func (s *Store) CreateRecord(ctx context.Context, r record.Run) (uint64, error) {
-	return s.writeRecord(ctx, r, func(ctx context.Context, val []byte) (uint64, error) {
+	rev, err := s.writeRecord(ctx, r, func(ctx context.Context, val []byte) (uint64, error) {
 		rev, err := s.runs.Create(ctx, r.RunID, val)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			err = fmt.Errorf("%w: record %s", ErrExists, r.RunID)
 		}
 		return rev, err
 	})
+	if err != nil {
+		return rev, err
+	}
+	if err := s.index(ctx, r.RunID); err != nil {
+		// The record stands; only listing misses it.
+		s.log.Warn("store: run not indexed", "run", r.RunID, "err", err)
+	}
+	return rev, nil
 }
 
 // PutRecord stores r under r.RunID unconditionally and returns its revision.
@@ -142,41 +155,11 @@ func (s *Store) DeleteRecord(ctx context.Context, id string) error {
 	return nil
 }
 
-// ListRecords returns the records matching opts, newest CreatedAt first
-// (ties by run id). It reads the whole bucket in one pass: fine for
-// thousands of runs.
+// ListRecords returns one page of records matching opts, newest first;
+// see ListPage.
 func (s *Store) ListRecords(ctx context.Context, opts ListOptions) ([]record.Run, error) {
-	entries, err := snapshot(ctx, s.runs)
-	if err != nil {
-		return nil, fmt.Errorf("store: list records: %w", err)
-	}
-	out := make([]record.Run, 0, len(entries))
-	for _, e := range entries {
-		r, err := s.decodeRecord(ctx, e.Value())
-		if errors.Is(err, ErrNotFound) { // replaced while we read: read it again
-			r, _, err = s.GetRecord(ctx, e.Key())
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-		}
-		if err != nil {
-			s.log.Warn("store: skipping unreadable record", "key", e.Key(), "err", err)
-			continue
-		}
-		if opts.Status == "" || r.Status == opts.Status {
-			out = append(out, r)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].RunID > out[j].RunID
-	})
-	if opts.Limit > 0 && len(out) > opts.Limit {
-		out = out[:opts.Limit]
-	}
-	return out, nil
+	p, err := s.ListPage(ctx, opts)
+	return p.Runs, err
 }
 
 // WatchRecord sends the current record of run id (once it exists), then

@@ -15,6 +15,11 @@
 //     NATS; Events replays a run's events and follows it live.
 //   - approvals held for a person: the KV bucket formica_approvals.
 //   - large payloads: the object store formica_payloads (see Offloader).
+//   - the run index: the stream FORMICA_RUN_INDEX, one message per created
+//     record, which ListPage reads from its end.
+//
+// Records, approvals, payload objects and index entries are kept for
+// Config.Retention after their last write, events for EventsMaxAge.
 //
 // Open creates or updates all of it, idempotently; several coordinators may
 // open the same store at once. The Store does not own the NATS connection.
@@ -64,6 +69,7 @@ const (
 	DefaultAckWait         = 30 * time.Second
 	DefaultMaxDeliver      = 10
 	DefaultMaxRunSlots     = 64
+	DefaultRetention       = 30 * 24 * time.Hour
 )
 
 // Config configures a Store. The zero value is a single-node store with the
@@ -74,6 +80,12 @@ type Config struct {
 	Replicas int
 	// EventsMaxAge is how long events are kept; default 7 days.
 	EventsMaxAge time.Duration
+	// Retention is how long run records, held approvals and payload
+	// objects are kept after their last write, and runs stay in the run
+	// index; default 30 days. JetStream expires them (the buckets' TTL, the
+	// index's MaxAge), so a large record's object and an offloaded payload
+	// nobody fetched go too.
+	Retention time.Duration
 	// DuplicateWindow is how long a run id is remembered to drop a second
 	// submission of the same run; default 24 h.
 	DuplicateWindow time.Duration
@@ -107,7 +119,7 @@ func (c *Config) setDefaults() error {
 	switch {
 	case c.Replicas < 0 || c.Replicas > 5:
 		return fmt.Errorf("%w: Replicas %d, want 1 to 5", ErrInvalidConfig, c.Replicas)
-	case c.EventsMaxAge < 0, c.DuplicateWindow < 0, c.AckWait < 0:
+	case c.EventsMaxAge < 0, c.DuplicateWindow < 0, c.AckWait < 0, c.Retention < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	case c.MaxDeliver < 0 || c.MaxRunSlots < 0:
 		return fmt.Errorf("%w: negative MaxDeliver or MaxRunSlots", ErrInvalidConfig)
@@ -116,6 +128,7 @@ func (c *Config) setDefaults() error {
 	}
 	setDefault(&c.Replicas, DefaultReplicas)
 	setDefault(&c.EventsMaxAge, DefaultEventsMaxAge)
+	setDefault(&c.Retention, DefaultRetention)
 	setDefault(&c.DuplicateWindow, DefaultDuplicateWindow)
 	setDefault(&c.AckWait, DefaultAckWait)
 	setDefault(&c.MaxDeliver, DefaultMaxDeliver)
@@ -147,6 +160,8 @@ type Store struct {
 	approvals jetstream.KeyValue
 	payloads  jetstream.ObjectStore
 	transfers jetstream.ObjectStore
+	// indexStream is the run index (see ListPage).
+	indexStream jetstream.Stream
 }
 
 // Open creates or updates every stream, bucket and consumer of the store,
@@ -184,6 +199,16 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		MaxAge:      cfg.EventsMaxAge,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
+	}, {
+		Name:        IndexStream,
+		Description: "Formica runs in the order they were created",
+		Subjects:    []string{SubjectIndex},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      cfg.Retention,
+		AllowDirect: true,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
 	}}
 	for _, sc := range streams {
 		if err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) error {
@@ -192,6 +217,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 				func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
 			if err == nil && sc.Name == QueueStream {
 				s.cfg.DuplicateWindow = st.CachedInfo().Config.Duplicates // what Enqueue relies on
+			}
+			if err == nil && sc.Name == IndexStream {
+				s.indexStream = st
 			}
 			return err
 		}); err != nil {
@@ -234,7 +262,7 @@ func (s *Store) openBuckets(ctx context.Context) error {
 		desc string
 	}{{&s.runs, RunsBucket, "Formica run records"}, {&s.approvals, ApprovalsBucket, "Formica approvals"}} {
 		kc := jetstream.KeyValueConfig{
-			Bucket: kv.name, Description: kv.desc, History: 1,
+			Bucket: kv.name, Description: kv.desc, History: 1, TTL: s.cfg.Retention,
 			Storage: jetstream.FileStorage, Replicas: r,
 		}
 		err := retry(ctx, s.log, "bucket "+kv.name, func(ctx context.Context) (err error) {
@@ -252,7 +280,8 @@ func (s *Store) openBuckets(ctx context.Context) error {
 		name string
 		desc string
 	}{{&s.payloads, PayloadsBucket, "Formica large run records"}, {&s.transfers, TransfersBucket, "Formica large message bodies"}} {
-		oc := jetstream.ObjectStoreConfig{Bucket: ob.name, Description: ob.desc, Storage: jetstream.FileStorage, Replicas: r}
+		oc := jetstream.ObjectStoreConfig{Bucket: ob.name, Description: ob.desc, TTL: s.cfg.Retention,
+			Storage: jetstream.FileStorage, Replicas: r}
 		err := retry(ctx, s.log, "object store "+ob.name, func(ctx context.Context) (err error) {
 			*ob.dst, err = ensure(ctx, client, js.ObjectStore, ob.name, jetstream.ErrBucketNotFound,
 				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },

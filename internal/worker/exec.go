@@ -168,6 +168,14 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 
 	r.Reply(wire.Message(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))
 	pid, err := w.engine.Spawn(th.ID, a)
+	if errors.Is(err, actor.ErrExists) {
+		// The actor of an earlier placement of the thread is still
+		// stopping here: place it elsewhere, as for a thread still hosted.
+		w.finish(th.ID)
+		cancel(err)
+		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
+		return
+	}
 	if err != nil {
 		w.finish(th.ID)
 		cancel(err)

@@ -1,0 +1,163 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// budgetRecord is the part of the --json record the budget tests read.
+type budgetRecord struct {
+	Status   string `json:"status"`
+	Error    string `json:"error"`
+	Output   string `json:"output"`
+	Refusals struct {
+		Budget int `json:"budget"`
+	} `json:"refusals"`
+	Threads []struct {
+		Name   string `json:"name"`
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	} `json:"threads"`
+	Budget map[string]struct {
+		Used  int64 `json:"used"`
+		Limit int64 `json:"limit"`
+	} `json:"budget"`
+}
+
+// perCall is what every response of openAIServer costs: 12 prompt and 3
+// completion tokens.
+const perCall = 15
+
+// chainServer makes each thread whose task is "depth-N" (N < last) spawn
+// one helper "depth-N+1" and then answer with what it got; the last one
+// answers at once. delay slows every response; results collects every tool
+// result the model was shown.
+func chainServer(t *testing.T, last int, delay time.Duration, results *[]string, mu *sync.Mutex) []string {
+	srv := openAIServer(t, func(req *chatRequest) reply {
+		time.Sleep(delay)
+		if res := req.results(); len(res) > 0 {
+			mu.Lock()
+			*results = append(*results, res...)
+			mu.Unlock()
+			return reply{text: strings.Join(res, "\n")}
+		}
+		task := req.task()
+		if strings.HasPrefix(task, "fan-") {
+			n, _ := strconv.Atoi(strings.TrimPrefix(task, "fan-"))
+			var calls [][2]string
+			for i := range n {
+				calls = append(calls, [2]string{fmt.Sprintf("h%d", i), "depth-" + strconv.Itoa(last)})
+			}
+			return reply{calls: calls}
+		}
+		var n int
+		fmt.Sscanf(task, "depth-%d", &n)
+		if n >= last {
+			return reply{text: "bottom"}
+		}
+		return reply{calls: [][2]string{{fmt.Sprintf("d%d", n+1), fmt.Sprintf("depth-%d", n+1)}}}
+	})
+	return openAIEnv(srv)
+}
+
+func runBudget(t *testing.T, env []string, args ...string) budgetRecord {
+	t.Helper()
+	args = append([]string{"run", "--model", "openai:test-model", "--json", "--cwd", t.TempDir()}, args...)
+	r := formica(t, env, args...)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (failed)\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	var rec budgetRecord
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, r.stdout)
+	}
+	return rec
+}
+
+var tokensSpent = regexp.MustCompile(`^budget exhausted \(tokens\): (\d+)/50$`)
+
+// TestTokenBudgetOverOpenAIWire runs a chain of helpers, one model call at
+// a time, on 50 tokens: it stops within one call (15 tokens) past the
+// budget, the spawn past it gets the exact text, every thread of the chain
+// fails with the budget's reason and the run with its use.
+func TestTokenBudgetOverOpenAIWire(t *testing.T) {
+	var mu sync.Mutex
+	var results []string
+	env := chainServer(t, 8, 0, &results, &mu)
+	rec := runBudget(t, env, "--budget-tokens", "50", "depth-0")
+	m := tokensSpent.FindStringSubmatch(rec.Error)
+	if rec.Status != "failed" || m == nil {
+		t.Fatalf("run: %s %q", rec.Status, rec.Error)
+	}
+	used, _ := strconv.Atoi(m[1])
+	if used < 50 || used > 50+perCall {
+		t.Fatalf("used %d of 50: past one call of %d", used, perCall)
+	}
+	if b := rec.Budget["tokens"]; b.Used != int64(used) || b.Limit != 50 {
+		t.Fatalf("record budget %+v", rec.Budget)
+	}
+	if rec.Refusals.Budget != 1 {
+		t.Fatalf("refusals %+v", rec.Refusals)
+	}
+	for _, th := range rec.Threads {
+		if th.Status != "failed" || th.Error != "budget exhausted (tokens)" {
+			t.Errorf("thread %s: %s %q", th.Name, th.Status, th.Error)
+		}
+	}
+	if len(rec.Threads) != used/perCall {
+		t.Errorf("%d threads for %d calls", len(rec.Threads), used/perCall)
+	}
+}
+
+// TestSpawnBudgetOverOpenAIWire fans out to four helpers on a budget of two
+// spawns: the model sees two answers and two refusals with the exact text.
+func TestSpawnBudgetOverOpenAIWire(t *testing.T) {
+	var mu sync.Mutex
+	var results []string
+	env := chainServer(t, 0, 0, &results, &mu)
+	rec := runBudget(t, env, "--budget-spawns", "2", "fan-4")
+	if rec.Status != "failed" || rec.Error != "budget exhausted (spawns): 2/2" {
+		t.Fatalf("run: %s %q", rec.Status, rec.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	refused := 0
+	for _, r := range results {
+		if r == "Agent budget exhausted (spawns). Solve the task yourself." {
+			refused++
+		} else if r != "bottom" {
+			t.Errorf("tool result %q", r)
+		}
+	}
+	if refused != 2 || len(results) != 4 || rec.Refusals.Budget != 2 || len(rec.Threads) != 3 {
+		t.Fatalf("%d refused of %d results; record refusals %+v, %d threads", refused, len(results), rec.Refusals, len(rec.Threads))
+	}
+}
+
+// TestDurationBudgetOverOpenAIWire runs a chain whose every model call takes
+// 300ms on 1s: the thread whose next call would start past it fails with the
+// exact reason, its parent sees it, and the run fails with the duration.
+func TestDurationBudgetOverOpenAIWire(t *testing.T) {
+	var mu sync.Mutex
+	var results []string
+	env := chainServer(t, 20, 300*time.Millisecond, &results, &mu)
+	rec := runBudget(t, env, "--budget-duration", "1s", "depth-0")
+	if rec.Status != "failed" || !strings.HasPrefix(rec.Error, "budget exhausted (duration): ") || !strings.HasSuffix(rec.Error, "/1s") {
+		t.Fatalf("run: %s %q", rec.Status, rec.Error)
+	}
+	failed := 0
+	for _, th := range rec.Threads {
+		if th.Error == "budget exhausted (duration)" {
+			failed++
+		}
+	}
+	if failed == 0 || len(rec.Threads) >= 20 {
+		t.Fatalf("%d of %d threads failed with the duration", failed, len(rec.Threads))
+	}
+}
