@@ -96,7 +96,7 @@ func (a *attacker) refused(what, subject string, sub bool) {
 // and every process stays up.
 func TestAttacksAreRefused(t *testing.T) {
 	t.Parallel()
-	c := startCoord(t, coordOpts{})
+	c := startCoord(t, coordOpts{extra: []string{"--max-task-bytes", "1048576"}}) // the big run's task is past the default ceiling
 	w1 := c.startWorker("w1", 4)
 
 	// The target: a run whose helpers take a while, under a deny-all policy.
