@@ -26,7 +26,7 @@ func TestBigTree(t *testing.T) {
 			t.Fatalf("FORMICA_BROWSER_HELPERS=%q: want a positive number", v)
 		}
 	}
-	c := startCoord(t, coordOpts{heartbeat: "2s", extra: []string{"--placement-timeout", "2m"}})
+	c := startCoord(t, coordOpts{heartbeat: "2s", extra: []string{"--placement-timeout", "2m", "--max-agent-threads", strconv.Itoa(n)}})
 	c.startWorker("w1", 256)
 	c.startWorker("w2", 256)
 	var task strings.Builder
