@@ -100,9 +100,10 @@ func run() error {
 	wc.Metrics = mx
 	// Results larger than the NATS max payload travel through the object store.
 	if st, err := store.OpenTransfers(ctx, nc); err != nil {
-		logger.Warn("no JetStream run store: results over the NATS max payload will fail", "err", err)
+		logger.Warn("no JetStream run store: results over the NATS max payload will fail and threads keep no journal", "err", err)
 	} else {
 		wc.Offloader = st
+		wc.Journal = func(run, thread, token string) runner.ThreadJournal { return st.Journal(run, thread, token, false) }
 	}
 	w, err := worker.New(wc)
 	if err != nil {

@@ -97,6 +97,9 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			wire.SubjectBudget("*", id),
 			wire.ExecInboxPrefix+".>", // replies to the coordinators' placements, checked by token
 			wire.EventsAll,
+			// Threads' own journal entries (never the coordinator's); they
+			// count only under a placement token the worker was given.
+			store.SubjectJournal("*", "*", false),
 			// The transfers object store, and nothing else of JetStream.
 			"$JS.API.STREAM.INFO."+TransfersStream,
 			"$JS.API.STREAM.MSG.GET."+TransfersStream,
@@ -119,7 +122,7 @@ func permit(p *jwt.Permissions, role Role, id string) {
 	case Client:
 		p.Pub.Allow.Add(">")
 		p.Pub.Deny.Add(
-			"formica.worker.>", "formica.coord.>", "formica.workers.hb.>", wire.EventsAll,
+			"formica.worker.>", "formica.coord.>", "formica.workers.hb.>", wire.EventsAll, store.SubjectJournalAll,
 			"_INBOX.>", "_FORMICA.>", // replies only to requests it received (Resp)
 			"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
 			"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>",

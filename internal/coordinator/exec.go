@@ -30,6 +30,7 @@ const (
 // publishes it otherwise.
 func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, reported bool) {
 	attempts, placements := 0, 0
+	reread := false // an earlier placement may have journaled more
 	for {
 		if err := t.ctx.Err(); err != nil {
 			return runner.Cancelled(t.ctx), false
@@ -49,6 +50,8 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 		placements++
 		// Placed before the request is sent: the worker may spawn at once.
 		tok := r.place(t, wid, placements)
+		c.journalPlacement(t, wid, placements, tok)
+		t.replay = c.replayOf(r, t, reread)
 		res, out := c.execOn(ctx, r, t, wid, placements, tok)
 		r.unplace(t)
 		c.registry.release(wid)
@@ -66,6 +69,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 		case gone:
 			c.cfg.Metrics.Placement(metrics.OutcomeNoResponders)
 			c.fence(wid, t.thread.ID, placements)
+			reread = true
 			r.endAttempt(t, errors.New("worker gone"))
 			if c.registry.forget(wid) {
 				c.workerLost(wid, "no responders")
@@ -75,6 +79,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			c.cfg.Metrics.Placement(metrics.OutcomeLost)
 			attempts++
 			c.fence(wid, t.thread.ID, placements)
+			reread = true
 			r.endAttempt(t, fmt.Errorf("worker %s lost", wid))
 			if c.registry.forget(wid) {
 				c.workerLost(wid, "silent during a thread")
@@ -156,7 +161,9 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 //
 //go:noinline
 func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string) actor.Msg {
-	req := wire.ExecRequest{Thread: t.thread, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
+	th := t.thread
+	th.Replay = t.replay
+	req := wire.ExecRequest{Thread: th, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
 		Token: tok, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
 	return wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
 }

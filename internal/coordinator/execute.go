@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
@@ -65,10 +66,15 @@ func (c *Coordinator) close(rn *run) {
 }
 
 // execute runs a registered run's root thread to its end and returns the
-// run's record.
-func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
+// run's record. again says the run was executed before (delivered again
+// after its coordinator died, or resumed): its journal is read first, so
+// every thread reuses the work it did then.
+func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Run {
+	if again {
+		c.loadRunJournal(rn)
+	}
 	root := runner.Thread{
-		RunID: sub.RunID, ID: c.cfg.NewID(), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
+		RunID: sub.RunID, ID: journal.RootID(sub.RunID), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
 		Agent: sub.Agent, Agents: sub.Agents, Cwd: sub.Cwd,
 		Permissions: tools.Permissions{sub.Agent.Harness.Permissions},
 	}
@@ -80,9 +86,16 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit) record.Run {
 		defer deadline.Stop()
 	}
 	t := rn.add(root, nil, rn.budget.Root())
-	res, reported := c.execThread(rn, t)
+	res, reused := rn.finishedInJournal(root.ID)
+	reported := reused
+	if !reused {
+		res, reported = c.execThread(rn, t)
+	}
 	rn.finish(t, res, c.cfg.Now())
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)
+	if reused {
+		rn.rec.Reused(root.ID)
+	}
 	if !reported {
 		c.emitThreadEnd(rn, t, res)
 	}

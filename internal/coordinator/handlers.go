@@ -8,6 +8,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
@@ -32,7 +33,7 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 	c.cfg.Metrics.RunSubmitted()
 	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
 	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{}))
-	rec := c.execute(rn, sub)
+	rec := c.execute(rn, sub, false)
 	// Progress goes on while the reply is sent: a record over the NATS max
 	// payload is uploaded first, which may outlast the submitter's patience.
 	r.Reply(wire.Message(wire.TypeRunResult, wire.RunResult{Record: rec}))
@@ -76,7 +77,8 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
-	th, err := runner.HelperThread(&parent.thread, req.Handoffs, c.cfg.NewID(), req.Name, req.Task)
+	id := journal.HelperID(req.RunID, req.ParentID, req.CallID, c.cfg.NewID)
+	th, err := runner.HelperThread(&parent.thread, req.Handoffs, id, req.Name, req.Task)
 	if err != nil {
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return nil
@@ -84,6 +86,16 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	// The parent makes no model call while it waits: its budget share goes
 	// to its helpers (its worker dropped its grant before asking).
 	parent.lease.Release(req.ParentSpent.InputTokens, req.ParentSpent.OutputTokens)
+	if t := rn.thread(th.ID); t != nil {
+		// The parent was placed again and asks for a helper it already has:
+		// that helper goes on, and its result goes to the parent now.
+		go c.attachSpawn(rn, parent, t, r)
+		return nil
+	}
+	if res, ok := rn.finishedInJournal(th.ID); ok {
+		c.reuseSpawn(rn, th, req.CallID, res, r)
+		return nil
+	}
 	slot, err := rn.ledger.Admit(th.Depth)
 	if err != nil {
 		var refusal *limits.Refusal
@@ -92,6 +104,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		e.ThreadID, e.Reason = "", string(refusal.Reason)
 		c.emit(rn, e)
 		c.cfg.Metrics.SpawnRefused(string(refusal.Reason))
+		c.journalSpawn(journal.KindRefusal, th, req.CallID, string(refusal.Reason))
 		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
 		return nil
 	}
@@ -112,9 +125,61 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	t.admitted = in
 	c.cfg.Metrics.SpawnAdmitted()
 	c.emit(rn, threadEvent(event.ThreadSpawned, th))
+	c.journalSpawn(journal.KindSpawn, th, req.CallID, "")
 	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
 	return &admittedSpawn{rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress)}
+}
+
+// journalSpawn journals a spawn or refusal of helper th on its parent's
+// journal.
+func (c *Coordinator) journalSpawn(kind journal.Kind, th runner.Thread, callKey, reason string) {
+	turn, callID := journal.ParseCallKey(callKey)
+	e := journal.Entry{Kind: kind, Turn: turn, CallID: callID, Name: th.Name, Task: th.Task, Reason: reason}
+	if kind == journal.KindSpawn {
+		e.Child = th.ID
+	}
+	c.coordJournal(th.RunID, th.ParentID, "", e)
+}
+
+// attachSpawn answers a parent's spawn with the end of helper t, which an
+// earlier placement of the parent started.
+func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier) {
+	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: t.thread.ID})
+	r.Reply(progress)
+	ping := c.alive.add(r, progress)
+	defer c.alive.remove(ping)
+	if w := rn.parkParent(parent); w != "" {
+		c.registry.park(w)
+	}
+	select {
+	case <-t.ended:
+	case <-parent.ctx.Done():
+	}
+	if w := rn.unparkParent(parent); w != "" {
+		c.registry.unpark(w)
+	}
+	rn.mu.Lock()
+	res, done, worker := t.result, t.done, t.worker
+	rn.mu.Unlock()
+	if !done {
+		res = runner.Cancelled(parent.ctx)
+	}
+	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
+}
+
+// reuseSpawn answers a spawn with the journaled output of a helper that
+// finished in an earlier execution of the run: it is not placed, takes no
+// slot, and its tokens (counted once) come with its result.
+func (c *Coordinator) reuseSpawn(rn *run, th runner.Thread, callKey string, res runner.Result, r actor.Replier) {
+	c.emit(rn, threadEvent(event.ThreadSpawned, th))
+	c.journalSpawn(journal.KindSpawn, th, callKey, "")
+	e := threadEvent(event.ThreadFinished, th)
+	e.Status, e.Usage, e.Reason = res.Status, res.Usage, "reused from the journal"
+	c.emit(rn, e)
+	rn.rec.ThreadUsage(th.ID, res.Own)
+	rn.rec.Reused(th.ID)
+	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: th.ID, Result: res}))
 }
 
 // superviseSpawn places an admitted helper, waits for its end and answers
@@ -322,6 +387,8 @@ func (c *Coordinator) emitThreadEnd(rn *run, t *threadRec, res runner.Result) {
 	e := threadEvent(event.ThreadFinished, t.thread)
 	e.Status, e.Reason, e.Time = res.Status, res.Error, c.cfg.Now()
 	c.publish(e)
+	c.coordJournal(t.thread.RunID, t.thread.ID, "", journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output,
+		Error: res.Error, Usage: res.Usage, Own: res.Own})
 }
 
 func (c *Coordinator) publish(e event.Event) {

@@ -92,7 +92,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.cfg.Metrics.QueueWaited(started.StartedAt.Sub(started.CreatedAt))
 	}
 
-	rec := c.execute(rn, sub)
+	rec := c.execute(rn, sub, started.Attempts > 1)
 	if errors.Is(context.Cause(rn.ctx), errStopping) {
 		// Shutting down: hand the run to the next coordinator untouched.
 		c.finishRecord(context.WithoutCancel(ctx), sub.RunID, func(r *record.Run) { r.Status = record.Queued })

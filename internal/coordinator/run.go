@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
@@ -25,6 +26,9 @@ type run struct {
 
 	mu      sync.Mutex
 	threads map[string]*threadRec
+	// journals are the trusted journal entries of each thread, read when
+	// the run is executed again; nil on a first execution.
+	journals map[string][]journal.Entry
 }
 
 // threadRec is one thread of a run's tree as the coordinator sees it.
@@ -46,8 +50,17 @@ type threadRec struct {
 	parkedOn  string // the worker whose slot the parked thread gave back
 	done      bool
 
-	admitted time.Time // when its spawn came in (helpers), for metrics
-	started  bool      // it has started on a worker once (exec goroutine only)
+	admitted time.Time     // when its spawn came in (helpers), for metrics
+	started  bool          // it has started on a worker once (exec goroutine only)
+	result   runner.Result // set once done
+
+	// ended is closed once the thread is done: a parent placed again that
+	// asks for the same helper waits for this one instead of starting another.
+	ended chan struct{}
+
+	// replay is what the current placement reuses; owned by the goroutine
+	// placing the thread (execThread).
+	replay []journal.Entry
 }
 
 func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver string) *run {
@@ -56,17 +69,19 @@ func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver stri
 		rec: record.NewRecorder(nil), threads: map[string]*threadRec{}}
 }
 
-// add registers a thread; its context derives from its parent's current
-// attempt, so cancelling a parent (or losing its worker) reaches the subtree.
+// add registers a thread; its context derives from its parent's, so
+// cancelling a parent, or its end, reaches the subtree. Losing the parent's
+// worker does not: the parent is placed again and its helpers, which go on
+// running, deliver their results to it.
 func (r *run) add(th runner.Thread, parent *threadRec, node *limits.Node) *threadRec {
 	base := r.ctx
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if parent != nil && parent.attempt != nil {
-		base = parent.attempt
+	if parent != nil {
+		base = parent.ctx
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	t := &threadRec{thread: th, ctx: ctx, cancel: cancel, lease: node.Lease()}
+	t := &threadRec{thread: th, ctx: ctx, cancel: cancel, lease: node.Lease(), ended: make(chan struct{})}
 	r.threads[th.ID] = t
 	return t
 }
@@ -86,7 +101,7 @@ func (r *run) startAttempt(t *threadRec) context.Context {
 	return ctx
 }
 
-// endAttempt cancels an attempt's context and with it every helper it spawned.
+// endAttempt cancels an attempt's context: the placement's request ends.
 func (r *run) endAttempt(t *threadRec, cause error) {
 	r.mu.Lock()
 	abort := t.abort
@@ -142,8 +157,9 @@ func (r *run) unparkParent(parent *threadRec) string {
 // helpers are over).
 func (r *run) finish(t *threadRec, res runner.Result, at time.Time) {
 	r.mu.Lock()
-	t.done = true
+	t.done, t.result = true, res
 	r.mu.Unlock()
+	close(t.ended)
 	t.cancel(nil)
 	t.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
 	e := threadEvent(event.ThreadFinished, t.thread)

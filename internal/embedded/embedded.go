@@ -140,8 +140,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
 			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
 			Metrics: cfg.Metrics}
-		if s.Store != nil {
-			wc.Offloader = s.Store
+		if st := s.Store; st != nil {
+			wc.Offloader = st
+			wc.Journal = func(run, thread, token string) runner.ThreadJournal { return st.Journal(run, thread, token, false) }
 		}
 		w, err := worker.New(wc)
 		if err != nil {

@@ -61,9 +61,13 @@ type Thread struct {
 	// Error says why the thread failed or was cancelled.
 	Error string `json:"error,omitempty"`
 	// Usage is the thread's own model calls, not its helpers'.
-	Usage      model.Usage `json:"usage"`
-	StartedAt  time.Time   `json:"started_at,omitzero"`
-	FinishedAt time.Time   `json:"finished_at,omitzero"`
+	Usage model.Usage `json:"usage"`
+	// Reused says the thread had finished in an earlier execution of the
+	// run (a delivery after its coordinator died, or a resume): its output
+	// came from its journal and it did not run again.
+	Reused     bool      `json:"reused,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // Refusals counts spawns turned away, by limit.
@@ -154,6 +158,15 @@ func (r *Recorder) ThreadUsage(id string, u model.Usage) {
 	defer r.mu.Unlock()
 	if t, ok := r.threads[id]; ok {
 		t.Usage = u
+	}
+}
+
+// Reused marks thread id as reused from its journal.
+func (r *Recorder) Reused(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.threads[id]; ok {
+		t.Reused = true
 	}
 }
 

@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -22,7 +24,7 @@ const maxEventOutput = 4 << 10
 // parallel calls and one by one otherwise, and returns their outputs in call
 // order. target is the agent a transfer_to_<name> call handed off to, if any:
 // the first such call wins.
-func (st *threadState) callTools(ctx context.Context, calls []model.ToolCall) (outputs []string, target string) {
+func (st *threadState) callTools(ctx context.Context, turn int, calls []model.ToolCall) (outputs []string, target string) {
 	outputs = make([]string, len(calls))
 	for i, c := range calls {
 		name, ok := st.handoffs[c.Name]
@@ -35,13 +37,17 @@ func (st *threadState) callTools(ctx context.Context, calls []model.ToolCall) (o
 		} else {
 			outputs[i] = "Ignored: the conversation is already being transferred to " + target + "."
 		}
+		if !st.replaying(turn) {
+			st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
+				Result: outputs[i], ToolStatus: journal.ToolOK})
+		}
 	}
 	pending := func(i int) bool { _, isHandoff := st.handoffs[calls[i].Name]; return !isHandoff }
 
 	if !st.agent.ParallelCalls() {
 		for i, c := range calls {
 			if pending(i) {
-				outputs[i] = st.call(ctx, c)
+				outputs[i] = st.call(ctx, turn, c)
 			}
 		}
 		return outputs, target
@@ -49,7 +55,7 @@ func (st *threadState) callTools(ctx context.Context, calls []model.ToolCall) (o
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		if pending(i) {
-			wg.Go(func() { outputs[i] = st.call(ctx, c) })
+			wg.Go(func() { outputs[i] = st.call(ctx, turn, c) })
 		}
 	}
 	wg.Wait()
@@ -57,16 +63,29 @@ func (st *threadState) callTools(ctx context.Context, calls []model.ToolCall) (o
 }
 
 // call runs one tool call through the permission gate and returns what the
-// model sees. Every failure is a result text, never an error.
-func (st *threadState) call(ctx context.Context, c model.ToolCall) string {
+// model sees. Every failure is a result text, never an error. A call whose
+// result is journaled is not run again; one that is run is journaled once it
+// answers (unless the thread is being cancelled: that answer is an artefact
+// of the cancel, to be redone).
+func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) string {
+	if st.replaying(turn) {
+		if e, ok := st.replay.ToolResult(turn, c.ID); ok {
+			return e.Result
+		}
+		st.diverge(turn)
+	}
 	e := st.th.event(event.ToolCall)
 	e.Tool, e.CallID, e.Arguments = c.Name, c.ID, c.Arguments
 	st.r.emit(e)
 
-	start := time.Now()
-	out, outcome := st.execute(ctx, c)
+	start := st.r.cfg.Now()
+	out, status := st.execute(ctx, turn, c)
 	if obs := st.r.cfg.Observer; obs != nil {
-		obs.ToolCall(c.Name, outcome, time.Since(start))
+		obs.ToolCall(c.Name, outcomeOf(status), st.r.cfg.Now().Sub(start))
+	}
+	if ctx.Err() == nil {
+		st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
+			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start))})
 	}
 
 	e = st.th.event(event.ToolResult)
@@ -76,38 +95,44 @@ func (st *threadState) call(ctx context.Context, c model.ToolCall) string {
 	return out
 }
 
-func (st *threadState) execute(ctx context.Context, c model.ToolCall) (out, outcome string) {
+func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall) (string, string) {
 	t, ok := st.byName[c.Name]
 	if !ok {
-		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.visible), ", ")), ToolError
+		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.visible), ", ")), journal.ToolError
 	}
 	args := json.RawMessage(c.Arguments)
 	if strings.TrimSpace(c.Arguments) == "" {
 		args = json.RawMessage("{}")
 	}
 	if c.Name != tools.AgentToolName {
-		if verdict, allowed := st.gate(ctx, t, c.Name, args); !allowed {
-			return verdict, ToolDenied
+		if verdict, allowed := st.gate(ctx, turn, c.ID, t, c.Name, args); !allowed {
+			return verdict, journal.ToolDenied
 		}
 		// Asked last, right before the side effect: an approval may have
 		// waited long enough for the thread's placement to lapse.
 		if guard := st.r.cfg.CallGuard; guard != nil {
 			if err := guard(ctx, st.th); err != nil {
-				return "Error: " + err.Error(), ToolError
+				return "Error: " + err.Error(), journal.ToolNotRun
 			}
 		}
 	}
-	ctx = tools.WithCallID(tools.WithSpawner(ctx, &threadSpawner{st: st}), c.ID)
+	// The call key (turn and call id) names the call: the helper it spawns
+	// has an id derived from it.
+	sp := &threadSpawner{st: st}
+	ctx = tools.WithCallID(tools.WithSpawner(ctx, sp), journal.CallKey(turn, c.ID))
 	out, err := t.Run(ctx, args)
-	if err != nil {
-		return "Error: " + err.Error(), ToolError
+	switch {
+	case err != nil:
+		return "Error: " + err.Error(), journal.ToolError
+	case sp.failed:
+		return out, journal.ToolHelperFailed
 	}
-	return out, ToolOK
+	return out, journal.ToolOK
 }
 
 // gate applies the thread's permission stack. A denied call returns the text
 // the model sees instead of the tool's output.
-func (st *threadState) gate(ctx context.Context, t tools.Tool, name string, args json.RawMessage) (string, bool) {
+func (st *threadState) gate(ctx context.Context, turn int, callID string, t tools.Tool, name string, args json.RawMessage) (string, bool) {
 	subject := ""
 	if s, ok := t.(tools.Subjecter); ok {
 		subject = s.Subject(args)
@@ -116,12 +141,19 @@ func (st *threadState) gate(ctx context.Context, t tools.Tool, name string, args
 	case tools.Allow:
 		return "", true
 	case tools.Ask:
-		return st.ask(ctx, name, args)
+		return st.ask(ctx, turn, callID, name, args)
 	}
 	return tools.DeniedText(name), false
 }
 
-func (st *threadState) ask(ctx context.Context, name string, args json.RawMessage) (string, bool) {
+func (st *threadState) ask(ctx context.Context, turn int, callID, name string, args json.RawMessage) (string, bool) {
+	if d, ok := st.replay.Approval(turn, callID); ok {
+		// Decided before the thread ran again: nobody is asked twice.
+		if !d.Allow {
+			return tools.NotApprovedText(name, d.Reason), false
+		}
+		return "", true
+	}
 	req := tools.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args)}
 	e := st.th.event(event.ApprovalRequested)
 	e.Tool, e.Arguments = name, req.Arguments
@@ -137,6 +169,10 @@ func (st *threadState) ask(ctx context.Context, name string, args json.RawMessag
 		e.Decision = "allow"
 	}
 	st.r.emit(e)
+	if ctx.Err() == nil {
+		st.record(journal.Entry{Kind: journal.KindApproval, Turn: turn, CallID: callID, Tool: name, Arguments: req.Arguments,
+			Allow: ap.Allow, Reason: ap.Reason})
+	}
 	if !ap.Allow {
 		return tools.NotApprovedText(name, ap.Reason), false
 	}
@@ -145,8 +181,12 @@ func (st *threadState) ask(ctx context.Context, name string, args json.RawMessag
 
 // threadSpawner is the spawner the agent tool finds in its context: it builds
 // the helper's spec from the calling agent's template and counts the helper's
-// tokens into the caller's.
-type threadSpawner struct{ st *threadState }
+// tokens into the caller's. One serves one tool call: failed tells the
+// call's journal entry that the helper did not succeed.
+type threadSpawner struct {
+	st     *threadState
+	failed bool
+}
 
 func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.HelperResult, error) {
 	st := s.st
@@ -169,10 +209,15 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 		Permissions: st.permStack,
 	})
 	if err != nil {
+		var refusal *limits.Refusal
+		if !errors.As(err, &refusal) {
+			s.failed = true
+		}
 		return tools.HelperResult{}, err
 	}
 	st.addHelper(res.Usage)
 	if res.Status != event.Succeeded {
+		s.failed = true
 		reason := res.Error
 		if reason == "" {
 			reason = string(res.Status)
@@ -180,4 +225,15 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 		return tools.HelperResult{Failed: true, Reason: reason}, nil
 	}
 	return tools.HelperResult{Output: res.Output}, nil
+}
+
+// outcomeOf is the Observer's word for a journaled tool call status.
+func outcomeOf(status string) string {
+	switch status {
+	case journal.ToolDenied:
+		return ToolDenied
+	case journal.ToolError, journal.ToolNotRun:
+		return ToolError
+	}
+	return ToolOK
 }

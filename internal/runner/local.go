@@ -18,7 +18,7 @@ func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res Result, err er
 		return Result{}, fmt.Errorf("%w: %s", ErrUnknownRun, req.RunID)
 	}
 	ledger := v.(*limits.Ledger)
-	th := req.Thread(l.r.cfg.NewID())
+	th := req.Thread(req.ChildID(l.r.cfg.NewID))
 	slot, err := ledger.Admit(th.Depth)
 	if err != nil {
 		e := th.event(event.ThreadRefused)

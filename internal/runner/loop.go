@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
@@ -20,8 +21,17 @@ func (r *Runner) RunThread(ctx context.Context, th Thread) Result {
 	start := r.cfg.Now()
 	r.emit(th.event(event.ThreadStarted))
 	st := &threadState{r: r, th: &th}
-	res := st.run(ctx)
+	res, fromJournal := st.run(ctx)
 	res.Usage, res.Own = st.usages()
+	if !fromJournal {
+		st.record(journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output, Error: res.Error,
+			Usage: res.Usage, Own: res.Own})
+		// The end is what lets a finished thread be reused instead of run
+		// again: it is stored before the result is reported.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endSyncTimeout)
+		st.sync(sctx)
+		cancel()
+	}
 	e := th.event(event.ThreadFinished)
 	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
 	e.Latency = event.Duration(r.cfg.Now().Sub(start))
@@ -46,9 +56,14 @@ type threadState struct {
 	// handedTo is every agent the thread handed off to, in order.
 	handedTo []string
 
-	mu      sync.Mutex
-	own     model.Usage // this thread's model calls
-	helpers model.Usage // every helper's subtree
+	j      ThreadJournal
+	replay *journal.Replay
+
+	mu          sync.Mutex
+	own         model.Usage // this thread's model calls
+	helpers     model.Usage // every helper's subtree
+	unsynced    bool        // entries appended since the last sync
+	replayTurns int         // turns still answered from the journal
 }
 
 func (st *threadState) addOwn(u model.Usage) {
@@ -70,13 +85,28 @@ func (st *threadState) usages() (total, own model.Usage) {
 	return st.own.Add(st.helpers), st.own
 }
 
-func (st *threadState) run(ctx context.Context) Result {
+// run runs the loop; fromJournal says the thread had finished before and
+// its journaled end is the result.
+func (st *threadState) run(ctx context.Context) (res Result, fromJournal bool) {
+	st.startReplay()
+	if end, ok := st.replay.Finished(); ok {
+		st.own, st.helpers = end.Own, subUsage(end.Usage, end.Own)
+		return Result{Status: end.Status, Output: end.Output}, true
+	}
 	st.permStack = st.th.Permissions
 	if err := st.become(st.th.Agent); err != nil {
-		return failed(err)
+		return failed(err), false
 	}
 	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: st.th.Task})
+	if !st.replay.Started() {
+		a := st.agent
+		st.record(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
+			Task: st.th.Task, Spec: &a, Model: st.ref.String()})
+	}
+	return st.loop(ctx), false
+}
 
+func (st *threadState) loop(ctx context.Context) Result {
 	maxTurns := st.agent.Turns()
 	schemaRetried := false
 	for turn := 0; ; turn++ {
@@ -86,16 +116,20 @@ func (st *threadState) run(ctx context.Context) Result {
 		if turn >= maxTurns {
 			return failed(fmt.Errorf("%w (%d)", ErrMaxTurns, maxTurns))
 		}
-		resp, err := st.generate(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return Cancelled(ctx)
+		resp, fromJournal := st.replayed(turn)
+		if !fromJournal {
+			st.sync(ctx) // the tool results this call sees are stored first
+			var err error
+			if resp, err = st.generate(ctx, turn); err != nil {
+				if ctx.Err() != nil {
+					return Cancelled(ctx)
+				}
+				var spent *limits.Exhausted
+				if errors.As(err, &spent) {
+					return failed(spent)
+				}
+				return failed(fmt.Errorf("model error: %w", err))
 			}
-			var spent *limits.Exhausted
-			if errors.As(err, &spent) {
-				return failed(spent)
-			}
-			return failed(fmt.Errorf("model error: %w", err))
 		}
 		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
 
@@ -111,11 +145,17 @@ func (st *threadState) run(ctx context.Context) Result {
 				return failed(fmt.Errorf("%w: %v", ErrSchema, verr))
 			}
 			schemaRetried = true
-			st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: correction(verr)})
+			fix := correction(verr)
+			if !fromJournal {
+				st.record(journal.Entry{Kind: journal.KindCorrection, Turn: turn, Content: fix})
+			}
+			st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: fix})
 			continue
 		}
-
-		outputs, target := st.callTools(ctx, resp.ToolCalls)
+		if !fromJournal {
+			st.sync(ctx) // the response is stored before its tool calls run
+		}
+		outputs, target := st.callTools(ctx, turn, resp.ToolCalls)
 		for i, c := range resp.ToolCalls {
 			st.messages = append(st.messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: outputs[i]})
 		}
@@ -126,11 +166,14 @@ func (st *threadState) run(ctx context.Context) Result {
 			if err := st.handoff(target); err != nil {
 				return failed(err)
 			}
+			if !fromJournal {
+				st.record(journal.Entry{Kind: journal.KindHandoff, Turn: turn, Target: target, System: st.messages[0].Content})
+			}
 		}
 	}
 }
 
-func (st *threadState) generate(ctx context.Context) (model.Response, error) {
+func (st *threadState) generate(ctx context.Context, turn int) (model.Response, error) {
 	meter := meterFrom(ctx)
 	if meter != nil {
 		if err := meter.Before(ctx); err != nil {
@@ -160,6 +203,8 @@ func (st *threadState) generate(ctx context.Context) (model.Response, error) {
 		if meter != nil {
 			meter.After(resp.Usage)
 		}
+		st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: e.Model, Usage: resp.Usage, LatencyMS: ms(time.Duration(e.Latency)),
+			Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
 	}
 	st.r.emit(e)
 	if obs != nil {
@@ -227,4 +272,9 @@ func Cancelled(ctx context.Context) Result {
 		reason = "cancelled: " + cause.Error()
 	}
 	return Result{Status: event.Cancelled, Error: reason}
+}
+
+// subUsage is a - b, never below zero.
+func subUsage(a, b model.Usage) model.Usage {
+	return model.Usage{InputTokens: max(0, a.InputTokens-b.InputTokens), OutputTokens: max(0, a.OutputTokens-b.OutputTokens)}
 }

@@ -59,6 +59,8 @@ type Config struct {
 	Tools []tools.Tool
 	// Events receives everything that happens; nil discards.
 	Events event.Sink
+	// Journal keeps each thread's journal; nil keeps none.
+	Journal Journal
 	// Approver answers `ask` decisions; nil denies them.
 	Approver tools.Approver
 	// CallGuard, when set, is asked right before every tool call but

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -19,7 +20,9 @@ type SpawnRequest struct {
 	ParentID    string
 	ParentDepth int
 	ParentPath  string
-	// CallID is the parent's tool call that spawns the helper.
+	// CallID is the parent's tool call that spawns the helper, unique
+	// within the parent (journal.CallKey): the helper's id derives from it
+	// (journal.ThreadID), so the same call always maps to the same helper.
 	CallID string
 	// Handoffs are the agents the parent handed off to, in order.
 	Handoffs    []string
@@ -65,6 +68,12 @@ func HelperThread(parent *Thread, handoffs []string, id, name, task string) (Thr
 		Cwd:         parent.Cwd,
 		Permissions: slices.Clone(perms),
 	}, nil
+}
+
+// ChildID is the id of the helper the request asks for: derived from the
+// run, the parent and the call, or newID's when the request names no call.
+func (r *SpawnRequest) ChildID(newID func() string) string {
+	return journal.HelperID(r.RunID, r.ParentID, r.CallID, newID)
 }
 
 // Thread returns the helper thread the request describes, under id.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -26,6 +27,9 @@ type Thread struct {
 	Cwd string `msgpack:"cwd"`
 	// Permissions is the policy stack inherited from every ancestor.
 	Permissions tools.Permissions `msgpack:"permissions,omitempty"`
+	// Replay is the thread's journal so far, trusted entries only
+	// (journal.Trusted), when it runs again: what it did is reused.
+	Replay []journal.Entry `msgpack:"replay,omitempty"`
 }
 
 // Result is how a thread ended.

@@ -13,13 +13,17 @@
 //   - events: the limits stream FORMICA_EVENTS on formica.events.>, which
 //     captures the events coordinators and workers publish with plain core
 //     NATS; Events replays a run's events and follows it live.
+//   - thread journals: the limits stream FORMICA_JOURNAL on
+//     formica.journal.<run>.<thread>.{t,c}, every thread's life entry by
+//     entry (see JournalWriter, ReadJournal and package journal).
 //   - approvals held for a person: the KV bucket formica_approvals.
 //   - large payloads: the object store formica_payloads (see Offloader).
 //   - the run index: the stream FORMICA_RUN_INDEX, one message per created
 //     record, which ListPage reads from its end.
 //
 // Records, approvals, payload objects and index entries are kept for
-// Config.Retention after their last write, events for EventsMaxAge.
+// Config.Retention after their last write, events for EventsMaxAge,
+// journals for JournalMaxAge (at most Retention).
 //
 // Open creates or updates all of it, idempotently; several coordinators may
 // open the same store at once. The Store does not own the NATS connection.
@@ -86,6 +90,11 @@ type Config struct {
 	// index's MaxAge), so a large record's object and an offloaded payload
 	// nobody fetched go too.
 	Retention time.Duration
+	// JournalMaxAge is how long thread journals are kept; default 7 days,
+	// or Retention if that is shorter, and never longer than Retention: a
+	// journal's large entries are objects kept for Retention, and a run is
+	// resumed (and its transcripts read) only while its record is kept.
+	JournalMaxAge time.Duration
 	// DuplicateWindow is how long a run id is remembered to drop a second
 	// submission of the same run; default 24 h.
 	DuplicateWindow time.Duration
@@ -119,7 +128,7 @@ func (c *Config) setDefaults() error {
 	switch {
 	case c.Replicas < 0 || c.Replicas > 5:
 		return fmt.Errorf("%w: Replicas %d, want 1 to 5", ErrInvalidConfig, c.Replicas)
-	case c.EventsMaxAge < 0, c.DuplicateWindow < 0, c.AckWait < 0, c.Retention < 0:
+	case c.EventsMaxAge < 0, c.JournalMaxAge < 0, c.DuplicateWindow < 0, c.AckWait < 0, c.Retention < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	case c.MaxDeliver < 0 || c.MaxRunSlots < 0:
 		return fmt.Errorf("%w: negative MaxDeliver or MaxRunSlots", ErrInvalidConfig)
@@ -129,6 +138,10 @@ func (c *Config) setDefaults() error {
 	setDefault(&c.Replicas, DefaultReplicas)
 	setDefault(&c.EventsMaxAge, DefaultEventsMaxAge)
 	setDefault(&c.Retention, DefaultRetention)
+	setDefault(&c.JournalMaxAge, min(DefaultJournalMaxAge, c.Retention))
+	if c.JournalMaxAge > c.Retention {
+		return fmt.Errorf("%w: JournalMaxAge %s is past Retention %s", ErrInvalidConfig, c.JournalMaxAge, c.Retention)
+	}
 	setDefault(&c.DuplicateWindow, DefaultDuplicateWindow)
 	setDefault(&c.AckWait, DefaultAckWait)
 	setDefault(&c.MaxDeliver, DefaultMaxDeliver)
@@ -153,6 +166,7 @@ func setDefault[T comparable](v *T, def T) {
 type Store struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
+	jjs       jetstream.JetStream // the journal's pipelined writes
 	cfg       Config
 	log       *slog.Logger
 	queue     jetstream.Consumer
@@ -180,7 +194,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: jetstream: %w", err)
 	}
-	s := &Store{nc: nc, js: js, cfg: cfg, log: cfg.Logger}
+	jjs, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(journalAckTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	s := &Store{nc: nc, js: js, jjs: jjs, cfg: cfg, log: cfg.Logger}
 	r := cfg.Replicas
 	streams := []jetstream.StreamConfig{{
 		Name:        QueueStream,
@@ -209,7 +227,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		AllowDirect: true,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
-	}}
+	}, journalStreamConfig(cfg)}
 	for _, sc := range streams {
 		if err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) error {
 			st, err := ensure(ctx, cfg.Client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
@@ -297,13 +315,18 @@ func (s *Store) openBuckets(ctx context.Context) error {
 
 // OpenTransfers returns an Offloader over the transfers object store alone,
 // made by a coordinator: what a worker, whose credentials allow no other
-// JetStream use, needs for bodies over the NATS max payload.
+// JetStream use, needs for bodies over the NATS max payload. It also writes
+// its threads' journals (Journal), publishing to their subjects.
 func OpenTransfers(ctx context.Context, nc *nats.Conn) (*Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("store: jetstream: %w", err)
 	}
-	s := &Store{nc: nc, js: js, log: slog.New(slog.DiscardHandler)}
+	jjs, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(journalAckTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	s := &Store{nc: nc, js: js, jjs: jjs, log: slog.New(slog.DiscardHandler), cfg: Config{Now: time.Now}}
 	if s.transfers, err = js.ObjectStore(ctx, TransfersBucket); err != nil {
 		return nil, fmt.Errorf("store: object store %s: %w", TransfersBucket, err)
 	}

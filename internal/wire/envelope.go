@@ -39,6 +39,8 @@ const (
 	TypeBudgetGrant      Type = "budget.grant"
 	TypeError            Type = "error"
 	TypeOK               Type = "ok"
+	TypeJournalEntry     Type = "journal.entry"
+	TypeJournalRef       Type = "journal.ref"
 )
 
 // Envelope wraps every body with its type and the protocol version, so a

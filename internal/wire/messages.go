@@ -76,7 +76,9 @@ type ExecRequest struct {
 	Epoch   string `msgpack:"epoch"`
 	Attempt int    `msgpack:"attempt"`
 	// Token is the placement's secret: every message the worker sends about
-	// the thread carries it, and nothing else proves the placement.
+	// the thread carries it, and nothing else proves the placement. The
+	// thread journals under its digest (journal.Digest), and only entries
+	// of placements the coordinator journaled count on replay.
 	Token string `msgpack:"token"`
 	// Uptime is the coordinator's monotonic age when it sent the request
 	// (see CoordHeartbeat.Uptime).

@@ -60,7 +60,11 @@ type Config struct {
 	// file of this machine named by the run; off, they are refused. Tests
 	// and `formica run` set it.
 	AllowScripted bool
-	Logger        *slog.Logger
+	// Journal, when set, opens the journal of one placement of a thread
+	// (run, thread, the placement's token): hosted threads journal their
+	// life there.
+	Journal func(run, thread, token string) runner.ThreadJournal
+	Logger  *slog.Logger
 	// Metrics, when set, receives the model and tool call metrics of the
 	// threads hosted here and, unless a coordinator in the same process
 	// reports the fleet, this worker's slot gauges.
@@ -138,6 +142,7 @@ func New(cfg Config) (*Worker, error) {
 		Spawner:   (*spawner)(w),
 		Approver:  (*approver)(w),
 		Events:    (*eventSink)(w),
+		Journal:   w.journal(),
 		Harness:   cfg.Harness,
 		Logger:    cfg.Logger,
 	}

@@ -1,0 +1,129 @@
+package journal
+
+import "github.com/formica-run/formica/internal/event"
+
+// Trusted returns the entries that count on replay (DESIGN "Trust"):
+// those the coordinator wrote, and those a thread wrote under a placement
+// the coordinator journaled for it. Anything else (an entry without a
+// placement, or under a placement nobody made) is dropped, so no worker can
+// plant work in another thread's history.
+func Trusted(entries []Entry) []Entry {
+	placed := map[string]bool{}
+	for _, e := range entries {
+		if e.ByCoordinator && e.Kind == KindPlacement && e.Placement != "" {
+			placed[e.Placement] = true
+		}
+	}
+	out := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		if e.ByCoordinator || (e.Placement != "" && placed[e.Placement]) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Replay is what a thread that runs again reuses from its journal: model
+// responses by turn, tool results and approval decisions by call, and
+// whether it already finished. The runner walks its turns through it and
+// stops replaying at the first turn it has to do again.
+type Replay struct {
+	responses map[int]Entry
+	tools     map[string]Entry
+	approvals map[string]Entry
+	end       *Entry
+	turns     int
+	started   bool
+}
+
+// NewReplay indexes trusted entries (Trusted). The first entry of each turn
+// and call wins: later ones can only be the same work done again.
+func NewReplay(entries []Entry) *Replay {
+	r := &Replay{responses: map[int]Entry{}, tools: map[string]Entry{}, approvals: map[string]Entry{}}
+	for _, e := range entries {
+		switch e.Kind {
+		case KindStart:
+			r.started = true
+		case KindModel:
+			if _, ok := r.responses[e.Turn]; !ok && e.Message != nil {
+				r.responses[e.Turn] = e
+			}
+		case KindTool:
+			k := CallKey(e.Turn, e.CallID)
+			if _, ok := r.tools[k]; !ok {
+				r.tools[k] = e
+			}
+		case KindApproval:
+			k := CallKey(e.Turn, e.CallID)
+			if _, ok := r.approvals[k]; !ok {
+				r.approvals[k] = e
+			}
+		case KindEnd:
+			if e.Status == event.Succeeded && r.end == nil {
+				end := e
+				r.end = &end
+			}
+		}
+	}
+	for {
+		if _, ok := r.responses[r.turns]; !ok {
+			break
+		}
+		r.turns++
+	}
+	return r
+}
+
+// Empty reports whether there is nothing to reuse.
+func (r *Replay) Empty() bool { return r == nil || (r.turns == 0 && r.end == nil) }
+
+// Started reports whether the thread journaled its start.
+func (r *Replay) Started() bool { return r != nil && r.started }
+
+// Turns is how many leading turns have a journaled model response.
+func (r *Replay) Turns() int {
+	if r == nil {
+		return 0
+	}
+	return r.turns
+}
+
+// Response returns the journaled model response of turn.
+func (r *Replay) Response(turn int) (Entry, bool) {
+	if r == nil || turn >= r.turns {
+		return Entry{}, false
+	}
+	e, ok := r.responses[turn]
+	return e, ok
+}
+
+// ToolResult returns the journaled result of call callID of turn, when it
+// may be reused: a helper that failed is asked again instead.
+func (r *Replay) ToolResult(turn int, callID string) (Entry, bool) {
+	if r == nil {
+		return Entry{}, false
+	}
+	e, ok := r.tools[CallKey(turn, callID)]
+	if !ok || e.ToolStatus == ToolHelperFailed || e.ToolStatus == ToolNotRun {
+		return Entry{}, false
+	}
+	return e, true
+}
+
+// Approval returns the journaled approval decision of call callID of turn.
+func (r *Replay) Approval(turn int, callID string) (Entry, bool) {
+	if r == nil {
+		return Entry{}, false
+	}
+	e, ok := r.approvals[CallKey(turn, callID)]
+	return e, ok
+}
+
+// Finished returns the thread's end entry when it succeeded: such a thread
+// is never run again.
+func (r *Replay) Finished() (Entry, bool) {
+	if r == nil || r.end == nil {
+		return Entry{}, false
+	}
+	return *r.end, true
+}

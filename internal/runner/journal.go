@@ -1,0 +1,110 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/model"
+)
+
+// Journal keeps the journal of each thread (package journal). The runner
+// appends as the thread lives and syncs where later work depends on an
+// entry: a model response before its tool calls run, tool results before
+// the next model call sees them, the end before the result is reported.
+type Journal interface {
+	Open(th *Thread) ThreadJournal
+}
+
+// ThreadJournal is one thread's journal. Append must not block on storage;
+// Sync waits until everything appended so far is stored.
+type ThreadJournal interface {
+	Append(e journal.Entry)
+	Sync(ctx context.Context) error
+}
+
+// noJournal keeps nothing: a runner without a Journal.
+type noJournal struct{}
+
+func (noJournal) Append(journal.Entry)       {}
+func (noJournal) Sync(context.Context) error { return nil }
+
+// endSyncTimeout bounds the wait for a thread's end to be stored, even when
+// its context is over.
+const endSyncTimeout = 10 * time.Second
+
+func (st *threadState) record(e journal.Entry) {
+	if e.Time.IsZero() {
+		e.Time = st.r.cfg.Now()
+	}
+	st.j.Append(e)
+	st.mu.Lock()
+	st.unsynced = true
+	st.mu.Unlock()
+}
+
+// sync makes what the thread journaled durable before work that depends on
+// it. A journal that cannot store only costs that guarantee: the work goes
+// on, and the step is at-least-once.
+func (st *threadState) sync(ctx context.Context) {
+	st.mu.Lock()
+	need := st.unsynced
+	st.unsynced = false
+	st.mu.Unlock()
+	if !need {
+		return
+	}
+	if err := st.j.Sync(ctx); err != nil && ctx.Err() == nil {
+		st.r.cfg.Logger.Warn("journal", "run", st.th.RunID, "thread", st.th.ID, "err", err)
+	}
+}
+
+// startReplay indexes the thread's journal and opens it for writing.
+func (st *threadState) startReplay() {
+	st.j = noJournal{}
+	if st.r.cfg.Journal != nil {
+		st.j = st.r.cfg.Journal.Open(st.th)
+	}
+	if len(st.th.Replay) > 0 {
+		st.replay = journal.NewReplay(st.th.Replay)
+		st.replayTurns = st.replay.Turns()
+	}
+}
+
+// replayed returns the journaled response of turn, if the thread is still
+// replaying: its tokens count again in this run's usage (the record is
+// built anew), but no model is called.
+func (st *threadState) replayed(turn int) (model.Response, bool) {
+	if !st.replaying(turn) {
+		return model.Response{}, false
+	}
+	e, ok := st.replay.Response(turn)
+	if !ok {
+		return model.Response{}, false
+	}
+	st.addOwn(e.Usage)
+	return model.Response{Text: e.Message.Content, ToolCalls: e.Message.ToolCalls, Usage: e.Usage}, true
+}
+
+// replaying reports whether turn is answered from the journal.
+func (st *threadState) replaying(turn int) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return turn < st.replayTurns
+}
+
+// diverge stops replaying after turn: a call of it was done again, so
+// later journaled turns answer something the model no longer sees.
+func (st *threadState) diverge(turn int) {
+	st.mu.Lock()
+	if st.replayTurns > turn+1 {
+		st.replayTurns = turn + 1
+	}
+	st.mu.Unlock()
+}
+
+func threadInfo(th *Thread) *journal.ThreadInfo {
+	return &journal.ThreadInfo{ID: th.ID, ParentID: th.ParentID, Name: th.Name, Path: th.Path, Depth: th.Depth}
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -1,0 +1,184 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// memJournal keeps every thread's entries in memory, as the store would.
+type memJournal struct {
+	mu      sync.Mutex
+	entries map[string][]journal.Entry
+	syncs   int
+}
+
+func (m *memJournal) Open(th *Thread) ThreadJournal { return &memThread{m: m, id: th.ID} }
+
+func (m *memJournal) of(id string) []journal.Entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]journal.Entry(nil), m.entries[id]...)
+}
+
+type memThread struct {
+	m  *memJournal
+	id string
+}
+
+func (t *memThread) Append(e journal.Entry) {
+	t.m.mu.Lock()
+	if t.m.entries == nil {
+		t.m.entries = map[string][]journal.Entry{}
+	}
+	t.m.entries[t.id] = append(t.m.entries[t.id], e)
+	t.m.mu.Unlock()
+}
+
+func (t *memThread) Sync(context.Context) error {
+	t.m.mu.Lock()
+	t.m.syncs++
+	t.m.mu.Unlock()
+	return nil
+}
+
+func TestReplayReusesModelResponsesAndToolResults(t *testing.T) {
+	var ran atomic.Int32
+	counter := &tools.Func{ToolName: "count", Desc: "counts", Parameters: json.RawMessage(`{"type":"object"}`),
+		Fn: func(context.Context, json.RawMessage) (string, error) { ran.Add(1); return "ran", nil }}
+	var failSecond atomic.Bool
+	failSecond.Store(true)
+	m := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if !hasToolResults(req) {
+			return calls(call("call_1", "count", map[string]int{}), call("call_2", "count", map[string]int{})), nil
+		}
+		if failSecond.Load() {
+			return model.Response{}, errors.New("server down")
+		}
+		return text("done: " + joinResults(req)), nil
+	}}
+	j := &memJournal{}
+	r, err := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{counter}, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := Thread{RunID: "run", ID: "t1", Path: "root", Name: "root", Task: "count twice",
+		Agent: spec.Agent{Name: "root", Tools: []string{"count"}}, Cwd: t.TempDir()}
+
+	first := r.RunThread(context.Background(), th)
+	if first.Status != event.Failed || ran.Load() != 2 || len(m.requests()) != 2 {
+		t.Fatalf("first run: %+v, tools ran %d, model calls %d", first, ran.Load(), len(m.requests()))
+	}
+
+	failSecond.Store(false)
+	th.Replay = j.of("t1")
+	second := r.RunThread(context.Background(), th)
+	if second.Status != event.Succeeded || second.Output != "done: ran|ran" {
+		t.Fatalf("second run: %+v", second)
+	}
+	if ran.Load() != 2 {
+		t.Errorf("tools ran %d times in all, want 2: journaled results are reused", ran.Load())
+	}
+	reqs := m.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("model calls %d in all, want 3: the journaled first response is reused", len(reqs))
+	}
+	// Usage counts each response once: the reused one plus the new one.
+	if second.Own.InputTokens != 20 {
+		t.Errorf("own usage %+v, want 20 input tokens", second.Own)
+	}
+
+	// The transcript is what the model saw, message for message.
+	tr := journal.BuildTranscript("run", "t1", j.of("t1"))
+	want := append(append([]model.Message(nil), reqs[2].Messages...), model.Message{Role: model.RoleAssistant, Content: second.Output})
+	if diff := cmp.Diff(want, tr.Messages); diff != "" {
+		t.Errorf("transcript messages (-want +got):\n%s", diff)
+	}
+	if tr.Status != event.Succeeded || tr.Usage.InputTokens != 20 {
+		t.Errorf("transcript status %s usage %+v", tr.Status, tr.Usage)
+	}
+
+	// A thread that finished is never run again.
+	th.Replay = j.of("t1")
+	third := r.RunThread(context.Background(), th)
+	if third.Output != second.Output || len(m.requests()) != 3 || ran.Load() != 2 {
+		t.Errorf("finished thread ran again: %+v, model calls %d", third, len(m.requests()))
+	}
+}
+
+func TestReplayAsksAFailedHelperAgainAndStopsReplayingThere(t *testing.T) {
+	var helperFails atomic.Bool
+	helperFails.Store(true)
+	root := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if !hasToolResults(req) {
+			return calls(spawnCall("call_1", "ok", "fine"), spawnCall("call_2", "bad", "flaky")), nil
+		}
+		if strings.Contains(joinResults(req), "failed") {
+			return model.Response{}, errors.New("the root gives up")
+		}
+		return text("root: " + joinResults(req)), nil
+	}}
+	helper := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if task(req) == "flaky" && helperFails.Load() {
+			return model.Response{}, errors.New("500")
+		}
+		return text("did " + task(req)), nil
+	}}
+	j := &memJournal{}
+	r, err := New(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root", Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := generalAgent()
+	a.Helper = spec.Helper{Model: "fake:helper"}
+	res := run(t, r, RunRequest{ID: "run", Task: "go", Agent: a, Limits: limitsFor(4)})
+	if res.Status != event.Failed {
+		t.Fatalf("first run: %+v", res.Result)
+	}
+	rootID := res.RootID
+	helperCalls := len(helper.requests())
+
+	helperFails.Store(false)
+	th := Thread{RunID: "run", ID: rootID, Path: "root", Name: a.Name, Task: "go", Agent: a, Cwd: t.TempDir(),
+		Permissions: tools.Permissions{a.Harness.Permissions}, Replay: j.of(rootID)}
+	// The helper that succeeded finished: its journal says so.
+	okID := journal.ThreadID("run", rootID, journal.CallKey(0, "call_1"))
+	if _, ok := journal.NewReplay(j.of(okID)).Finished(); !ok {
+		t.Fatalf("the helper that succeeded has no end in its journal")
+	}
+	again := r.runAgain(t, th, limitsFor(4))
+	if again.Output != "root: did fine|did flaky" {
+		t.Fatalf("again: %q %s", again.Output, again.Error)
+	}
+	if got := len(helper.requests()) - helperCalls; got != 1 {
+		t.Errorf("helpers called the model %d more times, want 1 (only the failed one)", got)
+	}
+	if got := len(root.requests()); got != 3 {
+		t.Errorf("root called the model %d times in all, want 3 (its first response reused)", got)
+	}
+}
+
+// runAgain runs th under a ledger, as Run would, with th's own id.
+func (r *Runner) runAgain(t *testing.T, th Thread, lim limits.Config) Result {
+	t.Helper()
+	ledger, err := limits.New(lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ledgers.Store(th.RunID, ledger)
+	defer r.ledgers.Delete(th.RunID)
+	return r.RunThread(context.Background(), th)
+}

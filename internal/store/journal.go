@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// The journal stream: one subject per run, thread and writer.
+//
+//	formica.journal.<run>.<thread>.t   entries the thread wrote (its worker)
+//	formica.journal.<run>.<thread>.c   entries the coordinator wrote
+//
+// The writer's token lets NATS permissions give workers the first and only
+// coordinators the second; a thread's entries also carry the digest of
+// their placement's token in the Formica-Placement header, and count on
+// replay only under a placement the coordinator journaled (journal.Trusted).
+const (
+	JournalStream = "FORMICA_JOURNAL"
+	// SubjectJournalAll matches every journal entry.
+	SubjectJournalAll = "formica.journal.>"
+	// HeaderPlacement carries the digest of the writer's placement token.
+	HeaderPlacement = "Formica-Placement"
+	// DefaultJournalMaxAge is how long journals are kept by default.
+	DefaultJournalMaxAge = 7 * 24 * time.Hour
+)
+
+// SubjectJournal is where the entries of one thread go; byCoordinator picks
+// the coordinator's subject.
+func SubjectJournal(run, thread string, byCoordinator bool) string {
+	w := ".t"
+	if byCoordinator {
+		w = ".c"
+	}
+	return "formica.journal." + run + "." + thread + w
+}
+
+// journalAckTimeout bounds how long one journal write may wait for its ack.
+const journalAckTimeout = 10 * time.Second
+
+// journalStreamConfig is the journal stream of cfg.
+func journalStreamConfig(cfg Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        JournalStream,
+		Description: "Formica thread journals",
+		Subjects:    []string{SubjectJournalAll},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      cfg.JournalMaxAge,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	}
+}
+
+// JournalWriter appends the entries of one thread, pipelined: Append
+// publishes at once without waiting, Sync waits until every entry appended
+// so far is stored. It is safe for concurrent use (parallel tool calls).
+type JournalWriter struct {
+	s       *Store
+	run     string
+	thread  string
+	subject string
+	digest  string
+
+	mu      sync.Mutex
+	pending []jetstream.PubAckFuture
+	err     error
+}
+
+// Journal returns the writer of thread's journal in run. placement is the
+// token of the placement the writer holds (its digest goes with every
+// entry); the coordinator passes byCoordinator and no token.
+func (s *Store) Journal(run, thread, placement string, byCoordinator bool) *JournalWriter {
+	return &JournalWriter{s: s, run: run, thread: thread, subject: SubjectJournal(run, thread, byCoordinator),
+		digest: journal.Digest(placement)}
+}
+
+// Append queues e. An entry larger than one NATS message is stored in the
+// object store first and journaled by reference.
+func (w *JournalWriter) Append(e journal.Entry) {
+	if e.Time.IsZero() {
+		e.Time = w.s.cfg.Now()
+	}
+	data, err := wire.Encode(wire.TypeJournalEntry, e)
+	if err == nil && len(data) > w.s.maxValue() {
+		data, err = w.s.offloadEntry(e.Kind, data)
+	}
+	if err != nil {
+		w.fail(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
+		return
+	}
+	msg := &nats.Msg{Subject: w.subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderRun, w.run)
+	msg.Header.Set(wire.HeaderThread, w.thread)
+	if w.digest != "" {
+		msg.Header.Set(HeaderPlacement, w.digest)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f, err := w.s.jjs.PublishMsgAsync(msg, jetstream.WithExpectStream(JournalStream))
+	if err != nil {
+		w.setErr(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
+		return
+	}
+	w.pending = append(w.pending, f)
+}
+
+func (w *JournalWriter) fail(err error) {
+	w.mu.Lock()
+	w.setErr(err)
+	w.mu.Unlock()
+}
+
+func (w *JournalWriter) setErr(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// Sync waits until every entry appended so far is stored, and returns the
+// first error since the last Sync.
+func (w *JournalWriter) Sync(ctx context.Context) error {
+	w.mu.Lock()
+	pending, err := w.pending, w.err
+	w.pending, w.err = nil, nil
+	w.mu.Unlock()
+	if len(pending) == 0 {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, journalAckTimeout)
+	defer cancel()
+	for _, f := range pending {
+		select {
+		case <-f.Ok():
+		case e := <-f.Err():
+			if err == nil {
+				err = fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, e)
+			}
+		case <-ctx.Done():
+			return errors.Join(err, fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, context.Cause(ctx)))
+		}
+	}
+	return err
+}
+
+// journalRef is the body of an entry kept in the object store.
+type journalRef struct {
+	Kind journal.Kind `msgpack:"k"`
+	Ref  string       `msgpack:"ref"`
+}
+
+func (s *Store) offloadEntry(kind journal.Kind, data []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	ref, err := s.PutPayload(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	return wire.Encode(wire.TypeJournalRef, journalRef{Kind: kind, Ref: ref})
+}
+
+// ReadJournal returns the entries journaled for thread of run, in the order
+// they were stored, or the whole run's entries when thread is empty; none
+// for a thread that journaled nothing. Entries come back as written: filter
+// them with journal.Trusted before reusing any.
+func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.Entry, error) {
+	if err := checkID(run); err != nil {
+		return nil, err
+	}
+	filter := "formica.journal." + run + ".>"
+	if thread != "" {
+		if err := checkID(thread); err != nil {
+			return nil, err
+		}
+		filter = "formica.journal." + run + "." + thread + ".*"
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	cons, err := s.js.OrderedConsumer(ctx, JournalStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: journal of %s: %w", run, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: journal of %s: %w", run, err)
+	}
+	var out []journal.Entry
+	if info.NumPending == 0 {
+		return out, nil
+	}
+	for {
+		msg, err := cons.Next(jetstream.FetchContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("store: journal of %s: %w", run, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("store: journal of %s: %w", run, err)
+		}
+		if e, ok := s.decodeEntry(ctx, msg); ok {
+			e.Seq = meta.Sequence.Stream
+			out = append(out, e)
+		}
+		if meta.NumPending == 0 {
+			return out, nil
+		}
+	}
+}
+
+// decodeEntry reads one stored entry; one that does not decode is logged
+// and skipped.
+func (s *Store) decodeEntry(ctx context.Context, msg jetstream.Msg) (journal.Entry, bool) {
+	var e journal.Entry
+	data := msg.Data()
+	if env, err := wire.Decode(data); err == nil && env.Type == wire.TypeJournalRef {
+		var ref journalRef
+		if err := wire.DecodeAs(data, wire.TypeJournalRef, &ref); err != nil {
+			s.log.Warn("store: bad journal reference", "subject", msg.Subject(), "err", err)
+			return e, false
+		}
+		if data, err = s.GetPayload(ctx, ref.Ref); err != nil {
+			s.log.Warn("store: journal entry lost", "subject", msg.Subject(), "err", err)
+			return e, false
+		}
+	}
+	if err := wire.DecodeAs(data, wire.TypeJournalEntry, &e); err != nil {
+		s.log.Warn("store: bad journal entry", "subject", msg.Subject(), "err", err)
+		return e, false
+	}
+	e.ByCoordinator = strings.HasSuffix(msg.Subject(), ".c")
+	if parts := strings.Split(msg.Subject(), "."); len(parts) == 5 {
+		e.ThreadID = parts[3]
+	}
+	if h := msg.Headers(); h != nil {
+		e.Placement = h.Get(HeaderPlacement)
+	}
+	return e, true
+}
