@@ -41,6 +41,17 @@ type Backend interface {
 	// parent sees the helper fail and goes on. ErrNotFound for an unknown
 	// run or thread, ErrConflict when the run is not running.
 	CancelThread(ctx context.Context, runID, threadID string) error
+	// ResumeRun runs a failed or cancelled run again under the same id,
+	// reusing every finished thread's work from its journal: ErrNotFound
+	// for an unknown run, ErrConflict for one that is not failed or
+	// cancelled.
+	ResumeRun(ctx context.Context, id string) error
+	// Threads lists a run's threads from its journal, root first, then in
+	// the order they started (ErrNotFound for an unknown run).
+	Threads(ctx context.Context, id string) ([]ThreadSummary, error)
+	// Transcript returns one thread's transcript from its journal
+	// (ErrNotFound when the run or thread has none).
+	Transcript(ctx context.Context, id, thread string) (Transcript, error)
 	// ListApprovals returns the approvals waiting for a person.
 	ListApprovals(ctx context.Context) ([]Approval, error)
 	// Decide answers a pending approval: ErrNotFound for an unknown one,

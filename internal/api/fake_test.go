@@ -37,6 +37,9 @@ type fakeBackend struct {
 	listArgs  []listArgs
 	streams   int // Events calls in progress
 	afters    []uint64
+
+	threads     map[string][]ThreadSummary
+	transcripts map[string]Transcript // by run/thread
 }
 
 type listArgs struct {
@@ -210,6 +213,40 @@ func (f *fakeBackend) CancelRun(ctx context.Context, id string) error {
 		return fmt.Errorf("run %s already %s: %w", id, r.Status, ErrConflict)
 	}
 	return nil
+}
+
+func (f *fakeBackend) ResumeRun(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.runs[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("run %s: %w", id, ErrNotFound)
+	case r.Status != event.Failed && r.Status != event.Cancelled:
+		return fmt.Errorf("run %s is %s: %w", id, r.Status, ErrConflict)
+	}
+	r.Status = record.Queued
+	f.runs[id] = r
+	return nil
+}
+
+func (f *fakeBackend) Threads(ctx context.Context, id string) ([]ThreadSummary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.runs[id]; !ok {
+		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	return f.threads[id], nil
+}
+
+func (f *fakeBackend) Transcript(ctx context.Context, id, thread string) (Transcript, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.transcripts[id+"/"+thread]
+	if !ok {
+		return Transcript{}, fmt.Errorf("thread %s of run %s: %w", thread, id, ErrNotFound)
+	}
+	return t, nil
 }
 
 func (f *fakeBackend) ListApprovals(ctx context.Context) ([]Approval, error) {

@@ -108,7 +108,7 @@ func openAPIDoc() obj {
 	return obj{
 		"openapi": "3.1.0",
 		"info": obj{"title": "Formica coordinator API", "version": "1",
-			"description": "Submit, follow and cancel agent runs, answer approvals and list workers. " +
+			"description": "Submit, follow, cancel and resume agent runs, read their threads' transcripts, answer approvals and list workers. " +
 				"With a token configured, every operation but the probes needs `Authorization: Bearer <token>`."},
 		"security": []obj{{"bearer": []string{}}},
 		"paths":    openAPIPaths(),
@@ -160,6 +160,22 @@ func openAPIPaths() obj {
 			"parameters": []obj{runIDParam, param("thread", "path", "The thread id.", obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, true)},
 			"post": op("cancelThread", "Cancel one thread and its subtree; its parent sees the helper fail and goes on", "202",
 				response("Cancelling.", ref("ThreadCancelResponse")), "401", "404", "409", "500", "503"),
+		},
+		"/v1/runs/{id}/resume": obj{
+			"parameters": []obj{runIDParam},
+			"post": op("resumeRun", "Run a failed or cancelled run again, reusing its finished work", "202",
+				response("Queued again under the same id; finished threads are reused from the journal.", ref("ResumeResponse")),
+				"401", "404", "409", "500", "503"),
+		},
+		"/v1/runs/{id}/threads": obj{
+			"parameters": []obj{runIDParam},
+			"get": op("listThreads", "List a run's threads, from its journal", "200",
+				response("Root first, then in the order they started.", arrayOf(ref("ThreadSummary"))), "401", "404", "500", "503"),
+		},
+		"/v1/runs/{id}/threads/{thread}": obj{
+			"parameters": []obj{runIDParam, param("thread", "path", "The thread id.", obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, true)},
+			"get": op("getThread", "A thread's transcript, from its journal", "200", response("The transcript.", ref("Transcript")),
+				"401", "404", "500", "503"),
 		},
 		"/v1/approvals": obj{
 			"get": op("listApprovals", "List pending approvals", "200", response("Pending approvals.", arrayOf(ref("Approval"))), "401", "500", "503"),
@@ -248,7 +264,53 @@ func openAPISchemas() obj {
 		"Thread": object([]string{"id", "status"}, obj{
 			"id": typ("string", ""), "parent_id": typ("string", ""), "name": typ("string", ""), "depth": typ("integer", ""),
 			"status": threadStatus, "worker": typ("string", ""), "error": typ("string", ""), "usage": usage,
+			"reused":     typ("boolean", "It had finished in an earlier execution of the run; its output came from its journal."),
 			"started_at": timeProp(""), "finished_at": timeProp(""),
+		}),
+		"ResumeResponse": object([]string{"run_id", "status"}, obj{"run_id": typ("string", ""), "status": obj{"const": "queued"}}),
+		"ThreadSummary": object([]string{"id", "name", "path", "depth", "status"}, obj{
+			"id": typ("string", ""), "parent_id": typ("string", ""), "name": typ("string", ""),
+			"path":  typ("string", "Names from the root down, such as formica/research/outline."),
+			"depth": typ("integer", ""), "status": threadStatus, "error": typ("string", ""),
+			"worker":   typ("string", "Where it was placed last."),
+			"attempts": typ("integer", "Its placements."), "usage": usage,
+			"started_at": timeProp(""), "finished_at": timeProp(""),
+		}),
+		"Message": object([]string{"role"}, obj{
+			"role":    obj{"type": "string", "enum": []string{"system", "user", "assistant", "tool"}},
+			"content": typ("string", ""), "tool_calls": arrayOf(ref("ToolCall")),
+			"tool_call_id": typ("string", "The call a tool message answers."), "tool_name": typ("string", ""),
+		}),
+		"ToolCall": object([]string{"id", "name", "arguments"}, obj{
+			"id": typ("string", ""), "name": typ("string", ""), "arguments": typ("string", "The JSON text the model produced."),
+		}),
+		"Transcript": object([]string{"run_id", "thread_id", "name", "path", "depth", "status", "usage", "messages", "entries"}, obj{
+			"run_id": typ("string", ""), "thread_id": typ("string", ""), "parent_id": typ("string", ""), "name": typ("string", ""),
+			"path": typ("string", ""), "depth": typ("integer", ""), "model": typ("string", ""), "status": threadStatus,
+			"output": typ("string", ""), "error": typ("string", ""), "worker": typ("string", ""),
+			"attempts": typ("integer", ""), "usage": usage, "started_at": timeProp(""), "finished_at": timeProp(""),
+			"messages": with(arrayOf(ref("Message")), "description", "The conversation exactly as the model saw it: system prompt, task, "+
+				"each assistant message followed by its tool results in call order."),
+			"entries": with(arrayOf(ref("JournalEntry")), "description", "The journal, in the order it was written."),
+		}),
+		"JournalEntry": object([]string{"kind", "time", "turn", "seq"}, obj{
+			"kind": obj{"type": "string", "enum": []string{"start", "model", "tool", "approval", "correction", "handoff", "end",
+				"placement", "spawn", "refusal"}},
+			"time": timeProp(""), "turn": typ("integer", "The model call the entry belongs to, from 0."),
+			"seq":    typ("integer", "Its sequence in the journal stream."),
+			"thread": obj{"type": "object", "description": "start: id, parent_id, name, path, depth."},
+			"system": typ("string", "start, handoff: the system prompt."), "task": typ("string", ""),
+			"spec": ref("AgentSpec"), "model": typ("string", ""),
+			"message": ref("Message"), "usage": usage, "latency_ms": typ("integer", ""),
+			"call_id": typ("string", ""), "tool": typ("string", ""), "arguments": typ("string", ""),
+			"result":      typ("string", "tool: what the model was given."),
+			"tool_status": obj{"type": "string", "enum": []string{"ok", "error", "denied", "helper_failed"}},
+			"duration_ms": typ("integer", ""), "allow": typ("boolean", "approval: the decision."), "reason": typ("string", ""),
+			"child_id": typ("string", "spawn: the helper's thread id."), "name": typ("string", "spawn, refusal: the helper's name."),
+			"content": typ("string", "correction: the message asking for output that fits the schema."),
+			"target":  typ("string", "handoff: the agent that carries on."),
+			"status":  eventStatus, "output": typ("string", ""), "error": typ("string", ""),
+			"own": ref("Usage"), "worker": typ("string", "placement: where."), "attempt": typ("integer", "placement: which."),
 		}),
 		"Run": object([]string{"run_id", "status"}, obj{
 			"run_id": typ("string", ""), "status": runStatus, "output": typ("string", ""), "error": typ("string", ""),
@@ -258,6 +320,9 @@ func openAPISchemas() obj {
 			"agent_max_depth":   typ("integer", "The depth limit it was submitted with; absent: the default (4)."),
 			"agent_max_threads": typ("integer", "The thread limit it was submitted with; absent: the default (16)."),
 			"attempts":          typ("integer", "How often a coordinator started the run."),
+			"resumes":           typ("integer", "How often the run was resumed."),
+			"cwd":               typ("string", "The harness directory on the workers."),
+			"cancel_requested":  typ("string", "A cancel sent while the run ran; honoured even if its coordinator died."),
 			"coordinator":       typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"Event": object([]string{"type", "time", "run_id"}, obj{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
@@ -79,6 +80,12 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"AgentSpec":            reflect.TypeFor[spec.Agent](),
 		"Budget":               reflect.TypeFor[BudgetBody](),
 		"BudgetUse":            nil, // a map of limits.Amount by kind
+		"ResumeResponse":       reflect.TypeFor[ResumeResponse](),
+		"ThreadSummary":        reflect.TypeFor[ThreadSummary](),
+		"Transcript":           reflect.TypeFor[Transcript](),
+		"JournalEntry":         reflect.TypeFor[journal.Entry](),
+		"Message":              reflect.TypeFor[model.Message](),
+		"ToolCall":             reflect.TypeFor[model.ToolCall](),
 	}
 	for name, typ := range types {
 		if name == "BudgetUse" {

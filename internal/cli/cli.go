@@ -36,6 +36,8 @@ Commands:
   runs               list runs
   watch ID           follow a run's tree (replays what already happened)
   cancel ID          cancel a run and its whole tree
+  resume ID          run a failed or cancelled run again, reusing its finished work
+  transcript ID [T]  show a thread's conversation (the root's, or thread id / path T)
   approvals          list tool calls waiting for approval
   approve ID         answer one (--allow or --deny)
   workers            list live workers
@@ -65,6 +67,10 @@ func Main(args []string, stdio Stdio) int {
 		return watchCommand(args[1:], stdio)
 	case "cancel":
 		return cancelCommand(args[1:], stdio)
+	case "resume":
+		return resumeCommand(args[1:], stdio)
+	case "transcript":
+		return transcriptCommand(args[1:], stdio)
 	case "approvals":
 		return approvalsCommand(args[1:], stdio)
 	case "approve":

@@ -58,6 +58,15 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	case cur.Status.Final():
 		s.Ack(ctx)
 		return
+	case cur.CancelRequested != "":
+		// Cancelled while no coordinator ran it: it never starts again.
+		c.endQueued(ctx, s, event.Cancelled, cur.CancelRequested)
+		return
+	case s.LastDelivery() && s.Delivered() > 1:
+		// Every earlier delivery ended with its coordinator gone: this one
+		// settles the run for good rather than risk leaving it running.
+		c.endQueued(ctx, s, event.Failed, fmt.Sprintf("gave up after %d deliveries: the run's coordinator stopped before it finished, each time", s.Delivered()))
+		return
 	}
 	rn, err := c.open(&sub)
 	if err != nil {
@@ -74,10 +83,17 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	}
 	defer c.close(rn)
 	started, err := st.UpdateRecord(ctx, sub.RunID, func(r *record.Run) error {
+		if r.CancelRequested != "" {
+			return errCancelRequested
+		}
 		r.Attempts++
 		r.Status, r.StartedAt, r.Coordinator = event.Running, c.cfg.Now(), c.cfg.ID
 		return nil
 	})
+	if errors.Is(err, errCancelRequested) {
+		c.endQueued(ctx, s, event.Cancelled, cur.CancelRequested)
+		return
+	}
 	if err != nil {
 		c.retryLater(ctx, s, "start run record", err)
 		return
@@ -104,10 +120,32 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		*r = rec
 		r.Task, r.Spec, r.Agents, r.Model = keep.Task, keep.Spec, keep.Agents, keep.Model
 		r.MaxDepth, r.MaxThreads = keep.MaxDepth, keep.MaxThreads
+		r.Cwd, r.Resumes = keep.Cwd, keep.Resumes
 		r.Attempts, r.CreatedAt, r.StartedAt, r.FinishedAt = keep.Attempts, keep.CreatedAt, keep.StartedAt, c.cfg.Now()
 	})
 	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {
 		c.cfg.Logger.Warn("ack run", "run", sub.RunID, "err", err)
+	}
+}
+
+// errCancelRequested stops a run from starting: it was cancelled meanwhile.
+var errCancelRequested = errors.New("cancel requested")
+
+// endQueued settles a submission that is not run: its record final with
+// status and reason, the message acked.
+func (c *Coordinator) endQueued(ctx context.Context, s *store.Submission, status event.Status, reason string) {
+	ctx = context.WithoutCancel(ctx)
+	if status == event.Cancelled && reason == "" {
+		reason = "cancelled"
+	}
+	c.cfg.Logger.Info("run settled without running", "run", s.Sub.RunID, "status", status, "reason", reason)
+	c.finishRecord(ctx, s.Sub.RunID, func(r *record.Run) {
+		if !r.Status.Final() {
+			r.Status, r.Error, r.FinishedAt, r.CancelRequested = status, reason, c.cfg.Now(), ""
+		}
+	})
+	if err := s.Ack(ctx); err != nil {
+		c.cfg.Logger.Warn("ack run", "run", s.Sub.RunID, "err", err)
 	}
 }
 

@@ -38,13 +38,22 @@ type Run struct {
 	// agent_max_threads the run was submitted with; 0 means the defaults.
 	MaxDepth   int `json:"agent_max_depth,omitempty"`
 	MaxThreads int `json:"agent_max_threads,omitempty"`
+	// Cwd is the harness directory it was submitted with, kept so the run
+	// can be resumed.
+	Cwd string `json:"cwd,omitempty"`
 	// Attempts counts how often a coordinator started the run (a dead
-	// coordinator's runs are delivered again).
-	Attempts    int       `json:"attempts,omitempty"`
-	Coordinator string    `json:"coordinator,omitempty"`
-	CreatedAt   time.Time `json:"created_at,omitzero"`
-	StartedAt   time.Time `json:"started_at,omitzero"`
-	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// coordinator's runs are delivered again, a resumed run once more).
+	Attempts int `json:"attempts,omitempty"`
+	// Resumes counts `formica resume`s of the run.
+	Resumes int `json:"resumes,omitempty"`
+	// CancelRequested is the reason of a cancel sent while the run was
+	// running: it is honoured even if the run's coordinator died meanwhile,
+	// by the next one that picks the run up.
+	CancelRequested string    `json:"cancel_requested,omitempty"`
+	Coordinator     string    `json:"coordinator,omitempty"`
+	CreatedAt       time.Time `json:"created_at,omitzero"`
+	StartedAt       time.Time `json:"started_at,omitzero"`
+	FinishedAt      time.Time `json:"finished_at,omitzero"`
 }
 
 // Queued is the status of a submitted run no coordinator has started yet.

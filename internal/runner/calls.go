@@ -160,6 +160,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 	st.r.emit(e)
 
 	ap, err := st.r.cfg.Approver.Approve(ctx, req)
+	decided := err == nil // a failure to ask is no decision to keep
 	if err != nil {
 		ap = tools.Approval{Reason: err.Error()}
 	}
@@ -169,7 +170,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 		e.Decision = "allow"
 	}
 	st.r.emit(e)
-	if ctx.Err() == nil {
+	if decided && ctx.Err() == nil {
 		st.record(journal.Entry{Kind: journal.KindApproval, Turn: turn, CallID: callID, Tool: name, Arguments: req.Arguments,
 			Allow: ap.Allow, Reason: ap.Reason})
 	}

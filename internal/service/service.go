@@ -165,16 +165,19 @@ func (s *Service) CancelRun(ctx context.Context, id string) error {
 	if rec.Status.Final() {
 		return fmt.Errorf("%w: run %s already %s", api.ErrConflict, id, rec.Status)
 	}
-	if rec.Status == record.Queued {
-		_, err := s.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
-			if r.Status == record.Queued {
-				r.Status, r.Error, r.FinishedAt = event.Cancelled, "cancelled before it started", time.Now()
-			}
-			return nil
-		})
-		if err != nil {
-			return mapErr(err)
+	// Recorded first: a run whose coordinator is dead hears no message,
+	// and the next coordinator to pick it up honours the record instead.
+	_, err = s.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+		switch {
+		case r.Status == record.Queued:
+			r.Status, r.Error, r.FinishedAt = event.Cancelled, "cancelled before it started", time.Now()
+		case !r.Status.Final():
+			r.CancelRequested = "cancelled by a user"
 		}
+		return nil
+	})
+	if err != nil {
+		return mapErr(err)
 	}
 	c := wire.Cancel{RunID: id, Reason: "cancelled by a user"}
 	return s.tr.Publish(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))

@@ -61,6 +61,25 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 	return duplicate || ack.Duplicate, nil
 }
 
+// Requeue submits a run whose record exists again, under a message id of
+// its own (the stream would drop a second copy under the run id): a resume.
+func (s *Store) Requeue(ctx context.Context, sub wire.RunSubmit, msgID string) error {
+	if err := checkID(sub.RunID); err != nil {
+		return err
+	}
+	data, err := wire.Encode(wire.TypeRunSubmit, sub)
+	if err != nil {
+		return fmt.Errorf("store: requeue %s: %w", sub.RunID, err)
+	}
+	msg := &nats.Msg{Subject: SubjectQueue, Data: data, Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderRun, sub.RunID)
+	msg.Header.Set(wire.HeaderType, string(wire.TypeRunSubmit))
+	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(QueueStream)); err != nil {
+		return fmt.Errorf("store: requeue %s: publish: %w", sub.RunID, err)
+	}
+	return nil
+}
+
 // Next waits for one submission and returns it, until ctx ends. It pulls
 // exactly one message at a time, so a coordinator holds only what it runs.
 // A message that does not decode as a RunSubmit is terminated, logged and
@@ -266,7 +285,7 @@ func (s *Store) maxValue() int {
 func SubmittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
 	a := sub.Agent
 	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model,
-		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads}
+		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads, Cwd: sub.Cwd}
 }
 
 // QueueDepth reports the run queue's consumer: submissions not yet

@@ -23,6 +23,7 @@ type hosted struct {
 	attempt int
 	token   string
 	fenced  bool
+	cancel  context.CancelCauseFunc // ends the thread's context at once
 	// spawning counts the thread's spawns in flight; hasSlot says whether it
 	// holds an execution slot (not while it waits on helpers).
 	spawning int
@@ -142,7 +143,7 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 	}
 	ctx, cancel := context.WithCancelCause(base)
 	a := &threadActor{w: w, th: th, token: req.Token, reply: r, cancel: cancel, ctx: ctx}
-	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token, hasSlot: true}
+	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token, cancel: cancel, hasSlot: true}
 
 	w.mu.Lock()
 	if _, dup := w.threads[th.ID]; dup {

@@ -30,7 +30,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent}
 	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID))
 	if err != nil {
-		return runner.Result{}, fmt.Errorf("coordinator %s unreachable: %w", coord, err)
+		return runner.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
 	}
 	defer call.Close()
 	child := ""
@@ -43,7 +43,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 				}
 				return runner.Result{Status: event.Cancelled, Error: "cancelled"}, nil
 			}
-			return runner.Result{}, peerError("coordinator "+coord, err)
+			return runner.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
 		}
 		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
@@ -62,10 +62,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 			return res.Result, nil
 		default:
 			if err := actor.MsgError(m); err != nil {
-				if fencedReply(err) {
-					w.fenceThread(req.ParentID, 0, err.Error())
-				}
-				return runner.Result{}, err
+				return runner.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
 			}
 			return runner.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
 		}
@@ -143,13 +140,13 @@ func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tool
 	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token}
 	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID))
 	if err != nil {
-		return tools.Approval{}, err
+		return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 	}
 	defer call.Close()
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
 		if err != nil {
-			return tools.Approval{}, peerError("coordinator "+coord, err)
+			return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
 		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
@@ -160,10 +157,7 @@ func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tool
 			return d, err
 		}
 		if err := actor.MsgError(m); err != nil {
-			if fencedReply(err) {
-				w.fenceThread(req.ThreadID, 0, err.Error())
-			}
-			return tools.Approval{}, err
+			return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
 		return tools.Approval{}, fmt.Errorf("%w: unexpected %s reply to an approval", wire.ErrBadMessage, m.Type)
 	}
@@ -184,6 +178,32 @@ func (s *eventSink) Emit(e event.Event) {
 	if err != nil {
 		w.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
+}
+
+// coordinatorFailed handles a thread's request its coordinator did not
+// answer: when the coordinator is gone (silent, or nobody listens) or
+// refuses the placement as superseded (fenced), the
+// thread is cancelled at once (so too when the coordinator no longer knows
+// the run: it restarted), before the failed request becomes a tool
+// result its journal would keep. The run's next coordinator runs the
+// thread again from its journal instead.
+func (w *Worker) coordinatorFailed(thread, coord string, err error) error {
+	err = peerError("coordinator "+coord, err)
+	var remote *actor.RemoteError
+	disowned := errors.As(err, &remote) && remote.Code == string(wire.CodeNotFound) // a coordinator that restarted
+	fenced := fencedReply(err)
+	if fenced || disowned || errors.Is(err, actor.ErrSilent) || errors.Is(err, actor.ErrNoResponders) {
+		w.mu.Lock()
+		h := w.threads[thread]
+		w.mu.Unlock()
+		if h != nil && h.cancel != nil {
+			h.cancel(err)
+		}
+	}
+	if fenced {
+		w.fenceThread(thread, 0, err.Error())
+	}
+	return err
 }
 
 // peerError names what went wrong with a peer in words a tool result can carry.

@@ -1,0 +1,124 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/formica-run/formica/internal/api"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// ResumeRun queues a failed or cancelled run again under its id. The
+// coordinator that takes it reads its journal first, so finished threads
+// are reused and failed ones carry on from their last good turn.
+func (s *Service) ResumeRun(ctx context.Context, id string) error {
+	var sub wire.RunSubmit
+	rec, err := s.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+		if r.Status != event.Failed && r.Status != event.Cancelled {
+			return fmt.Errorf("%w: run %s is %s; only failed or cancelled runs resume", api.ErrConflict, id, r.Status)
+		}
+		if r.Spec == nil {
+			return fmt.Errorf("%w: run %s has no submitted spec to resume", api.ErrConflict, id)
+		}
+		sub = wire.RunSubmit{RunID: id, Task: r.Task, Agent: *r.Spec, Agents: r.Agents, Cwd: r.Cwd,
+			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}}
+		r.Resumes++
+		r.Status, r.Error, r.Output, r.CancelRequested = record.Queued, "", "", ""
+		r.FinishedAt = time.Time{}
+		return nil
+	})
+	if err != nil {
+		return mapErr(err)
+	}
+	// Its own message id: the queue drops a second copy under the run id.
+	return mapErr(s.cfg.Store.Requeue(ctx, sub, id+"-resume-"+strconv.Itoa(rec.Resumes)))
+}
+
+// Threads lists a run's threads from its journal.
+func (s *Service) Threads(ctx context.Context, id string) ([]api.ThreadSummary, error) {
+	if _, err := s.GetRun(ctx, id); err != nil {
+		return nil, err
+	}
+	entries, err := s.cfg.Store.ReadJournal(ctx, id, "")
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	byThread := map[string][]journal.Entry{}
+	var order []string
+	for _, e := range entries {
+		if _, ok := byThread[e.ThreadID]; !ok {
+			order = append(order, e.ThreadID)
+		}
+		byThread[e.ThreadID] = append(byThread[e.ThreadID], e)
+	}
+	rootName := ""
+	out := make([]api.ThreadSummary, 0, len(order))
+	for _, tid := range order {
+		t := journal.BuildTranscript(id, tid, journal.Trusted(byThread[tid]))
+		if t.Name == "" {
+			continue // journaled nothing of its own (only a spawn refused for it, say)
+		}
+		if t.Depth == 0 && t.ParentID == "" {
+			rootName = t.Name
+		}
+		out = append(out, api.ThreadSummary{ID: tid, ParentID: t.ParentID, Name: t.Name, Path: t.Path, Depth: t.Depth,
+			Status: t.Status, Error: t.Error, Worker: t.Worker, Attempts: t.Attempts, Usage: t.Usage,
+			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt})
+	}
+	for i := range out {
+		out[i].Path = namePath(rootName, out[i].Path)
+	}
+	slices.SortStableFunc(out, func(a, b api.ThreadSummary) int {
+		switch {
+		case a.Depth == 0 && b.Depth != 0:
+			return -1
+		case b.Depth == 0 && a.Depth != 0:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Transcript reads one thread's transcript from its journal.
+func (s *Service) Transcript(ctx context.Context, id, thread string) (api.Transcript, error) {
+	entries, err := s.cfg.Store.ReadJournal(ctx, id, thread)
+	if err != nil {
+		return api.Transcript{}, mapErr(err)
+	}
+	trusted := journal.Trusted(entries)
+	if len(trusted) == 0 {
+		return api.Transcript{}, fmt.Errorf("%w: no journal for thread %s of run %s", api.ErrNotFound, thread, id)
+	}
+	t := journal.BuildTranscript(id, thread, trusted)
+	rootName := t.Name
+	if t.Depth > 0 {
+		rootName = ""
+		if root, err := s.cfg.Store.ReadJournal(ctx, id, journal.RootID(id)); err == nil {
+			rootName = journal.BuildTranscript(id, "", journal.Trusted(root)).Name
+		}
+	}
+	t.Path = namePath(rootName, t.Path)
+	return t, nil
+}
+
+// namePath turns a thread's journaled path (root/name/...) into the names
+// from the root down (formica/research/outline).
+func namePath(rootName, path string) string {
+	if rootName == "" {
+		return path
+	}
+	rest, ok := strings.CutPrefix(path, "root")
+	if !ok || (rest != "" && rest[0] != '/') {
+		return path
+	}
+	return rootName + rest
+}
