@@ -57,7 +57,26 @@ func (c *Coordinator) loadRunJournal(rn *run) {
 	for id, es := range byThread {
 		rn.journals[id] = journal.Trusted(es)
 	}
+	journals := rn.journals
 	rn.mu.Unlock()
+	// Helpers that finished are part of the run's tree even when their
+	// parents reuse their results without asking for them again.
+	for id, es := range journals {
+		if id == journal.RootID(rn.id) {
+			continue
+		}
+		if _, ok := journal.NewReplay(es).Finished(); !ok {
+			continue
+		}
+		tr := journal.BuildTranscript(rn.id, id, es)
+		th := runner.Thread{RunID: rn.id, ID: id, ParentID: tr.ParentID, Depth: tr.Depth, Name: tr.Name}
+		rn.rec.Emit(threadEvent(event.ThreadSpawned, th))
+		e := threadEvent(event.ThreadFinished, th)
+		e.Status, e.Time, e.Worker = event.Succeeded, tr.FinishedAt, tr.Worker
+		rn.rec.Emit(e)
+		rn.rec.ThreadUsage(id, tr.Usage)
+		rn.rec.Reused(id)
+	}
 }
 
 // replayOf is what thread t reuses when placed now: its journal read back

@@ -37,7 +37,8 @@ type Replay struct {
 }
 
 // NewReplay indexes trusted entries (Trusted). The first entry of each turn
-// and call wins: later ones can only be the same work done again.
+// and call wins (later ones can only be the same work done again), except
+// that a tool result that does not stand (reusable) gives way to a later one.
 func NewReplay(entries []Entry) *Replay {
 	r := &Replay{responses: map[int]Entry{}, tools: map[string]Entry{}, approvals: map[string]Entry{}}
 	for _, e := range entries {
@@ -50,7 +51,7 @@ func NewReplay(entries []Entry) *Replay {
 			}
 		case KindTool:
 			k := CallKey(e.Turn, e.CallID)
-			if _, ok := r.tools[k]; !ok {
+			if old, ok := r.tools[k]; !ok || !reusable(old) {
 				r.tools[k] = e
 			}
 		case KindApproval:
@@ -104,10 +105,16 @@ func (r *Replay) ToolResult(turn int, callID string) (Entry, bool) {
 		return Entry{}, false
 	}
 	e, ok := r.tools[CallKey(turn, callID)]
-	if !ok || e.ToolStatus == ToolHelperFailed || e.ToolStatus == ToolNotRun {
+	if !ok || !reusable(e) {
 		return Entry{}, false
 	}
 	return e, true
+}
+
+// reusable reports whether a tool result stands on replay: not a helper
+// that failed (it is asked again) nor a call that never ran.
+func reusable(e Entry) bool {
+	return e.ToolStatus != ToolHelperFailed && e.ToolStatus != ToolNotRun
 }
 
 // Approval returns the journaled approval decision of call callID of turn.

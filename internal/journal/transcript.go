@@ -45,21 +45,10 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 	t := Transcript{RunID: run, ThreadID: thread, Status: event.Running, Messages: []model.Message{}, Entries: []Entry{}}
 	seenTurn := map[int]bool{}
 	results := map[string]Entry{}
-	var pending *model.Message // the last assistant message whose tool results are not placed yet
-	pendingTurn := 0
-	flush := func() {
-		if pending == nil {
-			return
-		}
-		for _, c := range pending.ToolCalls {
-			e, ok := results[CallKey(pendingTurn, c.ID)]
-			if !ok {
-				continue // the call never finished: the conversation ends here
-			}
-			t.Messages = append(t.Messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: e.Result})
-		}
-		pending = nil
-	}
+	// The conversation is laid out once every result is known: a turn
+	// redone after a crash journals its results after entries (an end,
+	// a placement) of the execution that died.
+	var steps []Entry
 	started := false
 	for _, e := range entries {
 		t.Entries = append(t.Entries, e)
@@ -73,42 +62,50 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 				t.ParentID, t.Name, t.Path, t.Depth = e.Thread.ParentID, e.Thread.Name, e.Thread.Path, e.Thread.Depth
 			}
 			t.Model, t.StartedAt = e.Model, e.Time
-			t.Messages = append(t.Messages,
-				model.Message{Role: model.RoleSystem, Content: e.System},
-				model.Message{Role: model.RoleUser, Content: e.Task})
+			steps = append(steps, e)
 		case KindModel:
 			if seenTurn[e.Turn] || e.Message == nil {
 				continue
 			}
 			seenTurn[e.Turn] = true
-			flush()
 			t.Usage = t.Usage.Add(e.Usage)
-			t.Messages = append(t.Messages, *e.Message)
-			if len(e.Message.ToolCalls) > 0 {
-				msg := *e.Message
-				pending, pendingTurn = &msg, e.Turn
-			}
+			steps = append(steps, e)
 		case KindTool:
 			k := CallKey(e.Turn, e.CallID)
-			if _, ok := results[k]; !ok {
+			if old, ok := results[k]; !ok || !reusable(old) {
 				results[k] = e
 			}
-		case KindCorrection:
-			flush()
-			t.Messages = append(t.Messages, model.Message{Role: model.RoleUser, Content: e.Content})
-		case KindHandoff:
-			flush()
-			if e.System != "" && len(t.Messages) > 0 {
-				t.Messages[0].Content = e.System
-			}
+		case KindCorrection, KindHandoff:
+			steps = append(steps, e)
 		case KindPlacement:
 			t.Worker = e.Worker
 			t.Attempts++
 		case KindEnd:
-			flush()
 			t.Status, t.Output, t.Error, t.FinishedAt = e.Status, e.Output, e.Error, e.Time
 		}
 	}
-	flush()
+	for _, e := range steps {
+		switch e.Kind {
+		case KindStart:
+			t.Messages = append(t.Messages,
+				model.Message{Role: model.RoleSystem, Content: e.System},
+				model.Message{Role: model.RoleUser, Content: e.Task})
+		case KindModel:
+			t.Messages = append(t.Messages, *e.Message)
+			for _, c := range e.Message.ToolCalls {
+				r, ok := results[CallKey(e.Turn, c.ID)]
+				if !ok {
+					continue // the call never finished
+				}
+				t.Messages = append(t.Messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: r.Result})
+			}
+		case KindCorrection:
+			t.Messages = append(t.Messages, model.Message{Role: model.RoleUser, Content: e.Content})
+		case KindHandoff:
+			if e.System != "" && len(t.Messages) > 0 {
+				t.Messages[0].Content = e.System
+			}
+		}
+	}
 	return t
 }

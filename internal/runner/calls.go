@@ -70,6 +70,7 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) string {
 	if st.replaying(turn) {
 		if e, ok := st.replay.ToolResult(turn, c.ID); ok {
+			st.addHelper(e.Usage)
 			return e.Result
 		}
 		st.diverge(turn)
@@ -79,13 +80,15 @@ func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) str
 	st.r.emit(e)
 
 	start := st.r.cfg.Now()
-	out, status := st.execute(ctx, turn, c)
+	sp := &threadSpawner{st: st}
+	out, status := st.execute(ctx, turn, c, sp)
 	if obs := st.r.cfg.Observer; obs != nil {
 		obs.ToolCall(c.Name, outcomeOf(status), st.r.cfg.Now().Sub(start))
 	}
 	if ctx.Err() == nil {
+		// A helper's tokens go with the result: reused, they count again.
 		st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
-			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start))})
+			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: sp.usage})
 	}
 
 	e = st.th.event(event.ToolResult)
@@ -95,7 +98,7 @@ func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) str
 	return out
 }
 
-func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall) (string, string) {
+func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall, sp *threadSpawner) (string, string) {
 	t, ok := st.byName[c.Name]
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.visible), ", ")), journal.ToolError
@@ -118,7 +121,6 @@ func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall) 
 	}
 	// The call key (turn and call id) names the call: the helper it spawns
 	// has an id derived from it.
-	sp := &threadSpawner{st: st}
 	ctx = tools.WithCallID(tools.WithSpawner(ctx, sp), journal.CallKey(turn, c.ID))
 	out, err := t.Run(ctx, args)
 	switch {
@@ -183,10 +185,12 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 // threadSpawner is the spawner the agent tool finds in its context: it builds
 // the helper's spec from the calling agent's template and counts the helper's
 // tokens into the caller's. One serves one tool call: failed tells the
-// call's journal entry that the helper did not succeed.
+// call's journal entry that the helper did not succeed, usage what its
+// subtree spent.
 type threadSpawner struct {
 	st     *threadState
 	failed bool
+	usage  model.Usage
 }
 
 func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.HelperResult, error) {
@@ -217,6 +221,7 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 		return tools.HelperResult{}, err
 	}
 	st.addHelper(res.Usage)
+	s.usage = res.Usage
 	if res.Status != event.Succeeded {
 		s.failed = true
 		reason := res.Error
