@@ -72,6 +72,9 @@ type Settings struct {
 	MemoryHelpers int           `json:"memory_helpers"`
 	MemoryParents int           `json:"memory_parents"`
 	ParkLatency   time.Duration `json:"park_latency_ns"`
+	// Journal runs the spawn, throughput, fan-out and scaling stacks with
+	// JetStream and the run store, so every thread journals its life.
+	Journal bool `json:"journal,omitempty"`
 }
 
 // Full and Quick are the default settings.

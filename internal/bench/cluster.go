@@ -35,11 +35,15 @@ import (
 // 1 MiB would refuse it.
 const maxPayload = 64 << 20
 
-// server starts an embedded NATS server, listening on loopback when tcp.
-func startServer(ctx context.Context, tcp bool) (*broker.Server, error) {
+// server starts an embedded NATS server, listening on loopback when tcp;
+// with JetStream stored under dataDir when that is not empty.
+func startServer(ctx context.Context, tcp bool, dataDir ...string) (*broker.Server, error) {
 	cfg := broker.ServerConfig{MaxPayload: maxPayload}
 	if tcp {
 		cfg.Listen = "127.0.0.1:-1"
+	}
+	if len(dataDir) > 0 && dataDir[0] != "" {
+		cfg.JetStream, cfg.DataDir = true, dataDir[0]
 	}
 	return broker.StartServer(ctx, cfg)
 }
@@ -62,24 +66,32 @@ type cluster struct {
 	nc      *nats.Conn
 	client  *client.Client
 	cwd     string
+	dataDir string
 	workers int
 }
 
 // startCluster starts a server, a coordinator and workers of slots each,
-// every component on its own connection of the chosen kind.
-func startCluster(ctx context.Context, tcp bool, workers, slots int) (_ *cluster, err error) {
+// every component on its own connection of the chosen kind. With journal,
+// the server runs JetStream and the stack its run store, so every thread
+// journals its life (as in a cluster).
+func startCluster(ctx context.Context, tcp bool, workers, slots int, journal bool) (_ *cluster, err error) {
 	c := &cluster{workers: workers}
 	defer func() {
 		if err != nil {
 			c.stop()
 		}
 	}()
-	if c.srv, err = startServer(ctx, tcp); err != nil {
+	if journal {
+		if c.dataDir, err = os.MkdirTemp("", "formica-bench-js"); err != nil {
+			return nil, err
+		}
+	}
+	if c.srv, err = startServer(ctx, tcp, c.dataDir); err != nil {
 		return nil, err
 	}
 	c.dial = dialer(c.srv, tcp)
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, Workers: workers, Slots: slots,
-		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: coordinator.Config{Ceilings: benchCeilings}})
+		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: coordinator.Config{Ceilings: benchCeilings}, Durable: journal})
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +119,9 @@ func (c *cluster) stop() {
 	}
 	if c.cwd != "" {
 		os.RemoveAll(c.cwd)
+	}
+	if c.dataDir != "" {
+		os.RemoveAll(c.dataDir)
 	}
 }
 

@@ -182,3 +182,46 @@ func (r *Runner) runAgain(t *testing.T, th Thread, lim limits.Config) Result {
 	defer r.ledgers.Delete(th.RunID)
 	return r.RunThread(context.Background(), th)
 }
+
+func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
+	cwd := t.TempDir()
+	m := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if !hasToolResults(req) {
+			return calls(model.ToolCall{ID: "w", Name: "write_file", Arguments: `{"path":"out.txt","content":"hi"}`}), nil
+		}
+		return text("wrote: " + joinResults(req)), nil
+	}}
+	var asked atomic.Int32
+	approver := tools.ApproverFunc(func(context.Context, tools.ApprovalRequest) (tools.Approval, error) {
+		asked.Add(1)
+		return tools.Approval{Allow: true}, nil
+	})
+	j := &memJournal{}
+	r, err := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Approver: approver, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := spec.Default().Agent // write_file asks
+	a.Model = "fake:root"
+	th := Thread{RunID: "run", ID: "t1", Path: "root", Name: a.Name, Task: "write", Agent: a, Cwd: cwd,
+		Permissions: tools.Permissions{a.Harness.Permissions}}
+	if res := r.RunThread(context.Background(), th); res.Status != event.Succeeded || asked.Load() != 1 {
+		t.Fatalf("first run: %+v, asked %d", res, asked.Load())
+	}
+	// The thread died after the approval, before the write's result was
+	// journaled: keep everything but that result and the turns after it.
+	var kept []journal.Entry
+	for _, e := range j.of("t1") {
+		if e.Kind == journal.KindStart || e.Kind == journal.KindApproval || (e.Kind == journal.KindModel && e.Turn == 0) {
+			kept = append(kept, e)
+		}
+	}
+	th.Replay = kept
+	res := r.RunThread(context.Background(), th)
+	if res.Status != event.Succeeded || asked.Load() != 1 {
+		t.Fatalf("second run: %+v, asked %d times in all; want the journaled decision reused", res, asked.Load())
+	}
+	if got := len(m.requests()); got != 3 {
+		t.Errorf("%d model calls in all, want 3 (turn 0 reused)", got)
+	}
+}

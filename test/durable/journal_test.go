@@ -1,6 +1,8 @@
 package durable_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,9 +14,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/api"
+	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/test/proc"
 )
 
@@ -363,3 +367,54 @@ type atomicBool struct {
 
 func (b *atomicBool) set(v bool) { b.mu.Lock(); b.v = v; b.mu.Unlock() }
 func (b *atomicBool) get() bool  { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
+
+// TestJournalCancelWhileCoordinatorDead: with NATS outside the coordinator,
+// a run's coordinator is killed; `formica cancel` is sent while no
+// coordinator runs; the coordinator that comes back ends the run cancelled
+// and never starts it again.
+func TestJournalCancelWhileCoordinatorDead(t *testing.T) {
+	t.Parallel()
+	ns, err := broker.StartServer(context.Background(), broker.ServerConfig{Listen: "127.0.0.1:-1", JetStream: true, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	const task = "wait for a cancel"
+	srv := newChatServer(t, func(string, chatRequest) chatAnswer {
+		return chatAnswer{text: "never", wait: make(chan struct{})}
+	})
+	c := &coord{t: t, name: "coordinator", url: ns.ClientURL(), dataDir: t.TempDir(), cwd: t.TempDir()}
+	for attempt := 1; ; attempt++ {
+		port := proc.FreePorts(t, 1)[0]
+		c.api = fmt.Sprintf("http://127.0.0.1:%d", port)
+		c.args = []string{"--id", "coord", "--nats", c.url, "--data-dir", c.dataDir, "--cwd", c.cwd,
+			"--http", fmt.Sprintf("127.0.0.1:%d", port), "--heartbeat", heartbeat, "--queue-ack-wait", ackWait, "--allow-scripted"}
+		if c.start() {
+			break
+		}
+		if attempt == 3 || !strings.Contains(c.p.Stderr.String(), "address already in use") {
+			t.Fatalf("coordinator did not start (%s)", c.p.Status())
+		}
+	}
+	c.startChatWorker("w1", 4, srv)
+	id := c.submit(map[string]any{"task": task, "agent": chatAgent()})
+	srv.waitCount(task, 0, 1)
+	c.kill9()
+
+	if r := c.cli("cancel", id); r.code != 0 {
+		t.Fatalf("formica cancel with no coordinator: exit %d: %s", r.code, r.stderr)
+	}
+	var rec record.Run
+	c.cliJSON(&rec, "get", id, "--json")
+	if rec.Status != event.Running || rec.CancelRequested == "" {
+		t.Fatalf("after the cancel: %s, cancel_requested %q; want running with the cancel recorded", rec.Status, rec.CancelRequested)
+	}
+	c.restart()
+	rec = c.waitFinal(id)
+	if rec.Status != event.Cancelled {
+		t.Fatalf("run %s: %s (%s), want cancelled", id, rec.Status, rec.Error)
+	}
+	if got := srv.count(task, -1); got != 1 {
+		t.Errorf("the root ran %d times, want 1: a cancelled run never starts again", got)
+	}
+}
