@@ -225,11 +225,17 @@ func chatAgent() map[string]any {
 		"harness": map[string]any{"permissions": map[string]any{"default": "allow"}}}
 }
 
-// startChatWorker starts a worker that calls s.
+// startChatWorker starts a worker that calls s, with its own credentials.
 func (c *coord) startChatWorker(id string, slots int, s *chatServer) *proc.Proc {
 	c.t.Helper()
-	p := proc.StartWith(c.t, proc.Options{Env: s.env()}, "worker "+id, bin.worker, "--nats", c.url, "--id", id,
-		"--slots", fmt.Sprint(slots), "--heartbeat", heartbeat, "--allow-scripted")
+	return c.startChatWorkerWith(id, slots, s, "--nats-creds", c.creds("worker", id))
+}
+
+// startChatWorkerWith starts a worker that calls s, with extra flags.
+func (c *coord) startChatWorkerWith(id string, slots int, s *chatServer, extra ...string) *proc.Proc {
+	c.t.Helper()
+	args := append([]string{"--nats", c.url, "--id", id, "--slots", fmt.Sprint(slots), "--heartbeat", heartbeat, "--allow-scripted"}, extra...)
+	p := proc.StartWith(c.t, proc.Options{Env: s.env()}, "worker "+id, bin.worker, args...)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool {
 		var ws []struct{ ID string }

@@ -396,7 +396,7 @@ func TestJournalCancelWhileCoordinatorDead(t *testing.T) {
 			t.Fatalf("coordinator did not start (%s)", c.p.Status())
 		}
 	}
-	c.startChatWorker("w1", 4, srv)
+	c.startChatWorkerWith("w1", 4, srv) // the test's NATS server asks for no credentials
 	id := c.submit(map[string]any{"task": task, "agent": chatAgent()})
 	srv.waitCount(task, 0, 1)
 	c.kill9()
