@@ -20,25 +20,25 @@ import (
 type chatServer struct {
 	t      *testing.T
 	srv    *httptest.Server
-	script func(task string, req chatRequest) chatAnswer
+	script func(task string, req jRequest) jAnswer
 
 	mu   sync.Mutex
-	reqs map[string][]chatRequest
+	reqs map[string][]jRequest
 }
 
-type chatRequest struct {
-	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
+type jRequest struct {
+	Model    string     `json:"model"`
+	Messages []jMessage `json:"messages"`
 }
 
-type chatMessage struct {
+type jMessage struct {
 	Role       string          `json:"role"`
 	Content    json.RawMessage `json:"content"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
+	ToolCalls  []jToolCall     `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
 }
 
-type chatToolCall struct {
+type jToolCall struct {
 	ID       string `json:"id"`
 	Function struct {
 		Name      string `json:"name"`
@@ -46,9 +46,9 @@ type chatToolCall struct {
 	} `json:"function"`
 }
 
-// chatAnswer is what the script says: text, tool calls, or a failure; wait,
+// jAnswer is what the script says: text, tool calls, or a failure; wait,
 // when set, holds the answer until it is closed or the caller goes away.
-type chatAnswer struct {
+type jAnswer struct {
 	text   string
 	calls  []call
 	status int
@@ -67,9 +67,9 @@ func bashCall(command string) call {
 	return call{"bash", string(b)}
 }
 
-func newChatServer(t *testing.T, script func(task string, req chatRequest) chatAnswer) *chatServer {
+func newChatServer(t *testing.T, script func(task string, req jRequest) jAnswer) *chatServer {
 	t.Helper()
-	s := &chatServer{t: t, script: script, reqs: map[string][]chatRequest{}}
+	s := &chatServer{t: t, script: script, reqs: map[string][]jRequest{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -85,7 +85,7 @@ func (s *chatServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no", http.StatusNotFound)
 		return
 	}
-	var req chatRequest
+	var req jRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -128,7 +128,7 @@ func (s *chatServer) serve(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (r chatRequest) task() string {
+func (r jRequest) task() string {
 	for _, m := range r.Messages {
 		if m.Role == "user" {
 			return m.text()
@@ -138,7 +138,7 @@ func (r chatRequest) task() string {
 }
 
 // turn is how many model responses the thread had before this request.
-func (r chatRequest) turn() int {
+func (r jRequest) turn() int {
 	n := 0
 	for _, m := range r.Messages {
 		if m.Role == "assistant" {
@@ -149,7 +149,7 @@ func (r chatRequest) turn() int {
 }
 
 // toolResults joins the contents of the tool messages.
-func (r chatRequest) toolResults() string {
+func (r jRequest) toolResults() string {
 	var out []string
 	for _, m := range r.Messages {
 		if m.Role == "tool" {
@@ -159,7 +159,7 @@ func (r chatRequest) toolResults() string {
 	return strings.Join(out, "|")
 }
 
-func (m chatMessage) text() string {
+func (m jMessage) text() string {
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
 		return s
@@ -174,7 +174,7 @@ func (m chatMessage) text() string {
 }
 
 // messages is the request's conversation as model messages.
-func (r chatRequest) messages() []model.Message {
+func (r jRequest) messages() []model.Message {
 	out := make([]model.Message, 0, len(r.Messages))
 	for _, m := range r.Messages {
 		mm := model.Message{Role: model.Role(m.Role), Content: m.text(), ToolCallID: m.ToolCallID}
@@ -200,7 +200,7 @@ func (s *chatServer) count(task string, turn int) int {
 }
 
 // last is the thread's last request.
-func (s *chatServer) last(task string) chatRequest {
+func (s *chatServer) last(task string) jRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rs := s.reqs[task]

@@ -60,7 +60,7 @@ func toolResults(t api.Transcript) int {
 
 // sameConversation checks that a thread's transcript is what the model
 // server received, message for message, and then the final answer.
-func sameConversation(t *testing.T, what string, tr api.Transcript, last chatRequest, final string) {
+func sameConversation(t *testing.T, what string, tr api.Transcript, last jRequest, final string) {
 	t.Helper()
 	want := append(last.messages(), model.Message{Role: model.RoleAssistant, Content: final})
 	got := make([]model.Message, len(tr.Messages))
@@ -88,25 +88,25 @@ func TestJournalCoordinatorKilledMidFanOut(t *testing.T) {
 	const rootTask = "fan out to four"
 	slow := map[string]bool{"c": true, "d": true}
 	var srv *chatServer
-	srv = newChatServer(t, func(task string, req chatRequest) chatAnswer {
+	srv = newChatServer(t, func(task string, req jRequest) jAnswer {
 		if task == rootTask {
 			if req.turn() == 0 {
 				var calls []call
 				for _, n := range []string{"a", "b", "c", "d"} {
 					calls = append(calls, agentCall(n, "helper "+n))
 				}
-				return chatAnswer{calls: calls}
+				return jAnswer{calls: calls}
 			}
-			return chatAnswer{text: "all: " + req.toolResults()}
+			return jAnswer{text: "all: " + req.toolResults()}
 		}
 		name := strings.TrimPrefix(task, "helper ")
 		if req.turn() == 0 {
-			return chatAnswer{calls: []call{bashCall("echo " + name + " >> lines.txt")}}
+			return jAnswer{calls: []call{bashCall("echo " + name + " >> lines.txt")}}
 		}
 		if slow[name] && srv.count(task, 1) == 1 {
-			return chatAnswer{text: "too late", wait: make(chan struct{})} // until its caller goes
+			return jAnswer{text: "too late", wait: make(chan struct{})} // until its caller goes
 		}
-		return chatAnswer{text: "done " + name}
+		return jAnswer{text: "done " + name}
 	})
 	c := startCoord(t, coordOpts{})
 	c.startChatWorker("w1", 8, srv)
@@ -183,14 +183,14 @@ func TestJournalRootWorkerLost(t *testing.T) {
 	t.Parallel()
 	const rootTask = "two helpers, root on its own worker"
 	rootGate, helpersGate := make(chan struct{}), make(chan struct{})
-	srv := newChatServer(t, func(task string, req chatRequest) chatAnswer {
+	srv := newChatServer(t, func(task string, req jRequest) jAnswer {
 		switch {
 		case task == rootTask && req.turn() == 0:
-			return chatAnswer{calls: []call{agentCall("x", "helper x"), agentCall("y", "helper y")}, wait: rootGate}
+			return jAnswer{calls: []call{agentCall("x", "helper x"), agentCall("y", "helper y")}, wait: rootGate}
 		case task == rootTask:
-			return chatAnswer{text: "root: " + req.toolResults()}
+			return jAnswer{text: "root: " + req.toolResults()}
 		}
-		return chatAnswer{text: "done " + task, wait: helpersGate}
+		return jAnswer{text: "done " + task, wait: helpersGate}
 	})
 	c := startCoord(t, coordOpts{})
 	wz := c.startChatWorker("wz", 2, srv)
@@ -240,18 +240,18 @@ func TestJournalHelperWorkerLost(t *testing.T) {
 	t.Parallel()
 	const rootTask = "one helper that loses its worker"
 	var srv *chatServer
-	srv = newChatServer(t, func(task string, req chatRequest) chatAnswer {
+	srv = newChatServer(t, func(task string, req jRequest) jAnswer {
 		switch {
 		case task == rootTask && req.turn() == 0:
-			return chatAnswer{calls: []call{agentCall("h", "helper h")}}
+			return jAnswer{calls: []call{agentCall("h", "helper h")}}
 		case task == rootTask:
-			return chatAnswer{text: "root: " + req.toolResults()}
+			return jAnswer{text: "root: " + req.toolResults()}
 		case req.turn() == 0:
-			return chatAnswer{calls: []call{bashCall("echo h >> lines.txt")}}
+			return jAnswer{calls: []call{bashCall("echo h >> lines.txt")}}
 		case srv.count(task, 1) == 1:
-			return chatAnswer{text: "too late", wait: make(chan struct{})} // its worker dies meanwhile
+			return jAnswer{text: "too late", wait: make(chan struct{})} // its worker dies meanwhile
 		}
-		return chatAnswer{text: "done h"}
+		return jAnswer{text: "done h"}
 	})
 	c := startCoord(t, coordOpts{})
 	workers := map[string]*proc.Proc{"w1": c.startChatWorker("w1", 4, srv), "w2": c.startChatWorker("w2", 4, srv)}
@@ -289,18 +289,18 @@ func TestJournalResumeAfterFailure(t *testing.T) {
 	const rootTask = "one good helper, one bad"
 	var broken atomicBool
 	broken.set(true)
-	srv := newChatServer(t, func(task string, req chatRequest) chatAnswer {
+	srv := newChatServer(t, func(task string, req jRequest) jAnswer {
 		switch {
 		case task == rootTask && req.turn() == 0:
-			return chatAnswer{calls: []call{agentCall("good", "helper good"), agentCall("bad", "helper bad")}}
+			return jAnswer{calls: []call{agentCall("good", "helper good"), agentCall("bad", "helper bad")}}
 		case task == rootTask && strings.Contains(req.toolResults(), "failed"):
-			return chatAnswer{status: http.StatusInternalServerError}
+			return jAnswer{status: http.StatusInternalServerError}
 		case task == rootTask:
-			return chatAnswer{text: "root: " + req.toolResults()}
+			return jAnswer{text: "root: " + req.toolResults()}
 		case task == "helper bad" && broken.get():
-			return chatAnswer{status: http.StatusInternalServerError}
+			return jAnswer{status: http.StatusInternalServerError}
 		}
-		return chatAnswer{text: "done " + task}
+		return jAnswer{text: "done " + task}
 	})
 	c := startCoord(t, coordOpts{})
 	c.startChatWorker("w1", 4, srv)
@@ -342,8 +342,8 @@ func TestJournalResumeAfterFailure(t *testing.T) {
 // delivery ends failed, with the reason, after its last delivery.
 func TestJournalLastDeliveryFails(t *testing.T) {
 	t.Parallel()
-	srv := newChatServer(t, func(string, chatRequest) chatAnswer {
-		return chatAnswer{text: "never", wait: make(chan struct{})}
+	srv := newChatServer(t, func(string, jRequest) jAnswer {
+		return jAnswer{text: "never", wait: make(chan struct{})}
 	})
 	c := startCoord(t, coordOpts{extra: []string{"--queue-max-deliver", "2"}})
 	c.startChatWorker("w1", 4, srv)
@@ -380,8 +380,8 @@ func TestJournalCancelWhileCoordinatorDead(t *testing.T) {
 	}
 	t.Cleanup(ns.Shutdown)
 	const task = "wait for a cancel"
-	srv := newChatServer(t, func(string, chatRequest) chatAnswer {
-		return chatAnswer{text: "never", wait: make(chan struct{})}
+	srv := newChatServer(t, func(string, jRequest) jAnswer {
+		return jAnswer{text: "never", wait: make(chan struct{})}
 	})
 	c := &coord{t: t, name: "coordinator", url: ns.ClientURL(), dataDir: t.TempDir(), cwd: t.TempDir()}
 	for attempt := 1; ; attempt++ {
