@@ -85,7 +85,7 @@ func run() error {
 	fs.DurationVar(&sc.EventsMaxAge, "events-max-age", store.DefaultEventsMaxAge, "how long run events are kept")
 	fs.IntVar(&sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
 	fs.IntVar(&sc.MaxDeliver, "queue-max-deliver", store.DefaultMaxDeliver, "deliveries of a run before it is failed for good (its coordinator died each time)")
-	fs.DurationVar(&sc.JournalMaxAge, "journal-max-age", store.DefaultJournalMaxAge, "how long thread journals (resume, transcripts) are kept")
+	fs.DurationVar(&sc.JournalMaxAge, "journal-max-age", 0, "how long thread journals (resume, transcripts) are kept; 0: 7 days, or --retention if shorter; at most --retention")
 	fs.DurationVar(&sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
 	fs.StringVar(&hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")
 	fs.StringVar(&hc.Token, "http-token", hc.Token, "bearer `token` the HTTP API requires (default $FORMICA_HTTP_TOKEN); required beyond loopback")

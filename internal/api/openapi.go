@@ -322,8 +322,11 @@ func openAPISchemas() obj {
 			"attempts":          typ("integer", "How often a coordinator started the run."),
 			"resumes":           typ("integer", "How often the run was resumed."),
 			"cwd":               typ("string", "The harness directory on the workers."),
-			"cancel_requested":  typ("string", "A cancel sent while the run ran; honoured even if its coordinator died."),
-			"coordinator":       typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
+			"submitted_budget": obj{"type": "object", "description": "The budget it was submitted with (the spec's, with the submission's amounts over it), " +
+				"kept so a resume runs under it: tokens, input_tokens, output_tokens, spawns, duration in nanoseconds."},
+			"timeout_ns":       typ("integer", "The deadline it was submitted with, in nanoseconds; a resume keeps it."),
+			"cancel_requested": typ("string", "A cancel sent while the run ran; honoured even if its coordinator died."),
+			"coordinator":      typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"Event": object([]string{"type", "time", "run_id"}, obj{
 			"type": typ("string", "run.queued, run.started, run.finished, thread.spawned, thread.refused, thread.started, "+

@@ -52,7 +52,11 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 		tok := r.place(t, wid, placements)
 		c.journalPlacement(t, wid, placements, tok)
 		t.replay = c.replayOf(r, t, reread)
+		replays := c.accountReplay(r, t)
 		res, out := c.execOn(ctx, r, t, wid, placements, tok)
+		if replays && out != busy {
+			c.cfg.Metrics.JournalReplayed()
+		}
 		r.unplace(t)
 		c.registry.release(wid)
 		switch out {

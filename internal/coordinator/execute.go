@@ -94,7 +94,10 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	rn.finish(t, res, c.cfg.Now())
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)
 	if reused {
+		// Its own tokens settle on its lease (finish); its helpers' here.
+		rn.budget.Root().Charge(res.Usage.InputTokens-res.Own.InputTokens, res.Usage.OutputTokens-res.Own.OutputTokens, 0)
 		rn.rec.Reused(root.ID)
+		c.cfg.Metrics.ThreadReused()
 	}
 	if !reported {
 		c.emitThreadEnd(rn, t, res)

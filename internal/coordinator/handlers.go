@@ -93,7 +93,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		return nil
 	}
 	if res, ok := rn.finishedInJournal(th.ID); ok {
-		c.reuseSpawn(rn, th, req.CallID, res, r)
+		c.reuseSpawn(rn, parent, th, req.CallID, res, r)
 		return nil
 	}
 	slot, err := rn.ledger.Admit(th.Depth)
@@ -170,8 +170,11 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 
 // reuseSpawn answers a spawn with the journaled output of a helper that
 // finished in an earlier execution of the run: it is not placed, takes no
-// slot, and its tokens (counted once) come with its result.
-func (c *Coordinator) reuseSpawn(rn *run, th runner.Thread, callKey string, res runner.Result, r actor.Replier) {
+// slot, and its tokens (counted once, in the budget too) come with its result.
+func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, callKey string, res runner.Result, r actor.Replier) {
+	if rn.chargeReused(th.ID, parent.lease.Node(), res.Usage) {
+		c.cfg.Metrics.ThreadReused()
+	}
 	c.emit(rn, threadEvent(event.ThreadSpawned, th))
 	c.journalSpawn(journal.KindSpawn, th, callKey, "")
 	e := threadEvent(event.ThreadFinished, th)

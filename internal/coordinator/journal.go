@@ -6,6 +6,8 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/runner"
 )
 
@@ -115,4 +117,54 @@ func (rn *run) finishedInJournal(id string) (runner.Result, bool) {
 		return runner.Result{}, false
 	}
 	return runner.Result{Status: event.Succeeded, Output: end.Output, Usage: end.Usage, Own: end.Own}, true
+}
+
+// Budgets and the journal: a run executed again counts what it reuses
+// against its budgets, so a resumed or redelivered run spends no more than
+// its budget across all its executions, and no token counts twice. A
+// thread placed with a replay settles its journaled model calls on its
+// lease (what renewals of an earlier placement settled counts); a finished
+// helper that is reused, whether a spawn finds it in the journal or its
+// parent's journaled result answers the call, is charged once, with its
+// subtree's tokens and one spawn, at its parent's node.
+
+// accountReplay counts what t's replay reuses, before its placement's grant
+// is handed out, and reports whether it reuses any work.
+func (c *Coordinator) accountReplay(rn *run, t *threadRec) bool {
+	if len(t.replay) == 0 {
+		return false
+	}
+	rp := journal.NewReplay(t.replay)
+	var own model.Usage
+	for turn := range rp.Turns() {
+		e, _ := rp.Response(turn)
+		own = own.Add(e.Usage)
+		for _, call := range e.Message.ToolCalls {
+			if res, ok := rp.ToolResult(turn, call.ID); ok && res.Usage != (model.Usage{}) {
+				if rn.chargeReused(journal.ThreadID(rn.id, t.thread.ID, journal.CallKey(turn, call.ID)), t.lease.Node(), res.Usage) {
+					c.cfg.Metrics.ThreadReused()
+				}
+			}
+		}
+	}
+	t.lease.Account(own.InputTokens, own.OutputTokens)
+	return !rp.Empty()
+}
+
+// chargeReused charges the reused helper id's subtree usage u, and its
+// spawn, at node n, once per run, and reports whether it did; a helper this
+// execution ran is counted by its own lease already.
+func (rn *run) chargeReused(id string, n *limits.Node, u model.Usage) bool {
+	rn.mu.Lock()
+	if rn.charged == nil {
+		rn.charged = map[string]bool{}
+	}
+	_, ran := rn.threads[id]
+	done := rn.charged[id] || ran
+	rn.charged[id] = true
+	rn.mu.Unlock()
+	if !done {
+		n.Charge(u.InputTokens, u.OutputTokens, 1)
+	}
+	return !done
 }

@@ -121,6 +121,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		r.Task, r.Spec, r.Agents, r.Model = keep.Task, keep.Spec, keep.Agents, keep.Model
 		r.MaxDepth, r.MaxThreads = keep.MaxDepth, keep.MaxThreads
 		r.Cwd, r.Resumes = keep.Cwd, keep.Resumes
+		r.SubmittedBudget, r.Timeout = keep.SubmittedBudget, keep.Timeout
 		r.Attempts, r.CreatedAt, r.StartedAt, r.FinishedAt = keep.Attempts, keep.CreatedAt, keep.StartedAt, c.cfg.Now()
 	})
 	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {

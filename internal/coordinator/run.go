@@ -29,6 +29,8 @@ type run struct {
 	// journals are the trusted journal entries of each thread, read when
 	// the run is executed again; nil on a first execution.
 	journals map[string][]journal.Entry
+	// charged are the reused helpers whose work counts in the budget.
+	charged map[string]bool
 }
 
 // threadRec is one thread of a run's tree as the coordinator sees it.
@@ -44,7 +46,7 @@ type threadRec struct {
 	worker    string
 	token     string // the current placement's; "" between placements
 	attemptNo int
-	attempt   context.Context // helpers spawned now derive from this
+	attempt   context.Context // the current placement's
 	abort     context.CancelCauseFunc
 	spawning  int
 	parkedOn  string // the worker whose slot the parked thread gave back

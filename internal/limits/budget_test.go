@@ -164,3 +164,32 @@ func BenchmarkMeterBefore(b *testing.B) {
 		m.After(100, 10)
 	}
 }
+
+// TestReusedWorkCountsOnce: a thread placed again settles what its journal
+// says it spent (renewals already settled part of it), and a reused
+// helper's subtree is charged without refusal; nothing counts twice.
+func TestReusedWorkCountsOnce(t *testing.T) {
+	tree := NewTree(Budget{Tokens: 1000, Spawns: 2}, nil)
+	root := tree.Root()
+	l := root.Lease()
+	l.Renew(0, 0)
+	l.Renew(100, 50)   // the first placement settled 150 before its worker was lost
+	l.Account(300, 60) // its journal: 360 in all
+	if got := root.Use()[KindTokens].Used; got != 360 {
+		t.Fatalf("after Account: used %d, want 360", got)
+	}
+	l.Renew(0, 0)
+	l.Renew(40, 0) // the new placement's own call
+	l.Close(340, 60)
+	if got := root.Use()[KindTokens].Used; got != 400 {
+		t.Fatalf("after Close: used %d, want 400", got)
+	}
+	helper := root.Child(Budget{Tokens: 10})
+	helper.Charge(500, 200, 1) // reused helper, past its own budget: never refused
+	if u := root.Use(); u[KindTokens].Used != 1100 || u[KindSpawns].Used != 1 {
+		t.Fatalf("after Charge: %v", u)
+	}
+	if g := root.Lease().Renew(0, 0); g.Spent == nil || g.Spent.Kind != KindTokens {
+		t.Fatalf("grant after the budget is spent by reused work: %+v", g)
+	}
+}

@@ -260,7 +260,13 @@ func (l *Lease) Release(in, out int64) {
 // Close settles the thread's whole own spending (input and output tokens of
 // all its model calls, as its result reports them) less what renewals
 // settled already, and frees what the lease still holds.
-func (l *Lease) Close(in, out int64) {
+func (l *Lease) Close(in, out int64) { l.Account(in, out) }
+
+// Account settles a thread's own spending known in full from elsewhere
+// (what its journal says its model calls spent, when it is placed again)
+// as Close does: what renewals settled counts, so nothing is counted twice,
+// and the lease can be renewed afterwards.
+func (l *Lease) Account(in, out int64) {
 	t := l.node.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -281,4 +287,21 @@ func (l *Lease) settle(in, out int64) {
 		}
 	}
 	l.held = [nTokenKinds]int64{}
+}
+
+// Charge counts, at n and every node above it, what was spent in an earlier
+// execution of the run and is reused now (a finished helper's subtree, from
+// the journal): its tokens, and spawns helpers started then. It never
+// refuses: that work is done.
+func (n *Node) Charge(in, out int64, spawns int) {
+	t := n.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in, out = max(in, 0), max(out, 0)
+	for m := n; m != nil; m = m.parent {
+		m.used[iTokens] += in + out
+		m.used[iInput] += in
+		m.used[iOutput] += out
+		m.spawns += spawns
+	}
 }

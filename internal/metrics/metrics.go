@@ -83,6 +83,9 @@ type Metrics struct {
 
 	workersLost prometheus.Counter
 
+	journalReplays     prometheus.Counter
+	journalReusedTotal prometheus.Counter
+
 	modelRequests *prometheus.CounterVec
 	modelDuration *prometheus.HistogramVec
 	modelTokens   *prometheus.CounterVec
@@ -131,6 +134,9 @@ func New() *Metrics {
 	m.placements = bind(f.counterVec("formica_placements_total", "Placements of threads on workers, by outcome.", "outcome"), placements)
 
 	m.workersLost = f.counter("formica_workers_lost_total", "Workers presumed lost (silent or not answering).")
+
+	m.journalReplays = f.counter("formica_journal_replays_total", "Placements of threads that replay journaled work (run delivered again or resumed, worker lost).")
+	m.journalReusedTotal = f.counter("formica_journal_threads_reused_total", "Finished threads answered from the journal without being placed.")
 
 	m.modelRequests = f.counterVec("formica_model_requests_total", "Model calls, by provider, model and outcome (ok, error).", "provider", "model", "outcome")
 	m.modelDuration = f.histogramVec("formica_model_request_duration_seconds", "Model call latency, retries included.", callBuckets, "provider", "model")

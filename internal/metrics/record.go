@@ -49,6 +49,20 @@ func (m *Metrics) Redelivered() {
 	}
 }
 
+// JournalReplayed counts a placement of a thread that replays journaled work.
+func (m *Metrics) JournalReplayed() {
+	if m != nil {
+		m.journalReplays.Inc()
+	}
+}
+
+// ThreadReused counts a finished thread answered from the journal.
+func (m *Metrics) ThreadReused() {
+	if m != nil {
+		m.journalReusedTotal.Inc()
+	}
+}
+
 // SpawnAdmitted counts an admitted helper, live until HelperEnded.
 func (m *Metrics) SpawnAdmitted() {
 	if m != nil {

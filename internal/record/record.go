@@ -41,6 +41,11 @@ type Run struct {
 	// Cwd is the harness directory it was submitted with, kept so the run
 	// can be resumed.
 	Cwd string `json:"cwd,omitempty"`
+	// SubmittedBudget and Timeout are the budget (the spec's with the
+	// submission's amounts over it) and the deadline the run was submitted
+	// with, kept so a resume runs under the same bounds.
+	SubmittedBudget limits.Budget `json:"submitted_budget,omitzero"`
+	Timeout         time.Duration `json:"timeout_ns,omitempty"`
 	// Attempts counts how often a coordinator started the run (a dead
 	// coordinator's runs are delivered again, a resumed run once more).
 	Attempts int `json:"attempts,omitempty"`

@@ -29,7 +29,7 @@ func (s *Service) ResumeRun(ctx context.Context, id string) error {
 			return fmt.Errorf("%w: run %s has no submitted spec to resume", api.ErrConflict, id)
 		}
 		sub = wire.RunSubmit{RunID: id, Task: r.Task, Agent: *r.Spec, Agents: r.Agents, Cwd: r.Cwd,
-			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}}
+			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}, Budget: r.SubmittedBudget, Timeout: r.Timeout}
 		r.Resumes++
 		r.Status, r.Error, r.Output, r.CancelRequested = record.Queued, "", "", ""
 		r.FinishedAt = time.Time{}

@@ -115,6 +115,7 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 		{"negative age", Config{EventsMaxAge: -time.Second}},
 		{"tiny ack wait", Config{AckWait: time.Millisecond}},
 		{"negative slots", Config{MaxRunSlots: -1}},
+		{"journal past retention", Config{Retention: time.Hour, JournalMaxAge: 2 * time.Hour}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,5 +175,29 @@ func TestOpenCluster(t *testing.T) {
 	}
 	if r, _, err := s.GetRecord(ctx, "r3"); err != nil || r.Attempts != 1 {
 		t.Fatalf("record %+v, %v", r, err)
+	}
+}
+
+// TestJournalKeptNoLongerThanRetention: journals default to 7 days, or to
+// the retention when that is shorter (their large entries and the run's
+// record would be gone first).
+func TestJournalKeptNoLongerThanRetention(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{}, DefaultJournalMaxAge},
+		{Config{Retention: time.Hour}, time.Hour},
+		{Config{Retention: time.Hour, JournalMaxAge: time.Minute}, time.Minute},
+	} {
+		_, nc := openStore(t, tc.cfg)
+		js, _ := jetstream.New(nc)
+		st, err := js.Stream(ctxT(t, 10*time.Second), JournalStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.MaxAge; got != tc.want {
+			t.Errorf("%+v: journal MaxAge %s, want %s", tc.cfg, got, tc.want)
+		}
 	}
 }

@@ -285,7 +285,8 @@ func (s *Store) maxValue() int {
 func SubmittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
 	a := sub.Agent
 	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model,
-		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads, Cwd: sub.Cwd}
+		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads, Cwd: sub.Cwd,
+		SubmittedBudget: sub.Budget, Timeout: sub.Timeout}
 }
 
 // QueueDepth reports the run queue's consumer: submissions not yet

@@ -17,6 +17,7 @@ import (
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/test/proc"
@@ -304,13 +305,14 @@ func TestJournalResumeAfterFailure(t *testing.T) {
 	})
 	c := startCoord(t, coordOpts{})
 	c.startChatWorker("w1", 4, srv)
-	id := c.submit(map[string]any{"task": rootTask, "agent": chatAgent()})
+	id := c.submit(map[string]any{"task": rootTask, "agent": chatAgent(), "budget": map[string]any{"tokens": 1000}})
 	if rec := c.waitFinal(id); rec.Status != event.Failed {
 		t.Fatalf("run %s: %s (%s), want failed", id, rec.Status, rec.Error)
 	}
 	good, bad, root := srv.count("helper good", -1), srv.count("helper bad", -1), srv.count(rootTask, 0)
 
 	broken.set(false)
+	before := scrapeMetrics(t, c.api+"/metrics", c.token)
 	r := c.cli("resume", "--wait", id)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "root: done helper good|done helper bad" {
 		t.Fatalf("formica resume --wait %s: exit %d, stdout %q, stderr %s", id, r.code, r.stdout, r.stderr)
@@ -324,6 +326,12 @@ func TestJournalResumeAfterFailure(t *testing.T) {
 	if got := srv.count(rootTask, 0); got != root {
 		t.Errorf("the root made its first model call %d more times, want 0", got-root)
 	}
+	// The root replays its first turn; the good helper is reused through
+	// the root's journaled result, never asked.
+	checkMoved(t, "coordinator", before, scrapeMetrics(t, c.api+"/metrics", c.token), []moved{
+		{"formica_journal_replays_total", nil, 1},
+		{"formica_journal_threads_reused_total", nil, 1},
+	})
 	rec := c.record(id)
 	if rec.Attempts != 2 || rec.Resumes != 1 {
 		t.Errorf("record: %d attempts, %d resumes; want 2 and 1", rec.Attempts, rec.Resumes)
@@ -332,6 +340,18 @@ func TestJournalResumeAfterFailure(t *testing.T) {
 		if want := th.Name == "good"; th.Reused != want {
 			t.Errorf("thread %s reused=%v, want %v", th.Name, th.Reused, want)
 		}
+	}
+	// The resume runs under the submitted budget, which counts every token
+	// once: the reused work of the first execution and the new calls.
+	if rec.SubmittedBudget.Tokens != 1000 {
+		t.Errorf("submitted budget after the resume: %+v", rec.SubmittedBudget)
+	}
+	total := rec.Usage.InputTokens + rec.Usage.OutputTokens
+	if got := rec.Budget[limits.KindTokens]; total != 60 || got != (limits.Amount{Used: total, Limit: 1000}) {
+		t.Errorf("budget tokens %+v, usage %d; want 60 used of 1000", got, total)
+	}
+	if got := rec.Budget[limits.KindSpawns].Used; got != 2 {
+		t.Errorf("budget spawns used %d, want 2 (one reused, one placed again)", got)
 	}
 	if code, _, _ := c.do(http.MethodPost, "/v1/runs/"+id+"/resume", nil); code != http.StatusConflict {
 		t.Errorf("resume of a run that succeeded: %d, want 409", code)
