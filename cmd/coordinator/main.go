@@ -23,6 +23,7 @@ import (
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/logging"
+	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
@@ -54,6 +55,7 @@ func run() error {
 		sc           store.Config
 		hc           = api.Config{Token: os.Getenv("FORMICA_HTTP_TOKEN")}
 		localWorkers = fs.Int("local-workers", 0, "workers to host in this process")
+		mcpFile      = fs.String("mcp-config", "", mcp.FlagUsage+" (for --local-workers)")
 		insecure     = fs.Bool("nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
 		tlsCert      = fs.String("nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")
 		tlsKey       = fs.String("nats-tls-key", "", "private key `file` (PEM) of --nats-tls-cert")
@@ -120,6 +122,16 @@ func run() error {
 			defer sb.Close()
 		}
 	}
+	var pool *mcp.Pool
+	if *mcpFile != "" {
+		if *localWorkers == 0 {
+			return errors.New("--mcp-config configures the MCP servers of --local-workers; give --local-workers too (or give it to each worker)")
+		}
+		if pool, err = mcp.Open(*mcpFile, sb, logger); err != nil {
+			return err
+		}
+		defer pool.Close()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -134,6 +146,7 @@ func run() error {
 		Slots:             *slots,
 		Models:            runner.ModelOpenerFunc(providers.Open),
 		Harness:           runner.HarnessConfig{Sandbox: sb},
+		MCP:               pool,
 		HeartbeatInterval: cc.HeartbeatInterval,
 		AllowScripted:     *scripted,
 		Logger:            logger,

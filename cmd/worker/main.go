@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/logging"
+	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/ops"
@@ -39,6 +40,7 @@ func run() error {
 		sbf      sandbox.Flags
 		grace    = fs.Duration("drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
 		logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		mcpFile  = fs.String("mcp-config", "", mcp.FlagUsage)
 		httpAddr = fs.String("http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
 	)
 	client.RegisterFlags(fs)
@@ -69,6 +71,13 @@ func run() error {
 		logger.Info("sandbox on", "tools", sb.Info().String())
 	}
 	wc.Harness.Sandbox = sb
+	if wc.MCP, err = mcp.Open(*mcpFile, sb, logger); err != nil {
+		return err
+	}
+	if wc.MCP != nil {
+		defer wc.MCP.Close()
+		logger.Info("MCP servers", "names", wc.MCP.Names())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

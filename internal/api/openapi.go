@@ -349,6 +349,8 @@ func openAPISchemas() obj {
 			"placed":   typ("integer", "Threads this coordinator placed there that hold a slot."),
 			"draining": typ("boolean", ""), "last_seen": timeProp("Its last heartbeat."),
 			"sandbox": typ("string", "on: its tool calls run in the sandbox; off: it was started with --sandbox off."),
+			"mcp": obj{"type": "array", "items": obj{"type": "string"},
+				"description": "The MCP servers configured on it (--mcp-config); threads naming them in harness.mcp are placed there."},
 		}),
 	}
 }

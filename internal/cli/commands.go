@@ -290,10 +290,14 @@ func workersCommand(args []string, stdio Stdio) int {
 				return ExitOK, printJSON(stdio.Out, ws)
 			}
 			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tHOST\tSLOTS\tRUNNING\tPARKED\tSANDBOX\tLAST SEEN")
+			fmt.Fprintln(w, "ID\tHOST\tSLOTS\tRUNNING\tPARKED\tSANDBOX\tMCP\tLAST SEEN")
 			for _, x := range ws {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s ago\n", x.ID, x.Host, x.Slots, x.Running, x.Parked, x.Sandbox,
-					time.Since(x.LastSeen).Round(time.Millisecond))
+				servers := "-"
+				if len(x.MCP) > 0 {
+					servers = strings.Join(x.MCP, ",")
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s ago\n", x.ID, x.Host, x.Slots, x.Running, x.Parked, x.Sandbox,
+					servers, time.Since(x.LastSeen).Round(time.Millisecond))
 			}
 			return ExitOK, w.Flush()
 		})

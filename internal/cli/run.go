@@ -24,6 +24,7 @@ import (
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
@@ -46,6 +47,7 @@ type runFlags struct {
 	json       bool
 	nats       broker.ClientConfig
 	budget     budgetFlags
+	mcpConfig  string
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -57,6 +59,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.approve, "approve", "ask", "how tool calls needing approval are answered: ask (prompt on a terminal, deny without one), allow, deny")
 	fs.DurationVar(&f.timeout, "timeout", 0, "cancel the run after this long (0: no limit)")
 	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
+	fs.StringVar(&f.mcpConfig, "mcp-config", "", mcp.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
 	f.nats.RegisterFlags(fs)
 	f.budget.register(fs)
 }
@@ -194,6 +197,9 @@ func defaultModel(a *spec.Agent, ref string) {
 // room for the root and every helper the limits allow.
 func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, natstransport.Offloader, func(), error) {
 	if len(f.nats.URLs) > 0 {
+		if f.mcpConfig != "" {
+			return nil, nil, nil, usagef("--mcp-config configures the embedded run's worker; with --nats, give it to the workers")
+		}
 		f.nats.Name = "formica-cli"
 		if err := withCreds(&f.nats); err != nil {
 			return nil, nil, nil, err
@@ -213,10 +219,21 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, nat
 	}
 	// A person's own run on their own machine may replay a scripted model.
 	sb := localSandbox(stderr)
+	pool, err := mcp.Open(f.mcpConfig, sb, nil)
+	if err != nil {
+		sb.Close()
+		return nil, nil, nil, err
+	}
+	closePool := func() {
+		if pool != nil {
+			pool.Close()
+		}
+	}
 	// Its server has no listener, but its components still connect with
 	// their own roles' credentials, made in memory.
 	authority, err := auth.NewEphemeral()
 	if err != nil {
+		closePool()
 		sb.Close()
 		return nil, nil, nil, err
 	}
@@ -228,17 +245,20 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, nat
 		Coordinator:   coordinator.Config{AllowScripted: true},
 		AllowScripted: true,
 		Harness:       runner.HarnessConfig{Sandbox: sb},
+		MCP:           pool,
 	})
 	if err != nil {
+		closePool()
 		sb.Close()
 		return nil, nil, nil, err
 	}
 	nc, err := stack.ConnectAs(auth.Client, "formica-cli", "formica-cli")
 	if err != nil {
 		stack.Stop()
+		closePool()
 		return nil, nil, nil, err
 	}
-	return nc, nil, func() { stack.Stop(); sb.Close() }, nil
+	return nc, nil, func() { stack.Stop(); closePool(); sb.Close() }, nil
 }
 
 // localSandbox is the sandbox of an embedded run's tool calls. A person's

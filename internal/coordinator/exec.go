@@ -36,7 +36,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			return runner.Cancelled(t.ctx), false
 		}
 		waitFrom := time.Now()
-		wid, err := c.registry.place(t.ctx, c.cfg.PlacementTimeout)
+		wid, err := c.registry.placeFor(t.ctx, c.cfg.PlacementTimeout, t.thread.Agent.Harness.MCP)
 		c.cfg.Metrics.PlacementWaited(time.Since(waitFrom))
 		if err != nil {
 			if t.ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -25,6 +26,8 @@ type WorkerInfo struct {
 	// Sandbox is "on" or "off" (tool calls confined or not), as the
 	// worker's heartbeat says.
 	Sandbox string `json:"sandbox"`
+	// MCP names the MCP servers configured on the worker.
+	MCP []string `json:"mcp,omitempty"`
 }
 
 type workerState struct {
@@ -53,7 +56,8 @@ type registry struct {
 }
 
 type waiter struct {
-	ch chan string // receives the worker reserved for it
+	ch   chan string // receives the worker reserved for it
+	need []string    // MCP servers the thread names
 }
 
 var errNoCapacity = errors.New("no worker had a free slot")
@@ -74,6 +78,7 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 	w.info.ID, w.info.Host, w.info.Slots = hb.ID, hb.Host, hb.Slots
 	w.info.Running, w.info.Parked, w.info.Draining = hb.Running, hb.Parked, hb.Draining
 	w.info.LastSeen, w.info.Sandbox = g.now(), hb.Sandbox
+	w.info.MCP = slices.Clone(hb.MCP)
 	w.interval = hb.Interval
 	if w.interval <= 0 {
 		w.interval = time.Second
@@ -117,11 +122,13 @@ func (g *registry) interval(id string) time.Duration {
 	return time.Second
 }
 
-// pickLocked returns the usable worker with the lowest load per slot.
-func (g *registry) pickLocked() *workerState {
+// pickLocked returns the usable worker with the lowest load per slot
+// among those that can host a thread naming the MCP servers need.
+func (g *registry) pickLocked(need []string) *workerState {
+	fit := g.fitLocked(need)
 	var best *workerState
 	for _, w := range g.workers {
-		if w.info.Draining || w.cooling || w.load >= w.info.Slots {
+		if w.info.Draining || w.cooling || w.load >= w.info.Slots || !fit(w) {
 			continue
 		}
 		if best == nil || less(w, best) {
@@ -129,6 +136,31 @@ func (g *registry) pickLocked() *workerState {
 		}
 	}
 	return best
+}
+
+// fitLocked is the rule for a thread that names MCP servers: while some
+// live worker has them all, only such workers host it (it waits for one
+// of them rather than run where its tools are missing); when none has,
+// any worker does, and the worker fails the thread saying which server
+// it lacks.
+func (g *registry) fitLocked(need []string) func(*workerState) bool {
+	has := func(w *workerState) bool {
+		for _, n := range need {
+			if !slices.Contains(w.info.MCP, n) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(need) == 0 {
+		return func(*workerState) bool { return true }
+	}
+	for _, w := range g.workers {
+		if !w.info.Draining && has(w) {
+			return has
+		}
+	}
+	return func(*workerState) bool { return true }
 }
 
 // less orders workers for placement: lower load per slot, then fewer hosted
@@ -147,9 +179,14 @@ func less(a, b *workerState) bool {
 // place reserves a slot on a worker, waiting in line up to timeout when there
 // is no room anywhere.
 func (g *registry) place(ctx context.Context, timeout time.Duration) (string, error) {
+	return g.placeFor(ctx, timeout, nil)
+}
+
+// placeFor is place for a thread that names the MCP servers need.
+func (g *registry) placeFor(ctx context.Context, timeout time.Duration, need []string) (string, error) {
 	g.mu.Lock()
 	if g.waiters.Len() == 0 {
-		if w := g.pickLocked(); w != nil {
+		if w := g.pickLocked(need); w != nil {
 			w.load++
 			w.hosted++
 			id := w.info.ID // heartbeats rewrite info under the lock
@@ -157,8 +194,9 @@ func (g *registry) place(ctx context.Context, timeout time.Duration) (string, er
 			return id, nil
 		}
 	}
-	wt := &waiter{ch: make(chan string, 1)}
+	wt := &waiter{ch: make(chan string, 1), need: need}
 	el := g.waiters.PushBack(wt)
+	g.dispatchLocked() // waiters ahead may all be for busy MCP workers
 	g.mu.Unlock()
 
 	timer := time.NewTimer(timeout)
@@ -200,15 +238,24 @@ func (g *registry) releaseLocked(id string) {
 
 // dispatchLocked hands free slots to waiters in arrival order.
 func (g *registry) dispatchLocked() {
-	for g.waiters.Len() > 0 {
-		w := g.pickLocked()
+	// A waiter for MCP servers whose workers are full lets the ones behind
+	// it go first; any other waiter keeps its place at the front.
+	for el := g.waiters.Front(); el != nil; {
+		wt := el.Value.(*waiter)
+		w := g.pickLocked(wt.need)
 		if w == nil {
-			return
+			if len(wt.need) == 0 {
+				return
+			}
+			el = el.Next()
+			continue
 		}
+		next := el.Next()
 		w.load++
 		w.hosted++
-		wt := g.waiters.Remove(g.waiters.Front()).(*waiter)
+		g.waiters.Remove(el)
 		wt.ch <- w.info.ID
+		el = next
 	}
 }
 

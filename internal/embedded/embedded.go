@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
+	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
@@ -46,6 +47,8 @@ type Config struct {
 	Slots   int
 	Models  runner.ModelOpener
 	Harness runner.HarnessConfig
+	// MCP, when set, is the local workers' MCP servers.
+	MCP *mcp.Pool
 	// AllowScripted lets local workers open scripted:<file> models.
 	AllowScripted bool
 	// HeartbeatInterval for coordinator and workers; 0 means one second.
@@ -139,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
 			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
-			Metrics: cfg.Metrics}
+			Metrics: cfg.Metrics, MCP: cfg.MCP}
 		if st := s.Store; st != nil {
 			wc.Offloader = st
 			wc.Journal = func(run, thread, token string) runner.ThreadJournal { return st.Journal(run, thread, token, false) }

@@ -9,4 +9,6 @@ var (
 	ErrMaxTurns     = errors.New("max turns reached")
 	ErrSchema       = errors.New("output did not match schema")
 	ErrUnknownAgent = errors.New("unknown agent")
+	// ErrNoMCP: a spec names MCP servers and this process has none.
+	ErrNoMCP = errors.New("unknown MCP server")
 )

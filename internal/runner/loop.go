@@ -20,7 +20,10 @@ import (
 func (r *Runner) RunThread(ctx context.Context, th Thread) Result {
 	start := r.cfg.Now()
 	r.emit(th.event(event.ThreadStarted))
-	st := &threadState{r: r, th: &th}
+	if r.cfg.MCP != nil {
+		defer r.cfg.MCP.Hold(th.RunID)()
+	}
+	st := &threadState{r: r, th: &th, ctx: ctx}
 	res, fromJournal := st.run(ctx)
 	res.Usage, res.Own = st.usages()
 	if !fromJournal {
@@ -55,6 +58,10 @@ type threadState struct {
 	permStack tools.Permissions
 	// handedTo is every agent the thread handed off to, in order.
 	handedTo []string
+	// ctx is the thread's context, for what become starts (MCP servers);
+	// mcpVersion the MCP tool lists' version the visible tools were built at.
+	ctx        context.Context
+	mcpVersion uint64
 
 	j      ThreadJournal
 	replay *journal.Replay
@@ -116,6 +123,7 @@ func (st *threadState) loop(ctx context.Context) Result {
 		if turn >= maxTurns {
 			return failed(fmt.Errorf("%w (%d)", ErrMaxTurns, maxTurns))
 		}
+		st.refreshMCP()
 		resp, fromJournal := st.replayed(turn)
 		if !fromJournal {
 			st.sync(ctx) // the tool results this call sees are stored first
@@ -235,7 +243,10 @@ func (st *threadState) become(a spec.Agent) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: open model %s: %w", a.Name, refText, err)
 	}
-	visible, handoffs, err := st.r.toolsFor(st.th, a)
+	if st.r.cfg.MCP != nil {
+		st.mcpVersion = st.r.cfg.MCP.Version()
+	}
+	visible, handoffs, err := st.r.toolsFor(st.ctx, st.th, a)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
@@ -245,11 +256,8 @@ func (st *threadState) become(a spec.Agent) error {
 			return fmt.Errorf("agent %s: %w", a.Name, err)
 		}
 	}
-	st.agent, st.ref, st.mdl, st.visible, st.handoffs, st.schema = a, ref, mdl, visible, handoffs, schema
-	st.byName = make(map[string]tools.Tool, len(visible))
-	for _, t := range visible {
-		st.byName[t.Name()] = t
-	}
+	st.agent, st.ref, st.mdl, st.handoffs, st.schema = a, ref, mdl, handoffs, schema
+	st.setVisible(visible)
 	system := model.Message{Role: model.RoleSystem, Content: systemPrompt(a, schema)}
 	if len(st.messages) == 0 {
 		st.messages = append(st.messages, system)
@@ -277,4 +285,28 @@ func Cancelled(ctx context.Context) Result {
 // subUsage is a - b, never below zero.
 func subUsage(a, b model.Usage) model.Usage {
 	return model.Usage{InputTokens: max(0, a.InputTokens-b.InputTokens), OutputTokens: max(0, a.OutputTokens-b.OutputTokens)}
+}
+
+func (st *threadState) setVisible(visible []tools.Tool) {
+	st.visible = visible
+	st.byName = make(map[string]tools.Tool, len(visible))
+	for _, t := range visible {
+		st.byName[t.Name()] = t
+	}
+}
+
+// refreshMCP lists the agent's tools again when an MCP server said its tool
+// list changed since they were built; a failed listing keeps the old tools.
+func (st *threadState) refreshMCP() {
+	m := st.r.cfg.MCP
+	if m == nil || len(st.agent.Harness.MCP) == 0 || m.Version() == st.mcpVersion {
+		return
+	}
+	st.mcpVersion = m.Version()
+	visible, _, err := st.r.toolsFor(st.ctx, st.th, st.agent)
+	if err != nil {
+		st.r.cfg.Logger.Warn("MCP tools not refreshed", "run_id", st.th.RunID, "thread_id", st.th.ID, "err", err)
+		return
+	}
+	st.setVisible(visible)
 }

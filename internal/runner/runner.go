@@ -76,6 +76,21 @@ type Config struct {
 	Now func() time.Time
 	// Observer, when set, is told of every model and tool call (metrics).
 	Observer Observer
+	// MCP, when set, is this process's MCP servers: the tools of those a
+	// spec names in harness.mcp are shim tools like the base tools.
+	MCP MCPServers
+}
+
+// MCPServers mounts the operator's MCP servers (internal/mcp.Pool).
+type MCPServers interface {
+	// Hold marks a thread of run as running; release closes the run's
+	// server sessions once none of its threads here holds them.
+	Hold(runID string) (release func())
+	// Tools returns the named servers' tools for thread threadID of run
+	// runID working in cwd; an unknown server is an error.
+	Tools(ctx context.Context, runID, threadID, cwd string, servers []string) ([]tools.Tool, error)
+	// Version changes when a server's tool list changes.
+	Version() uint64
 }
 
 // Observer watches calls as they end. Calls must be cheap: they run on the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -17,17 +18,31 @@ import (
 const HandoffPrefix = "transfer_to_"
 
 // toolsFor builds what agent a sees in thread th: its direct tools (named in
-// the spec: `agent`, configured extra tools, or base tools), the harness shims
-// bound to the thread's cwd, and one transfer_to_<name> tool per handoff,
+// the spec: `agent`, configured extra tools, base or MCP tools), the harness
+// shims (base tools bound to the thread's cwd, and the tools of the MCP
+// servers harness.mcp names), and one transfer_to_<name> tool per handoff,
 // merged so each name appears once and direct beats shim.
-func (r *Runner) toolsFor(th *Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
+func (r *Runner) toolsFor(ctx context.Context, th *Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
 	all, err := r.baseTools(th.Cwd, a.Harness.Sandbox)
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(a.Harness.MCP) > 0 {
+		if r.cfg.MCP == nil {
+			return nil, nil, fmt.Errorf("%w: harness.mcp names %s, but this worker has no MCP servers (see --mcp-config)", ErrNoMCP, strings.Join(a.Harness.MCP, ", "))
+		}
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		mcpTools, err := r.cfg.MCP.Tools(ctx, th.RunID, th.ID, th.Cwd, a.Harness.MCP)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = tools.Merge(all, mcpTools)
+	}
 	var shims []tools.Tool
 	for _, t := range all {
-		if a.Harness.Tools == nil || slices.Contains(a.Harness.Tools, t.Name()) {
+		if harnessOffers(a.Harness.Tools, t.Name()) {
 			shims = append(shims, t)
 		}
 	}
@@ -57,6 +72,23 @@ func (r *Runner) toolsFor(th *Thread, a spec.Agent) (visible []tools.Tool, hando
 		transfers = append(transfers, tool)
 	}
 	return tools.Merge(direct, shims, transfers), handoffs, nil
+}
+
+// harnessOffers reports whether harness.tools offers the named shim: nil
+// offers all, otherwise a name or a glob ("mcp__github__*") must match.
+func harnessOffers(list []string, name string) bool {
+	if list == nil {
+		return true
+	}
+	for _, p := range list {
+		if p == name {
+			return true
+		}
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // HandoffToolName is the tool that hands over to agent name. Dots, which

@@ -26,7 +26,7 @@ func runExec(config string) int {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("no_new_privs: %w", err))
 	}
-	if err := landlock(cfg.Dir, cfg.Network); err != nil {
+	if err := landlock(cfg.Dir, cfg.ReadOnly, cfg.Network); err != nil {
 		return fail(err)
 	}
 	if err := setLimits(cfg.Limits); err != nil {

@@ -25,6 +25,8 @@ type initConfig struct {
 	// Rootless: no uid to drop to and no idmap; the call's own user
 	// namespace maps only the worker's ids.
 	Rootless bool `json:"rootless,omitempty"`
+	// ReadOnly are further host paths shown read-only (Request.ReadOnly).
+	ReadOnly []string `json:"read_only,omitempty"`
 }
 
 // The init's inherited descriptors (Run's ExtraFiles).
@@ -67,7 +69,7 @@ func runInit(config string) int {
 	if cfg.Rootless {
 		userns = -1
 	}
-	if err := buildView(cfg.Dir, userns); err != nil {
+	if err := buildView(cfg.Dir, cfg.ReadOnly, userns); err != nil {
 		return fail(err)
 	}
 	if !cfg.Network {

@@ -28,7 +28,7 @@ const (
 // device nodes made anywhere. From ABI 4, TCP is refused outright without
 // network; from ABI 6, abstract unix sockets and signals outside the call
 // are refused. A kernel without Landlock keeps the view's walls only.
-func landlock(dir string, network bool) error {
+func landlock(dir string, readOnly []string, network bool) error {
 	abi, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if e != 0 || int(abi) < 1 {
 		return nil
@@ -57,15 +57,20 @@ func landlock(dir string, network bool) error {
 	defer unix.Close(int(fd))
 	handled := attr.Handled_access_fs
 	rw := uint64(llRead | llWrite | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV)
-	for _, r := range []struct {
+	type rule struct {
 		path   string
 		access uint64
-	}{
+	}
+	rules := []rule{
 		{"/", unix.LANDLOCK_ACCESS_FS_READ_DIR},
 		{"/usr", llRead}, {"/etc", llRead}, {"/proc", llRead},
 		{"/dev", llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV | unix.LANDLOCK_ACCESS_FS_TRUNCATE},
 		{"/dev/shm", rw}, {"/tmp", rw}, {dir, rw},
-	} {
+	}
+	for _, p := range readOnly {
+		rules = append(rules, rule{p, llRead})
+	}
+	for _, r := range rules {
 		if err := addPathRule(int(fd), r.path, r.access&handled); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"syscall"
 	"time"
 )
@@ -101,6 +102,15 @@ type Request struct {
 	// Network lets the command use the host's network (unless denied).
 	Network bool
 	Limits  Limits
+	// ReadOnly are further host paths (absolute) shown read-only, such as a
+	// long-lived tool server's installation; the system directories and Dir
+	// are always shown.
+	ReadOnly []string
+	// Stdin, when set, is the command's standard input (else it reads
+	// nothing), and Stderr, when set, takes its standard error apart from
+	// out: a server speaking a protocol on stdout keeps its logs apart.
+	Stdin  io.Reader
+	Stderr io.Writer
 }
 
 // Exit is how the command ended.

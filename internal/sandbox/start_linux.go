@@ -94,10 +94,15 @@ func (s *Sandbox) Run(ctx context.Context, r Request, out io.Writer) (Exit, erro
 		// read-write; the whole host is never one.
 		return Exit{}, fmt.Errorf("sandbox: working directory %q: want an absolute directory other than /", r.Dir)
 	}
+	for _, p := range r.ReadOnly {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return Exit{}, fmt.Errorf("sandbox: read-only path %q: want an absolute path other than /", p)
+		}
+	}
 	cfg := initConfig{
 		Dir: r.Dir, Argv: r.Argv, Env: r.Env, UID: s.uid, GID: s.gid,
 		Network: r.Network && !s.denyNetwork, Limits: r.Limits.clamp(s.ceiling), Parent: os.Getpid(),
-		Rootless: s.rootless,
+		Rootless: s.rootless, ReadOnly: r.ReadOnly,
 	}
 	js, err := json.Marshal(cfg)
 	if err != nil {
@@ -124,6 +129,10 @@ func (s *Sandbox) Run(ctx context.Context, r Request, out io.Writer) (Exit, erro
 	cmd.Env = []string{envRole + "=" + roleInit, envConfig + "=" + string(js)}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = out, out
+	if r.Stderr != nil {
+		cmd.Stderr = r.Stderr
+	}
+	cmd.Stdin = r.Stdin
 	cmd.ExtraFiles = []*os.File{statusW, guardR, s.userns} // fds 3, 4, 5 (none when rootless)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if s.rootless {

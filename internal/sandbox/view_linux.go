@@ -39,7 +39,7 @@ const (
 // the tool user's; a plain bind when userns < 0, rootless), the system directories and a few /etc files read-only,
 // a private /tmp, a minimal /dev, a /proc of the call's PID namespace, and
 // nothing else. The view's root itself is read-only.
-func buildView(dir string, userns int) error {
+func buildView(dir string, readOnly []string, userns int) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("private mounts: %w", err)
 	}
@@ -56,6 +56,21 @@ func buildView(dir string, userns int) error {
 	}
 	if err := unix.MountSetattr(cwd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("idmapped mount of %s (its file system must support idmapped mounts): %w", dir, err)
+	}
+
+	// Likewise the read-only paths, which may be under /tmp too.
+	extra := make([]int, len(readOnly))
+	for i, p := range readOnly {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("clone read-only path %s: %w", p, err)
+		}
+		defer unix.Close(fd)
+		ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &ro); err != nil {
+			return fmt.Errorf("attributes of %s: %w", p, err)
+		}
+		extra[i] = fd
 	}
 
 	const root = "/tmp" // staging: exists everywhere, private to this namespace now
@@ -78,7 +93,12 @@ func buildView(dir string, userns int) error {
 	if err := memFS(root+"/tmp", "mode=1777,size="+tmpSize, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return err
 	}
-	// After /tmp, so a working directory under /tmp is mounted over it.
+	// After /tmp, so paths under /tmp are mounted over it.
+	for i, p := range readOnly {
+		if err := mountClone(extra[i], p, root+p); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(root+dir, 0o755); err != nil {
 		return fmt.Errorf("mount point of %s: %w", dir, err)
 	}
@@ -109,6 +129,28 @@ func buildView(dir string, userns int) error {
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("read-only view root: %w", err)
+	}
+	return nil
+}
+
+// mountClone mounts the cloned tree fd of host path src at dst, making the
+// mount point a directory or an empty file as src is.
+func mountClone(fd int, src, dst string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		err = os.MkdirAll(dst, 0o755)
+	} else if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+		err = os.WriteFile(dst, nil, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("mount point of %s: %w", src, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount %s: %w", src, err)
 	}
 	return nil
 }

@@ -133,6 +133,7 @@ func Default() File {
 
 func cloneHarness(h Harness) Harness {
 	h.Tools = slices.Clone(h.Tools)
+	h.MCP = slices.Clone(h.MCP)
 	h.Permissions.Rules = slices.Clone(h.Permissions.Rules)
 	return h
 }

@@ -51,6 +51,10 @@ type Harness struct {
 	Permissions tools.PermissionPolicy `json:"permissions,omitzero" yaml:"permissions,omitempty" msgpack:"permissions,omitempty"`
 	// Sandbox tunes the sandbox of the agent's bash calls.
 	Sandbox Sandbox `json:"sandbox,omitzero" yaml:"sandbox,omitempty" msgpack:"sandbox,omitempty"`
+	// MCP names the worker's MCP servers whose tools the harness offers
+	// (mcp__<server>__<tool>). A spec only names servers: what each one
+	// runs is the operator's worker configuration (--mcp-config).
+	MCP []string `json:"mcp,omitempty" yaml:"mcp,omitempty" msgpack:"mcp,omitempty"`
 }
 
 // Helper is the `agent` tool's template, never shown to the model.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strings"
 
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/tools"
@@ -83,6 +84,7 @@ func (v *validator) agent(p string, a *Agent) {
 	v.names(p+"tools", a.Tools)
 	v.schema(p+"output_schema", a.OutputSchema)
 	v.names(p+"harness.tools", a.Harness.Tools)
+	v.servers(p+"harness.mcp", a.Harness.MCP)
 	v.permissions(p+"harness.permissions", a.Harness.Permissions)
 	v.sandbox(p+"harness.sandbox.", a.Harness.Sandbox)
 	h := &a.Helper
@@ -110,6 +112,30 @@ func (v *validator) modelRef(p, ref string) {
 	}
 	if _, err := model.ParseRef(ref); err != nil {
 		v.fail(p, err)
+	}
+}
+
+// serverPattern is an MCP server name: part of tool names, which the model
+// providers limit to letters, digits, '_' and '-'; "__" separates the parts
+// of mcp__<server>__<tool>, so a name may not contain it.
+var serverPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ValidServerName reports whether s can name an MCP server.
+func ValidServerName(s string) bool {
+	return serverPattern.MatchString(s) && !strings.Contains(s, "__")
+}
+
+// servers checks a list of MCP server names: each valid, none twice.
+func (v *validator) servers(p string, names []string) {
+	seen := map[string]bool{}
+	for i, n := range names {
+		switch {
+		case !ValidServerName(n):
+			v.fail(fmt.Sprintf("%s[%d]", p, i), fmt.Errorf("%q is not an MCP server name (1-32 letters, digits, '_' or '-', without \"__\")", n))
+		case seen[n]:
+			v.fail(fmt.Sprintf("%s[%d]", p, i), fmt.Errorf("duplicate MCP server %q", n))
+		}
+		seen[n] = true
 	}
 }
 

@@ -149,6 +149,9 @@ type WorkerHeartbeat struct {
 	// Sandbox is "on" when the worker's tool calls run in the sandbox and
 	// "off" when it was started with --sandbox off.
 	Sandbox string `msgpack:"sandbox,omitempty"`
+	// MCP names the MCP servers configured on the worker (--mcp-config),
+	// so threads that name them are placed here.
+	MCP []string `msgpack:"mcp,omitempty"`
 }
 
 // CoordHeartbeat tells workers a coordinator is alive; workers stop the

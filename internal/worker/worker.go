@@ -27,6 +27,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/wire"
@@ -65,6 +66,9 @@ type Config struct {
 	// life there.
 	Journal func(run, thread, token string) runner.ThreadJournal
 	Logger  *slog.Logger
+	// MCP, when set, is the operator's MCP servers (--mcp-config): threads
+	// whose spec names them get their tools, and heartbeats announce them.
+	MCP *mcp.Pool
 	// Metrics, when set, receives the model and tool call metrics of the
 	// threads hosted here and, unless a coordinator in the same process
 	// reports the fleet, this worker's slot gauges.
@@ -145,6 +149,9 @@ func New(cfg Config) (*Worker, error) {
 		Journal:   w.journal(),
 		Harness:   cfg.Harness,
 		Logger:    cfg.Logger,
+	}
+	if cfg.MCP != nil {
+		rc.MCP = cfg.MCP
 	}
 	if cfg.Metrics != nil {
 		rc.Observer = cfg.Metrics
@@ -324,7 +331,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	hb := wire.WorkerHeartbeat{
 		ID: w.cfg.ID, Host: w.host, Slots: w.cfg.Slots, Running: running, Parked: max(0, hosted-running),
 		Draining: w.draining.Load(), Started: w.started, Interval: w.cfg.HeartbeatInterval,
-		Sandbox: w.sandboxState(),
+		Sandbox: w.sandboxState(), MCP: w.cfg.MCP.Names(),
 	}
 	data := wire.MustEncode(wire.TypeWorkerHeartbeat, hb)
 	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeat(w.cfg.ID), actor.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
