@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -81,22 +79,8 @@ func TestToolListChanged(t *testing.T) {
 
 // TestHTTPEverything: server-everything over streamable HTTP.
 func TestHTTPEverything(t *testing.T) {
-	srv := mcptest.Find(t)
-	port := mcptest.FreePort(t)
-	cmd := exec.Command(srv.Node, srv.Everything, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+mcptest.Itoa(port))
-	ready := &lineWaiter{want: "listening", ch: make(chan struct{})}
-	cmd.Stderr = ready
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	select {
-	case <-ready.ch:
-	case <-ctxT(t).Done():
-		t.Fatal("server-everything did not start listening")
-	}
-	p := newPool(t, map[string]any{"everything": map[string]any{"url": "http://127.0.0.1:" + mcptest.Itoa(port) + "/mcp"}}, nil)
+	url := mcptest.Find(t).EverythingHTTP(t)
+	p := newPool(t, map[string]any{"everything": map[string]any{"url": url}}, nil)
 	defer p.Hold("r")()
 	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "r", Cwd: t.TempDir()}, []string{"everything"})
 	if err != nil {
@@ -116,20 +100,4 @@ func TestUnknownServer(t *testing.T) {
 	if !errors.Is(err, mcp.ErrUnknownServer) || !strings.Contains(err.Error(), `"github" is not configured on this worker (its MCP servers: go)`) {
 		t.Fatalf("err = %v", err)
 	}
-}
-
-type lineWaiter struct {
-	want string
-	buf  []byte
-	ch   chan struct{}
-	done bool
-}
-
-func (l *lineWaiter) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
-	if !l.done && strings.Contains(string(l.buf), l.want) {
-		l.done = true
-		close(l.ch)
-	}
-	return len(p), nil
 }

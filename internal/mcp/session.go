@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -215,7 +216,7 @@ func (s *session) call(ctx context.Context, tool string, args []byte, meta sdk.M
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("call abandoned: %w", context.Cause(ctx))
 	}
-	if errors.Is(err, sdk.ErrConnectionClosed) || c.ended() {
+	if errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "EOF") || c.ended() {
 		// The session notices a dead process a moment after the call does.
 		select {
 		case <-c.done:
