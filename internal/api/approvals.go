@@ -1,9 +1,10 @@
 package api
 
-import "net/http"
+import (
+	"net/http"
 
-// maxApprovalID is the longest approval id the API passes on.
-const maxApprovalID = 128
+	"github.com/formica-run/formica/internal/ids"
+)
 
 // DecideBody is the body of POST /v1/approvals/{id}.
 type DecideBody struct {
@@ -30,7 +31,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "approval", func(id string) bool { return validToken(id, maxApprovalID) })
+	id, err := pathID(r, "approval", ids.Valid)
 	if err != nil {
 		return err
 	}

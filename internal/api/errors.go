@@ -22,6 +22,26 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 )
 
+// Wrap marks err as one of the kinds above (ErrNotFound, ErrConflict,
+// ErrInvalid, ErrUnavailable) without adding the kind's words to its text:
+// errors.Is matches both, and the message stays err's own.
+func Wrap(kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{kind: kind, err: err}
+}
+
+// Errorf is Wrap(kind, fmt.Errorf(format, a...)).
+func Errorf(kind error, format string, a ...any) error {
+	return Wrap(kind, fmt.Errorf(format, a...))
+}
+
+type kindError struct{ kind, err error }
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
 // Errors of New and of the server's lifecycle.
 var (
 	// ErrInsecure: an address beyond loopback without a token.

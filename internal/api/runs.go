@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/limits"
-	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 )
 
@@ -20,9 +20,6 @@ const (
 	defaultListLimit = 50
 	maxListLimit     = 1000
 )
-
-// maxRunID is the longest run id a client may choose.
-const maxRunID = 64
 
 // runStatuses are the statuses GET /v1/runs?status= accepts.
 var runStatuses = []string{string(record.Queued), string(event.Running),
@@ -110,19 +107,8 @@ func (b *SubmitBody) request() (SubmitRequest, error) {
 	if strings.TrimSpace(b.Task) == "" {
 		return SubmitRequest{}, badRequest("task is required")
 	}
-	if b.ID != "" && !validRunID(b.ID) {
-		return SubmitRequest{}, badRequest("id must be 1 to %d letters, digits, '-' or '_'", maxRunID)
-	}
-	if b.MaxDepth < 0 {
-		return SubmitRequest{}, badRequest("agent_max_depth must not be negative (0 means the default)")
-	}
-	if b.MaxThreads < 0 {
-		return SubmitRequest{}, badRequest("agent_max_threads must not be negative (0 means the default)")
-	}
-	if b.Model != "" {
-		if _, err := model.ParseRef(b.Model); err != nil {
-			return SubmitRequest{}, badRequest("model: %v", err)
-		}
+	if b.ID != "" && !ids.Valid(b.ID) {
+		return SubmitRequest{}, badRequest("id: %v", ids.Check(b.ID))
 	}
 	req := SubmitRequest{Task: b.Task, Model: b.Model, ID: b.ID, MaxDepth: b.MaxDepth, MaxThreads: b.MaxThreads}
 	if b.Budget != nil {
@@ -148,42 +134,42 @@ func (b *SubmitBody) request() (SubmitRequest, error) {
 	return req, nil
 }
 
-// validRunID reports whether id is one token of letters, digits, '-' and
-// '_', at most 64 long: safe in a URL path and in a NATS subject.
-func validRunID(id string) bool { return validToken(id, maxRunID) }
+// validRunID is the one id rule (package ids): an id safe in a URL path,
+// a KV key and a NATS subject.
+func validRunID(id string) bool { return ids.Valid(id) }
 
-func validToken(id string, max int) bool {
-	if id == "" || len(id) > max {
-		return false
+// CheckList checks the filters of a run listing, for the API and every
+// other caller of Backend.ListRuns alike: status empty or a known status,
+// limit at least 1 (a larger one than a page holds is cut to the page).
+func CheckList(status string, limit int) error {
+	if status != "" && !slices.Contains(runStatuses, status) {
+		return Errorf(ErrInvalid, "status %q is not one of %s", status, strings.Join(runStatuses, ", "))
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
+	if limit < 1 {
+		return Errorf(ErrInvalid, "limit %d is not a positive number (at most %d are listed)", limit, maxListLimit)
 	}
-	return true
+	return nil
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	status := q.Get("status")
-	if status != "" && !slices.Contains(runStatuses, status) {
-		return badRequest("status must be one of %v", runStatuses)
-	}
 	limit := defaultListLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return badRequest("limit must be a positive integer (at most %d)", maxListLimit)
+		if err != nil {
+			return badRequest("limit %q is not a number", v)
 		}
-		limit = min(n, maxListLimit)
+		limit = n
+	}
+	if err := CheckList(status, limit); err != nil {
+		return err
 	}
 	page := q.Get("page")
 	if len(page) > 64 {
 		return badRequest("page must be a cursor from a Link header")
 	}
-	runs, next, err := s.b.ListRuns(r.Context(), status, limit, page)
+	runs, next, err := s.b.ListRuns(r.Context(), status, min(limit, maxListLimit), page)
 	if err != nil {
 		return err
 	}
@@ -239,7 +225,7 @@ func (s *Server) cancelThread(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	thread := r.PathValue("thread")
-	if !validToken(thread, maxRunID) {
+	if !ids.Valid(thread) {
 		return notFound("thread %q not found: not a valid id", strings.ToValidUTF8(thread, "?"))
 	}
 	if err := s.b.CancelThread(r.Context(), id, thread); err != nil {

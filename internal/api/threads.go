@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 )
@@ -37,8 +38,6 @@ type ResumeResponse struct {
 	Status string `json:"status"`
 }
 
-// maxThreadID bounds the thread ids the API accepts (UUIDs are 36).
-const maxThreadID = 64
 
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "run", validRunID)
@@ -75,7 +74,7 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	thread := r.PathValue("thread")
-	if !validToken(thread, maxThreadID) {
+	if !ids.Valid(thread) {
 		return notFound("thread %q not found: not a valid id", thread)
 	}
 	t, err := s.b.Transcript(r.Context(), id, thread)

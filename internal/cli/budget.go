@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"errors"
 	"flag"
 
-	"github.com/formica-run/formica/internal/api"
 	"github.com/formica-run/formica/internal/limits"
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // budgetFlags are the budget flags of `formica run` and `formica submit`;
@@ -17,22 +14,4 @@ func (f *budgetFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.b.Tokens, "budget-tokens", 0, "tokens (input + output) the whole tree may spend (0: unbounded)")
 	fs.DurationVar(&f.b.Duration, "budget-duration", 0, "wall time the whole tree may take before its model calls and spawns stop (0: unbounded)")
 	fs.IntVar(&f.b.Spawns, "budget-spawns", 0, "helpers the whole tree may ever start (0: the coordinator's --max-spawns)")
-}
-
-// checkSubmission applies the ceilings to a submission, as the coordinator
-// will: a refusal is bad usage (exit 2). The CLI knows only the default
-// ceilings; a coordinator with raised ones is reached through the API.
-func checkSubmission(sub wire.RunSubmit) error {
-	if err := (limits.Ceilings{}).Check(sub.Ask()); err != nil {
-		return usageError{err}
-	}
-	return nil
-}
-
-// usageIfInvalid turns a refused submission into bad usage (exit 2).
-func usageIfInvalid(err error) error {
-	if errors.Is(err, api.ErrInvalid) {
-		return usageError{err}
-	}
-	return err
 }

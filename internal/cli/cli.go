@@ -12,6 +12,11 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+
+	"github.com/formica-run/formica/internal/api"
+	"github.com/formica-run/formica/internal/ids"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/submission"
 )
 
 // Exit codes.
@@ -83,8 +88,38 @@ func Main(args []string, stdio Stdio) int {
 		fmt.Fprint(stdio.Out, usage)
 		return ExitOK
 	}
-	fmt.Fprintf(stdio.Err, "formica: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stdio.Err, "formica: unknown command %q (see 'formica help')\n", args[0])
 	return ExitUsage
+}
+
+// parseFlags parses a command's flags. A bad flag is one line on stderr
+// (the flag package's own text) and ExitUsage; -h prints the usage and
+// ExitOK. ok is false when the command should return code.
+func parseFlags(fs *flag.FlagSet, args []string, stdio Stdio, usage func()) (positional []string, code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	positional, err := parseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdio.Err)
+		usage()
+		return nil, ExitOK, false
+	case err != nil:
+		fmt.Fprintf(stdio.Err, "formica: %s: %v (see '%s -h')\n", strings.TrimPrefix(fs.Name(), "formica "), err, fs.Name())
+		return nil, ExitUsage, false
+	}
+	return positional, 0, true
+}
+
+// report prints a command's error once, as "formica: <command>: <why>",
+// and returns its exit code: ExitUsage for what the user asked wrongly
+// (bad arguments, ids, models, tools, limits, filters), else ExitFailed.
+func report(stdio Stdio, command string, err error) int {
+	fmt.Fprintf(stdio.Err, "formica: %s: %v\n", command, err)
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailed
 }
 
 // parseInterspersed parses flags that may come before or after positional
@@ -138,7 +173,8 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 
 func isUsage(err error) bool {
 	var u usageError
-	return errors.As(err, &u) || errors.Is(err, flag.ErrHelp)
+	return errors.As(err, &u) || errors.Is(err, flag.ErrHelp) || errors.Is(err, api.ErrInvalid) ||
+		errors.Is(err, submission.ErrInvalid) || errors.Is(err, ids.ErrInvalid) || errors.Is(err, store.ErrIDTaken)
 }
 
 // isTerminal reports whether f is an interactive terminal.

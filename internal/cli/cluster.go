@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"os"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
 )
@@ -78,22 +78,17 @@ func (c *cluster) close() {
 func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
 	extra func(fs *flag.FlagSet), fn func(ctx context.Context, c *cluster, f *clusterFlags, args []string) (int, error)) int {
 	fs := flag.NewFlagSet("formica "+name, flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
 	var f clusterFlags
 	f.register(fs, withJSON)
 	if extra != nil {
 		extra(fs)
 	}
-	fs.Usage = func() {
+	positional, code, ok := parseFlags(fs, args, stdio, func() {
 		stdio.Err.Write([]byte("Usage: formica " + name + " " + usage + "\n"))
 		fs.PrintDefaults()
-	}
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	})
+	if !ok {
+		return code
 	}
 	ctx, stop := signalContext(0)
 	defer stop()
@@ -108,17 +103,16 @@ func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
 			return code
 		}
 	}
-	stdio.Err.Write([]byte("formica " + name + ": " + err.Error() + "\n"))
-	if isUsage(err) {
-		return ExitUsage
-	}
-	return ExitFailed
+	return report(stdio, name, err)
 }
 
 // oneID returns the single positional argument, a run or approval id.
 func oneID(args []string, what string) (string, error) {
 	if len(args) != 1 || args[0] == "" {
 		return "", usagef("give exactly one %s id", what)
+	}
+	if err := ids.Check(args[0]); err != nil {
+		return "", usagef("%s %w", what, err)
 	}
 	return args[0], nil
 }

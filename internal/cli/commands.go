@@ -64,7 +64,7 @@ func submitCommand(args []string, stdio Stdio) int {
 		}
 		sub, err := c.svc.Submission(req)
 		if err != nil {
-			return 0, usageIfInvalid(err)
+			return 0, err
 		}
 		if !wait {
 			if _, err := c.st.Enqueue(ctx, sub); err != nil {
@@ -165,12 +165,9 @@ func runsCommand(args []string, stdio Stdio) int {
 		fs.IntVar(&limit, "limit", 20, "at most `N` runs, newest first")
 		fs.StringVar(&page, "page", "", "the page after `CURSOR`, as the previous page printed it")
 	}, func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
-		if limit < 1 {
-			return 0, usagef("--limit must be at least 1")
-		}
 		runs, next, err := c.svc.ListRuns(ctx, status, limit, page)
 		if err != nil {
-			return 0, usageIfInvalid(err)
+			return 0, err
 		}
 		if next != "" {
 			more := fmt.Sprintf("formica runs --limit %d --page %s", limit, next)

@@ -31,6 +31,7 @@ import (
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -66,27 +67,18 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 
 func runCommand(args []string, stdio Stdio) int {
 	fs := flag.NewFlagSet("formica run", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
 	var f runFlags
 	f.register(fs)
-	fs.Usage = func() {
+	positional, code, ok := parseFlags(fs, args, stdio, func() {
 		fmt.Fprintln(stdio.Err, "Usage: formica run [flags] TASK   (TASK '-' reads it from stdin)")
 		fs.PrintDefaults()
-	}
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	})
+	if !ok {
+		return code
 	}
 	code, err := runOnce(f, positional, stdio)
 	if err != nil {
-		fmt.Fprintln(stdio.Err, "formica run:", err)
-		if isUsage(err) {
-			return ExitUsage
-		}
-		return ExitFailed
+		return report(stdio, "run", err)
 	}
 	return code
 }
@@ -139,7 +131,11 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		Budget: root.Budget.Override(f.budget.b),
 		Cwd:    cwd,
 	}
-	if err := checkSubmission(sub); err != nil {
+	var opt submission.Options
+	if len(f.nats.URLs) == 0 {
+		opt.Getenv = os.Getenv // the models are called from this process
+	}
+	if err := submission.Check(sub, opt); err != nil {
 		return 0, err
 	}
 
@@ -323,6 +319,14 @@ func approverFor(mode string, stdio Stdio) (tools.Approver, error) {
 	return nil, usagef("--approve must be ask, allow or deny, not %q", mode)
 }
 
+// interrupted names what a signal did to the run.
+func interrupted(s os.Signal) error {
+	if s == os.Interrupt {
+		return errors.New("interrupted (Ctrl-C)")
+	}
+	return fmt.Errorf("stopped by %v", s)
+}
+
 // signalContext is cancelled by the first SIGINT or SIGTERM (the run then ends
 // as cancelled) or after timeout; a second signal exits at once.
 func signalContext(timeout time.Duration) (context.Context, func()) {
@@ -333,7 +337,7 @@ func signalContext(timeout time.Duration) (context.Context, func()) {
 	go func() {
 		select {
 		case s := <-sigs:
-			cancel(fmt.Errorf("interrupted by %v", s))
+			cancel(interrupted(s))
 		case <-done:
 			return
 		}

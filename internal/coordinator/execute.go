@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
@@ -26,8 +27,11 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 	if sub.RunID == "" {
 		sub.RunID = c.cfg.NewID()
 	}
-	if strings.TrimSpace(sub.Task) == "" || sub.Agent.Name == "" || strings.ContainsAny(sub.RunID, ". *>") {
-		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a run needs a task, an agent name and a one-token id"}
+	if err := ids.Check(sub.RunID); err != nil {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "run " + err.Error()}
+	}
+	if strings.TrimSpace(sub.Task) == "" || sub.Agent.Name == "" {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a run needs a task and an agent name"}
 	}
 	if ref := scriptedRef(sub); ref != "" && !c.cfg.AllowScripted {
 		return nil, &wire.Error{Code: wire.CodeForbidden, Message: "model " + ref + ": scripted models are for tests and are refused for submitted runs"}

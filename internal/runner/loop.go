@@ -277,7 +277,7 @@ func Failed(reason string) Result { return Result{Status: event.Failed, Error: r
 func Cancelled(ctx context.Context) Result {
 	reason := "cancelled"
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		reason = "cancelled: " + cause.Error()
+		reason = cause.Error()
 	}
 	return Result{Status: event.Cancelled, Error: reason}
 }

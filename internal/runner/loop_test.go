@@ -428,7 +428,7 @@ func TestCancelReachesHelpers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != event.Cancelled || res.Error != "cancelled: user pressed ctrl-c" {
+	if res.Status != event.Cancelled || res.Error != "user pressed ctrl-c" {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
 	for _, e := range ev.of(event.ThreadFinished) {

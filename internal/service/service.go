@@ -22,6 +22,7 @@ import (
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -37,6 +38,10 @@ type Config struct {
 	// Ceilings cap what a submission may ask: the coordinators' own, so a
 	// submission past them is refused before it is queued.
 	Ceilings limits.Ceilings
+	// Getenv, when set, is the environment the runs' models are called in
+	// (a coordinator that hosts every worker itself): submissions whose
+	// model credentials are missing there are refused. Nil: not known here.
+	Getenv func(string) string
 }
 
 // Service implements api.Backend.
@@ -102,23 +107,23 @@ func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	if req.MaxDepth < 0 || req.MaxThreads < 0 {
-		return wire.RunSubmit{}, fmt.Errorf("%w: limits must not be negative", api.ErrInvalid)
-	}
 	sub := wire.RunSubmit{
 		RunID: id, Task: req.Task, Agent: root, Agents: filled, Cwd: s.cfg.Cwd,
 		Limits:  limits.Config{MaxDepth: req.MaxDepth, MaxThreads: req.MaxThreads},
 		Budget:  root.Budget.Override(req.Budget),
 		Timeout: req.Timeout,
 	}
-	if err := s.cfg.Ceilings.Check(sub.Ask()); err != nil {
-		return wire.RunSubmit{}, fmt.Errorf("%w: %v", api.ErrInvalid, err)
+	if err := submission.Check(sub, submission.Options{Getenv: s.cfg.Getenv, Ceilings: s.cfg.Ceilings}); err != nil {
+		return wire.RunSubmit{}, api.Wrap(api.ErrInvalid, err)
 	}
 	return sub, nil
 }
 
 // ListRuns lists records, newest first.
 func (s *Service) ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error) {
+	if err := api.CheckList(status, limit); err != nil {
+		return nil, "", err
+	}
 	p, err := s.cfg.Store.ListPage(ctx, store.ListOptions{Status: event.Status(status), Limit: limit, Page: page})
 	return p.Runs, p.Next, mapErr(err)
 }
@@ -126,6 +131,9 @@ func (s *Service) ListRuns(ctx context.Context, status string, limit int, page s
 // GetRun returns one record.
 func (s *Service) GetRun(ctx context.Context, id string) (record.Run, error) {
 	r, _, err := s.cfg.Store.GetRecord(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return r, api.Errorf(api.ErrNotFound, "run %s not found", id)
+	}
 	return r, mapErr(err)
 }
 
@@ -163,7 +171,7 @@ func (s *Service) CancelRun(ctx context.Context, id string) error {
 		return err
 	}
 	if rec.Status.Final() {
-		return fmt.Errorf("%w: run %s already %s", api.ErrConflict, id, rec.Status)
+		return api.Errorf(api.ErrConflict, "run %s already %s", id, rec.Status)
 	}
 	// Recorded first: a run whose coordinator is dead hears no message,
 	// and the next coordinator to pick it up honours the record instead.
@@ -250,9 +258,9 @@ func (s *Service) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
 	m, err := call.Next(ctx, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, actor.ErrNoResponders) {
-			return nil, fmt.Errorf("%w: no coordinator is running", api.ErrUnavailable)
+			return nil, api.Errorf(api.ErrUnavailable, "no coordinator is running")
 		}
-		return nil, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		return nil, api.Errorf(api.ErrUnavailable, "no coordinator answered: %v", err)
 	}
 	var ws []coordinator.WorkerInfo
 	if err := wire.DecodeAs(m.Data, wire.TypeWorkersList, &ws); err != nil {
@@ -278,11 +286,11 @@ func mapErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%w: %v", api.ErrNotFound, err)
-	case errors.Is(err, store.ErrDecided):
-		return fmt.Errorf("%w: %v", api.ErrConflict, err)
+		return api.Wrap(api.ErrNotFound, err)
+	case errors.Is(err, store.ErrDecided), errors.Is(err, store.ErrIDTaken):
+		return api.Wrap(api.ErrConflict, err)
 	case errors.Is(err, store.ErrInvalidID), errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrBadCursor):
-		return fmt.Errorf("%w: %v", api.ErrInvalid, err)
+		return api.Wrap(api.ErrInvalid, err)
 	}
 	return err
 }

@@ -1,6 +1,10 @@
 package store
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/formica-run/formica/internal/ids"
+)
 
 // Sentinel errors. Every error the package returns that matches one of these
 // wraps it with %w, so callers test with errors.Is.
@@ -9,9 +13,13 @@ var (
 	// names the field.
 	ErrInvalidConfig = errors.New("store: invalid config")
 
-	// ErrInvalidID reports an id that cannot be a KV key or subject token
-	// (empty, or with characters other than letters, digits, - _ = / .).
-	ErrInvalidID = errors.New("store: invalid id")
+	// ErrInvalidID reports an id that breaks the one id rule (ids.Check):
+	// it is ids.ErrInvalid itself, so callers test either.
+	ErrInvalidID = ids.ErrInvalid
+
+	// ErrIDTaken reports a submission whose run id belongs to a run with a
+	// different task or spec (the same submission again is a duplicate).
+	ErrIDTaken = errors.New("already used by a different submission")
 
 	// ErrNotFound reports a record, approval or payload that does not exist.
 	ErrNotFound = errors.New("store: not found")

@@ -34,12 +34,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -406,16 +406,9 @@ func transient(err error) bool {
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
-// validKey matches the ids the store accepts: KV keys that are also one
-// subject token (run ids go into event subjects).
-var validKey = regexp.MustCompile(`^[-_=a-zA-Z0-9]+$`)
-
-func checkID(id string) error {
-	if !validKey.MatchString(id) {
-		return fmt.Errorf("%w: %q", ErrInvalidID, id)
-	}
-	return nil
-}
+// checkID applies the one id rule (package ids): a valid id is a KV key and
+// one subject token (run ids go into event subjects).
+func checkID(id string) error { return ids.Check(id) }
 
 // withTimeout bounds a ctx without deadline by the JetStream API default.
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

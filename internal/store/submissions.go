@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -46,6 +49,9 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 		if gerr != nil {
 			return true, fmt.Errorf("store: enqueue %s: %w", sub.RunID, gerr)
 		}
+		if !sameSubmission(cur, sub) {
+			return true, fmt.Errorf("run id %s %w", sub.RunID, ErrIDTaken)
+		}
 		if cur.Status != record.Queued || s.cfg.Now().Sub(cur.CreatedAt) > s.cfg.DuplicateWindow*9/10 {
 			return true, nil
 		}
@@ -78,6 +84,29 @@ func (s *Store) Requeue(ctx context.Context, sub wire.RunSubmit, msgID string) e
 		return fmt.Errorf("store: requeue %s: publish: %w", sub.RunID, err)
 	}
 	return nil
+}
+
+// sameSubmission reports whether rec was created from what sub asks: the
+// same task, root spec and agents (compared as the JSON the record keeps).
+func sameSubmission(rec record.Run, sub wire.RunSubmit) bool {
+	if rec.Spec == nil && rec.Task == "" {
+		return true // a record that says nothing of what was asked
+	}
+	if rec.Task != sub.Task {
+		return false
+	}
+	same := func(a, b any) bool {
+		ja, err1 := json.Marshal(a)
+		jb, err2 := json.Marshal(b)
+		return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+	}
+	agents := func(m map[string]spec.Agent) map[string]spec.Agent {
+		if len(m) == 0 {
+			return nil
+		}
+		return m
+	}
+	return rec.Spec != nil && same(*rec.Spec, sub.Agent) && same(agents(rec.Agents), agents(sub.Agents))
 }
 
 // Next waits for one submission and returns it, until ctx ends. It pulls

@@ -1,0 +1,47 @@
+// Package ids holds the one rule for the ids users choose and the system
+// makes (runs, approvals): 1 to 64 letters, digits, '-' or '_'. Such an id is
+// one NATS subject token, one KV key and one URL path segment, so every layer
+// that takes an id (CLI, HTTP API, run store, coordinator) asks Check here
+// and they cannot drift apart.
+package ids
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Max is the longest id.
+const Max = 64
+
+// ErrInvalid reports an id that breaks the rule.
+var ErrInvalid = errors.New("invalid id")
+
+// Rule says the rule in words, for messages and docs.
+const Rule = "1 to 64 letters, digits, '-' or '_'"
+
+// Valid reports whether id follows the rule.
+func Valid(id string) bool {
+	if id == "" || len(id) > Max {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Check returns nil for a valid id, else an error wrapping ErrInvalid that
+// quotes the id (clipped) and states the rule.
+func Check(id string) error {
+	if Valid(id) {
+		return nil
+	}
+	shown := id
+	if len(shown) > Max+8 {
+		shown = shown[:Max] + "…"
+	}
+	return fmt.Errorf("%w %q: want %s", ErrInvalid, shown, Rule)
+}

@@ -1,0 +1,136 @@
+// Package submission checks a run before it is queued or started, so a
+// mistake in what was asked (an unknown model provider, a tool that does not
+// exist, a bad id, negative limits, missing credentials where they can be
+// known) is one clear bad-request error at the door — API 400, CLI exit 2 —
+// instead of a run that fails later. Every way into the system (the CLI's
+// one-shot run, submit, the HTTP API, the coordinator that runs it) calls
+// Check, ceilings on what a submission may ask included.
+package submission
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/formica-run/formica/internal/ids"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tools/base"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// ErrInvalid is wrapped by every error of Check.
+var ErrInvalid = errors.New("invalid submission")
+
+// Options is what a check knows beyond the submission itself.
+type Options struct {
+	// Getenv, when set, is the environment of the processes that will call
+	// the models (a one-shot run hosts its worker itself): a model whose
+	// provider credentials are missing there is then refused. Nil skips the
+	// credential check, for workers whose environment is not known here.
+	Getenv func(string) string
+	// Ceilings cap what the submission may ask (its limits, budget, task
+	// size and timeout); zero fields are the defaults.
+	Ceilings limits.Ceilings
+}
+
+// invalid is a Check error: its text is the problem alone, and it matches
+// ErrInvalid and whatever it wraps.
+type invalid struct{ err error }
+
+func (e *invalid) Error() string   { return e.err.Error() }
+func (e *invalid) Unwrap() []error { return []error{ErrInvalid, e.err} }
+
+func fail(format string, a ...any) error { return &invalid{fmt.Errorf(format, a...)} }
+
+// Check reports the first problem of sub, or nil. Defaults are applied
+// before: an empty run id or model is fine only if the caller fills it.
+func Check(sub wire.RunSubmit, opt Options) error {
+	if sub.RunID != "" {
+		if err := ids.Check(sub.RunID); err != nil {
+			return fail("run %w", err)
+		}
+	}
+	if strings.TrimSpace(sub.Task) == "" {
+		return fail("the task is empty")
+	}
+	if sub.Limits.MaxDepth < 0 {
+		return fail("agent_max_depth must not be negative (0 means the default)")
+	}
+	if sub.Limits.MaxThreads < 0 {
+		return fail("agent_max_threads must not be negative (0 means the default)")
+	}
+	if err := opt.Ceilings.Check(sub.Ask()); err != nil {
+		return &invalid{err}
+	}
+	if err := checkAgent("", sub.Agent, opt); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(sub.Agents))
+	for name := range sub.Agents {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := checkAgent("agents."+name+".", sub.Agents[name], opt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckModel reports whether ref is a model reference a run can use: a
+// known provider and, where it needs one, a model name.
+func CheckModel(ref string) error {
+	if err := providers.CheckRef(ref); err != nil {
+		return &invalid{err}
+	}
+	return nil
+}
+
+func checkAgent(p string, a spec.Agent, opt Options) error {
+	if !spec.ValidName(a.Name) {
+		return fail("%sname %q is not one word of letters, digits, '-', '_' or '.' (1-64 chars)", p, a.Name)
+	}
+	for _, m := range []struct{ field, ref string }{{"model", a.Model}, {"helper.model", a.Helper.Model}} {
+		if m.ref == "" {
+			continue
+		}
+		if err := providers.CheckRef(m.ref); err != nil {
+			return fail("%s%s: %w", p, m.field, err)
+		}
+		if opt.Getenv != nil {
+			if err := providers.CheckEnv(m.ref, opt.Getenv); err != nil {
+				return fail("%s%s: %w", p, m.field, err)
+			}
+		}
+	}
+	if err := checkTools(p+"tools", a.Tools, true); err != nil {
+		return err
+	}
+	if err := checkTools(p+"harness.tools", a.Harness.Tools, false); err != nil {
+		return err
+	}
+	if err := checkTools(p+"helper.tools.only", a.Helper.Tools.Only, true); err != nil {
+		return err
+	}
+	return checkTools(p+"helper.tools.add", a.Helper.Tools.Add, true)
+}
+
+// checkTools refuses names no tool has: direct lists may name the agent
+// tool and the base tools, the harness list only base tools.
+func checkTools(field string, names []string, direct bool) error {
+	known := base.Names()
+	if direct {
+		known = append([]string{tools.AgentToolName}, known...)
+	}
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			return fail("%s: unknown tool %q (known: %s)", field, n, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
