@@ -14,6 +14,9 @@ var (
 	ErrServer          = errors.New("model provider server error")
 	ErrBadResponse     = errors.New("malformed model response")
 	ErrBadRequest      = errors.New("model provider rejected the request")
+	// ErrTruncated: the answer hit the output token limit before anything
+	// usable (text or a tool call) was produced.
+	ErrTruncated = errors.New("model output truncated at max_tokens")
 )
 
 // StatusError classifies an HTTP status from a provider into one of the

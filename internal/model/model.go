@@ -35,6 +35,19 @@ type Message struct {
 	// ToolName is the name of the tool a tool message answers for; some
 	// providers need it alongside the call id.
 	ToolName string `json:"tool_name,omitempty" msgpack:"tool_name,omitempty"`
+	// Reasoning is the provider's reasoning that came with an assistant
+	// turn (Anthropic's thinking blocks), sent back unchanged with that
+	// turn, as such APIs require when tools are in use.
+	Reasoning []Reasoning `json:"reasoning,omitempty" msgpack:"reasoning,omitempty"`
+}
+
+// Reasoning is one block of a model's reasoning as its provider returned
+// it: the text with its signature, or, redacted, only opaque data.
+type Reasoning struct {
+	Text      string `json:"text,omitempty" msgpack:"text,omitempty"`
+	Signature string `json:"signature,omitempty" msgpack:"signature,omitempty"`
+	// Redacted is the opaque data of a redacted block (Text empty).
+	Redacted string `json:"redacted,omitempty" msgpack:"redacted,omitempty"`
 }
 
 // ToolCall is one tool invocation asked for by the model.
@@ -72,6 +85,8 @@ type Response struct {
 	Usage     Usage
 	// StopReason is the provider's own word for why the turn ended, for logs.
 	StopReason string
+	// Reasoning goes back with this turn in the next request (see Message).
+	Reasoning []Reasoning
 }
 
 // Usage counts tokens.

@@ -139,7 +139,7 @@ func (st *threadState) loop(ctx context.Context) Result {
 				return failed(fmt.Errorf("model error: %w", err))
 			}
 		}
-		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
+		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls, Reasoning: resp.Reasoning})
 
 		if len(resp.ToolCalls) == 0 {
 			if st.schema == nil {

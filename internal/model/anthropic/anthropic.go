@@ -117,7 +117,8 @@ func New(cfg Config) (*Model, error) {
 		timeout: s.Timeout,
 		backoff: s.Backoff,
 		log:     s.Logger,
-		errs:    httperr.Classifier{Provider: provider, Secret: cfg.APIKey, Timeout: s.Timeout},
+		errs: httperr.Classifier{Provider: provider, Secret: cfg.APIKey, Timeout: s.Timeout,
+			NotFoundHint: httperr.BaseURLHint("the base URL (ANTHROPIC_BASE_URL)", s.BaseURL, false)},
 	}, nil
 }
 

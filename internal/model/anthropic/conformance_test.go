@@ -20,8 +20,12 @@ func TestConformance(t *testing.T) {
 var harness = modeltest.Harness{
 	Path: "/v1/messages",
 	New: func(serverURL string, o modeltest.Options) (model.Model, error) {
+		base := serverURL
+		if o.BaseURL != "" {
+			base = o.BaseURL
+		}
 		return anthropic.New(anthropic.Config{
-			BaseURL:       serverURL,
+			BaseURL:       base,
 			APIKey:        o.APIKey,
 			Timeout:       o.Timeout,
 			MaxRetries:    o.MaxRetries,
@@ -34,11 +38,22 @@ var harness = modeltest.Harness{
 	EncodeError:   encodeError,
 	DecodeRequest: decodeRequest,
 	Credential:    func(h http.Header) string { return h.Get("X-Api-Key") },
+	TruncatedStop: "max_tokens",
+	// The SDK adds /v1/messages itself: a base URL ending in /v1 doubles it.
+	WrongBaseURL: func(serverURL string) string { return serverURL + "/v1" },
+	Reasoning:    true,
 }
 
 // encodeReply writes a message the way Anthropic does.
 func encodeReply(r modeltest.Reply) ([]byte, error) {
 	content := []any{}
+	for _, th := range r.Reasoning {
+		if th.Redacted != "" {
+			content = append(content, map[string]any{"type": "redacted_thinking", "data": th.Redacted})
+		} else {
+			content = append(content, map[string]any{"type": "thinking", "thinking": th.Text, "signature": th.Signature})
+		}
+	}
 	if r.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": r.Text})
 	}
@@ -100,6 +115,9 @@ type wireBlock struct {
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"`
 }
 
 // decodeRequest reads a Messages request into the neutral view: tool_result
@@ -190,6 +208,13 @@ func neutral(role string, bs []wireBlock) ([]model.Message, error) {
 				msg.Content += b.Text
 			case "tool_use":
 				msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
+			case "thinking":
+				if msg.Content != "" || len(msg.ToolCalls) > 0 {
+					return nil, fmt.Errorf("thinking block after text or tool_use")
+				}
+				msg.Reasoning = append(msg.Reasoning, model.Reasoning{Text: b.Thinking, Signature: b.Signature})
+			case "redacted_thinking":
+				msg.Reasoning = append(msg.Reasoning, model.Reasoning{Redacted: b.Data})
 			default:
 				return nil, fmt.Errorf("assistant block type %q", b.Type)
 			}

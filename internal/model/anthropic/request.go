@@ -74,7 +74,17 @@ func messages(in []model.Message) ([]anthropic.TextBlockParam, []anthropic.Messa
 		case model.RoleUser:
 			add(anthropic.MessageParamRoleUser, text(msg.Content)...)
 		case model.RoleAssistant:
-			blocks := text(msg.Content)
+			// Thinking comes first, as the API returned it: with tools in
+			// use, it refuses a turn whose thinking blocks are missing.
+			var blocks []anthropic.ContentBlockParamUnion
+			for _, r := range msg.Reasoning {
+				if r.Redacted != "" {
+					blocks = append(blocks, anthropic.NewRedactedThinkingBlock(r.Redacted))
+				} else {
+					blocks = append(blocks, anthropic.NewThinkingBlock(r.Signature, r.Text))
+				}
+			}
+			blocks = append(blocks, text(msg.Content)...)
 			for _, tc := range msg.ToolCalls {
 				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, toolInput(tc.Arguments), tc.Name))
 			}

@@ -12,7 +12,8 @@ import (
 // response maps a message. Text blocks are concatenated (the API splits text
 // around citations, so no separator is added); tool_use blocks become tool
 // calls in order, their input kept as the raw JSON text the server sent.
-// Thinking and server-tool blocks are not part of the model contract and are
+// Thinking blocks (with their signatures) and redacted thinking blocks are
+// kept as Reasoning, to be sent back with the turn; server-tool blocks are
 // skipped.
 func response(msg *anthropic.Message) (model.Response, error) {
 	if msg == nil || !msg.JSON.Content.Valid() {
@@ -42,8 +43,15 @@ func response(msg *anthropic.Message) (model.Response, error) {
 				args = "{}"
 			}
 			out.ToolCalls = append(out.ToolCalls, model.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		case "thinking":
+			out.Reasoning = append(out.Reasoning, model.Reasoning{Text: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			out.Reasoning = append(out.Reasoning, model.Reasoning{Redacted: b.Data})
 		}
 	}
 	out.Text = text.String()
+	if msg.StopReason == anthropic.StopReasonMaxTokens && strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0 {
+		return model.Response{}, fmt.Errorf("%s: %w (stop_reason max_tokens, no text; raise max_tokens)", provider, model.ErrTruncated)
+	}
 	return out, nil
 }

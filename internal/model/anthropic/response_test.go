@@ -26,11 +26,12 @@ func TestResponse(t *testing.T) {
 		body string
 		want model.Response
 	}{
-		{"text blocks joined, thinking skipped", `{"type":"message","role":"assistant","content":[
+		{"text blocks joined, thinking kept for the next turn", `{"type":"message","role":"assistant","content":[
 			{"type":"thinking","thinking":"hmm","signature":"sig"},
 			{"type":"text","text":"The nest "},{"type":"text","text":"is north."}],
 			"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":4}}`,
-			model.Response{Text: "The nest is north.", StopReason: "end_turn", Usage: model.Usage{InputTokens: 10, OutputTokens: 4}}},
+			model.Response{Text: "The nest is north.", StopReason: "end_turn", Usage: model.Usage{InputTokens: 10, OutputTokens: 4},
+				Reasoning: []model.Reasoning{{Text: "hmm", Signature: "sig"}}}},
 		{"tool use in order with raw input", `{"content":[
 			{"type":"text","text":"Checking."},
 			{"type":"tool_use","id":"toolu_2","name":"b","input":{"z":1,"a":[1, 2]}},

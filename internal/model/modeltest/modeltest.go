@@ -18,7 +18,8 @@ import (
 	"github.com/formica-run/formica/internal/model"
 )
 
-// Harness adapts one provider to the suite. Every field is required.
+// Harness adapts one provider to the suite. Every field is required unless
+// its comment says otherwise.
 type Harness struct {
 	// Path is where the provider posts on the server, e.g. "/v1/chat/completions".
 	Path string
@@ -35,6 +36,16 @@ type Harness struct {
 	DecodeRequest func(body []byte) (Received, error)
 	// Credential returns the API key the request carried in its headers.
 	Credential func(h http.Header) string
+	// TruncatedStop is the provider's stop reason for an answer cut off by
+	// the output token limit ("length", "max_tokens").
+	TruncatedStop string
+	// WrongBaseURL is the base URL users get wrong for the server at
+	// serverURL (no /v1 where one is needed, or /v1 where the client adds
+	// it): the provider's 404 must then name the base URL.
+	WrongBaseURL func(serverURL string) string
+	// Reasoning says the provider returns reasoning blocks and must send
+	// them back with their turn (Anthropic's thinking); optional.
+	Reasoning bool
 }
 
 // Options is the neutral part of a provider's Config the suite sets.
@@ -48,6 +59,8 @@ type Options struct {
 	RetryDelay    time.Duration
 	MaxRetryDelay time.Duration
 	Logger        *slog.Logger
+	// BaseURL, when set, replaces the base URL New derives from serverURL.
+	BaseURL string
 }
 
 // Reply is one scripted answer of the fake server.
@@ -62,6 +75,8 @@ type Reply struct {
 	ToolCalls  []model.ToolCall
 	Usage      model.Usage
 	StopReason string
+	// Reasoning is sent before the text, for providers with Harness.Reasoning.
+	Reasoning []model.Reasoning
 	// ErrorMessage is the message of an error body (Status >= 400).
 	ErrorMessage string
 	// Body, when set, is sent verbatim instead of an encoded body.

@@ -27,6 +27,9 @@ type server struct {
 	next []Reply
 	got  []Received
 	logs lockedBuffer
+	// wrongPathOK answers requests to other paths 404, as a real server
+	// does, instead of failing the test.
+	wrongPathOK bool
 }
 
 // serve starts a fake server answering replies in order; a request beyond
@@ -41,6 +44,10 @@ func serve(t *testing.T, h Harness, replies ...Reply) *server {
 
 func (s *server) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != s.h.Path {
+		if s.wrongPathOK {
+			http.NotFound(w, r)
+			return
+		}
 		s.t.Errorf("request %s %s, want POST %s", r.Method, r.URL.Path, s.h.Path)
 		http.NotFound(w, r)
 		return

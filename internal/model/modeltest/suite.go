@@ -18,7 +18,7 @@ import (
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Path == "" || h.New == nil || h.EncodeReply == nil || h.EncodeError == nil ||
-		h.DecodeRequest == nil || h.Credential == nil {
+		h.DecodeRequest == nil || h.Credential == nil || h.TruncatedStop == "" || h.WrongBaseURL == nil {
 		t.Fatal("modeltest: every Harness field is required")
 	}
 	for _, c := range cases {
@@ -58,6 +58,10 @@ var cases = []testCase{
 	{"DeadlineDuringResponse", testDeadline},
 	{"AttemptTimeoutRetried", testAttemptTimeout},
 	{"Concurrent", testConcurrent},
+	{"TruncatedWithoutAnswer", testTruncatedEmpty},
+	{"TruncatedWithText", testTruncatedText},
+	{"NotFoundNamesBaseURL", testNotFoundBaseURL},
+	{"ReasoningSentBack", testReasoning},
 }
 
 // hello is the smallest request: one user message.

@@ -21,8 +21,12 @@ func TestConformance(t *testing.T) {
 var harness = modeltest.Harness{
 	Path: "/v1/chat/completions",
 	New: func(serverURL string, o modeltest.Options) (model.Model, error) {
+		base := serverURL + "/v1"
+		if o.BaseURL != "" {
+			base = o.BaseURL
+		}
 		return openai.New(openai.Config{
-			BaseURL:       serverURL + "/v1",
+			BaseURL:       base,
 			APIKey:        o.APIKey,
 			Timeout:       o.Timeout,
 			MaxRetries:    o.MaxRetries,
@@ -37,6 +41,10 @@ var harness = modeltest.Harness{
 	Credential: func(h http.Header) string {
 		return strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
 	},
+	TruncatedStop: "length",
+	// Ollama, vLLM and LM Studio serve under /v1; a base URL without it
+	// gets their 404.
+	WrongBaseURL: func(serverURL string) string { return serverURL },
 }
 
 type wireCall struct {

@@ -115,7 +115,8 @@ func New(cfg Config) (*Model, error) {
 		official: s.Official,
 		backoff:  s.Backoff,
 		log:      s.Logger,
-		errs:     httperr.Classifier{Provider: provider, Secret: cfg.APIKey, Timeout: s.Timeout},
+		errs: httperr.Classifier{Provider: provider, Secret: cfg.APIKey, Timeout: s.Timeout,
+			NotFoundHint: httperr.BaseURLHint("the base URL (OPENAI_BASE_URL)", s.BaseURL, true)},
 	}, nil
 }
 

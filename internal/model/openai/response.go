@@ -30,6 +30,11 @@ func response(c *openai.ChatCompletion) (model.Response, error) {
 		// with an empty turn and no explanation.
 		out.Text = msg.Refusal
 	}
+	if choice.FinishReason == "length" && out.Text == "" && len(msg.ToolCalls) == 0 {
+		// The token limit ate the whole answer (reasoning models spend it
+		// thinking): an empty success would hide that.
+		return model.Response{}, fmt.Errorf("%s: %w (finish_reason length, no content; raise max_tokens)", provider, model.ErrTruncated)
+	}
 	for i, tc := range msg.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
 			return model.Response{}, fmt.Errorf("%s: %w: tool call %d has type %q; only function tools are sent", provider, model.ErrBadResponse, i, tc.Type)

@@ -15,7 +15,7 @@ import (
 // Schema shown to the model and the checks of decode, so they cannot drift.
 type param struct {
 	name     string
-	typ      string // JSON Schema type: "string" or "integer"
+	typ      string // JSON Schema type: "string", "integer" or "boolean"
 	desc     string
 	required bool
 	nonEmpty bool // strings: "" is refused (schema minLength 1)
@@ -117,6 +117,11 @@ func checkValue(p param, v json.RawMessage) error {
 		}
 		if p.nonEmpty && s == "" {
 			return badArgs("field %q must not be empty", p.name)
+		}
+	case "boolean":
+		var b bool
+		if err := json.Unmarshal(v, &b); err != nil {
+			return badArgs("field %q must be true or false, got %s", p.name, jsonKind(v))
 		}
 	case "integer":
 		var n int64

@@ -13,14 +13,17 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // ---- glob ----
 
 const globDesc = "Find files and directories whose path, relative to the working directory, " +
 	"matches a glob pattern. `*`, `?` and `[...]` match within one path segment; `**` matches " +
-	"any number of segments (\"**/*.go\" is every .go file). Returns sorted relative paths, one " +
-	"per line, directories with a trailing '/'. .git directories are skipped."
+	"any number of segments (\"**/*.go\" is every .go file); `{a,b}` matches either " +
+	"(\"**/*.{go,md}\"). Returns sorted relative paths, one per line, directories with a " +
+	"trailing '/'. .git directories are skipped."
 
 var globParams = []param{
 	{name: "pattern", typ: "string", required: true, nonEmpty: true,
@@ -48,18 +51,18 @@ func (t *globTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if pat == "." {
 		return "", badArgs("field %q must name files, e.g. \"**/*.go\"", "pattern")
 	}
+	if !doublestar.ValidatePattern(pat) {
+		return "", badArgs("field %q: %q is not a valid glob (unclosed [ or {, or a trailing \\)", "pattern", a.Pattern)
+	}
 	segs := strings.Split(pat, "/")
 	for _, s := range segs {
 		if s == ".." {
 			return "", badArgs("field %q may not contain \"..\": glob searches inside the working directory", "pattern")
 		}
-		if _, err := path.Match(s, ""); err != nil {
-			return "", badArgs("field %q: segment %q: %v", "pattern", s, err)
-		}
 	}
 	// Walk from the longest literal prefix (never the last segment).
 	k := 0
-	for k < len(segs)-1 && !strings.ContainsAny(segs[k], `*?[\`) {
+	for k < len(segs)-1 && !strings.ContainsAny(segs[k], `*?[{\`) {
 		k++
 	}
 	prefix := path.Join(segs[:k]...)
@@ -77,7 +80,7 @@ func (t *globTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	defer r.Close()
 	var matches []string
 	if fi, err := r.Stat(startRel); err == nil && fi.IsDir() {
-		matches, err = globWalk(ctx, r.FS(), slash(startRel), prefix, segs)
+		matches, err = globWalk(ctx, r.FS(), slash(startRel), prefix, pat)
 		if err != nil {
 			return "", err
 		}
@@ -110,9 +113,12 @@ func capLines(n, max, outputCap int, noun string, line func(i int) string) strin
 }
 
 // globWalk walks start (the resolved form of prefix) in fsys and returns the
-// paths, spelled from prefix, that match the pattern segments segs.
-func globWalk(ctx context.Context, fsys fs.FS, start, prefix string, segs []string) ([]string, error) {
-	deep := slices.Contains(segs, "**")
+// paths, spelled from prefix, that match pat (doublestar syntax: **, {a,b}).
+func globWalk(ctx context.Context, fsys fs.FS, start, prefix, pat string) ([]string, error) {
+	segs := strings.Split(pat, "/")
+	// Without ** or braces (whose alternatives may hold a '/'), nothing
+	// deeper than the pattern's own depth can match.
+	deep := strings.Contains(pat, "**") || strings.Contains(pat, "{")
 	var matches []string
 	err := fs.WalkDir(fsys, start, func(p string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
@@ -135,7 +141,7 @@ func globWalk(ctx context.Context, fsys fs.FS, start, prefix string, segs []stri
 			return fs.SkipDir
 		}
 		ns := strings.Split(name, "/")
-		if matchSegs(segs, ns) {
+		if ok, _ := doublestar.Match(pat, name); ok {
 			if d.IsDir() {
 				name += "/"
 			}
@@ -149,44 +155,17 @@ func globWalk(ctx context.Context, fsys fs.FS, start, prefix string, segs []stri
 	return matches, err
 }
 
-// matchSegs matches path segments against pattern segments, where "**"
-// matches any number of segments, including none.
-func matchSegs(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for len(pat) > 0 && pat[0] == "**" {
-				pat = pat[1:]
-			}
-			if len(pat) == 0 {
-				return true
-			}
-			for i := range len(name) + 1 {
-				if matchSegs(pat, name[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
-	}
-	return len(name) == 0
-}
-
 // ---- grep ----
 
 const grepDesc = "Search file contents with a Go regular expression (RE2 syntax; \"(?i)\" for " +
 	"case-insensitive). Searches `path`, a file or a directory walked recursively (default: the " +
-	"working directory), skipping binary files and .git. Returns `path:line:text` lines."
+	"working directory), skipping binary files, .git and what .gitignore files ignore (unless " +
+	"`include_ignored` is true). Returns `path:line:text` lines."
 
 var grepParams = []param{
 	{name: "pattern", typ: "string", required: true, nonEmpty: true, desc: "Go regular expression."},
 	{name: "path", typ: "string", desc: "File or directory to search, relative to the working directory (default \".\")."},
+	{name: "include_ignored", typ: "boolean", desc: "Also search files and directories that .gitignore files ignore (default false)."},
 }
 
 type grepTool struct {
@@ -204,8 +183,9 @@ func (t *grepTool) Subject(args json.RawMessage) string {
 
 func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error) {
 	var a struct {
-		Pattern string `json:"pattern"`
-		Path    string `json:"path"`
+		Pattern        string `json:"pattern"`
+		Path           string `json:"path"`
+		IncludeIgnored bool   `json:"include_ignored"`
 	}
 	if err := decode(args, t.params, &a); err != nil {
 		return "", err
@@ -232,6 +212,10 @@ func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	}
 	g := &grepper{ctx: ctx, root: r, fsys: r.FS(), re: re, outputCap: t.h.outputCap}
 	start := slash(rel)
+	var ignore *gitignore
+	if !a.IncludeIgnored {
+		ignore = newGitignore(g.fsys)
+	}
 	if fi.IsDir() {
 		err = fs.WalkDir(g.fsys, start, func(p string, d fs.DirEntry, err error) error {
 			switch {
@@ -243,6 +227,11 @@ func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error
 				return nil // unreadable entry: skip it
 			case d.IsDir() && d.Name() == ".git" && p != start:
 				return fs.SkipDir
+			case ignore != nil && p != start && ignore.ignored(p, d.IsDir()):
+				if d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
 			case !d.Type().IsRegular(): // directories, symlinks, devices
 				return nil
 			}

@@ -65,24 +65,61 @@ func TestGlob(t *testing.T) {
 	})
 }
 
-func TestMatchSegs(t *testing.T) {
-	tests := []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"**", "a/b/c", true},
-		{"**/c", "c", true},
-		{"a/**/c", "a/c", true},
-		{"a/**/c", "a/x/y/c", true},
-		{"a/**/c", "a/x/y/d", false},
-		{"a/**/**/c", "a/c", true},
-		{"*.go", "a/b.go", false},
-		{"a/*", "a", false},
+// TestGlobBracesAndDoubleStar: `**` and `{a,b}` together, as models write
+// them (before doublestar, "**/*.{go,md}" matched nothing).
+func TestGlobBracesAndDoubleStar(t *testing.T) {
+	f := newFixture(t, Config{})
+	for _, name := range []string{"README.md", "main.go", "docs/guide.md", "docs/img/logo.png", "pkg/a/a.go", "pkg/a/a_test.go", ".git/HEAD.md"} {
+		f.file(t, name, "x\n")
 	}
-	for _, tt := range tests {
-		if got := matchSegs(strings.Split(tt.pattern, "/"), strings.Split(tt.name, "/")); got != tt.want {
-			t.Errorf("matchSegs(%q, %q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
+	for _, tt := range []struct{ pattern, want string }{
+		{"**/*.{go,md}", "README.md\ndocs/guide.md\nmain.go\npkg/a/a.go\npkg/a/a_test.go"},
+		{"{docs,pkg}/**/*.md", "docs/guide.md"},
+		{"pkg/**/*_test.go", "pkg/a/a_test.go"},
+		{"**", "README.md\ndocs/\ndocs/guide.md\ndocs/img/\ndocs/img/logo.png\nmain.go\npkg/\npkg/a/\npkg/a/a.go\npkg/a/a_test.go"},
+		{"*.{png,go}", "main.go"},
+	} {
+		got, err := f.run(t, GlobName, fmt.Sprintf(`{"pattern":%q}`, tt.pattern))
+		if err != nil || got != tt.want {
+			t.Errorf("glob %q: got %q, %v; want %q", tt.pattern, got, err, tt.want)
 		}
+	}
+	if _, err := f.run(t, GlobName, `{"pattern":"*.{go"}`); err == nil {
+		t.Error("an unclosed brace is not refused")
+	}
+}
+
+// TestGrepGitignore: grep skips .git and what .gitignore files ignore, at
+// any depth and with negation, unless include_ignored is set.
+func TestGrepGitignore(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.file(t, ".gitignore", "# deps\nnode_modules/\n*.log\n/build\n!keep.log\n")
+	f.file(t, "src/.gitignore", "gen/\n")
+	f.file(t, "main.go", "needle\n")
+	f.file(t, "keep.log", "needle\n")
+	f.file(t, "debug.log", "needle\n")
+	f.file(t, "node_modules/lib/index.js", "needle\n")
+	f.file(t, "build/out.txt", "needle\n")
+	f.file(t, "src/build/kept.txt", "needle\n") // /build is anchored to the root
+	f.file(t, "src/gen/x.go", "needle\n")
+	f.file(t, "src/y.go", "needle\n")
+	f.file(t, "other/gen/z.go", "needle\n") // src/.gitignore does not apply here
+	f.file(t, ".git/config", "needle\n")
+	got, err := f.run(t, GrepName, `{"pattern":"needle"}`)
+	want := "keep.log:1:needle\nmain.go:1:needle\nother/gen/z.go:1:needle\nsrc/build/kept.txt:1:needle\nsrc/y.go:1:needle"
+	if err != nil || got != want {
+		t.Errorf("grep:\n%s (%v)\nwant:\n%s", got, err, want)
+	}
+	got, err = f.run(t, GrepName, `{"pattern":"needle","path":"src"}`)
+	if want := "src/build/kept.txt:1:needle\nsrc/y.go:1:needle"; err != nil || got != want {
+		t.Errorf("grep src:\n%s (%v)\nwant:\n%s", got, err, want)
+	}
+	got, err = f.run(t, GrepName, `{"pattern":"needle","include_ignored":true}`)
+	if err != nil || !strings.Contains(got, "node_modules/lib/index.js") || !strings.Contains(got, "debug.log") || strings.Contains(got, ".git/") {
+		t.Errorf("grep include_ignored:\n%s (%v)", got, err)
+	}
+	if _, err := f.run(t, GrepName, `{"pattern":"needle","include_ignored":"yes"}`); err == nil {
+		t.Error("a non-boolean include_ignored is not refused")
 	}
 }
 

@@ -29,6 +29,9 @@ type Classifier struct {
 	Secret string
 	// Timeout bounds one attempt; a timed-out attempt's error names it.
 	Timeout time.Duration
+	// NotFoundHint, when set, is added to a 404's error: what about the
+	// configured base URL likely sent the request to a path the server lacks.
+	NotFoundHint string
 }
 
 // Attempt makes one call under c.Timeout: send must install x.Middleware on
@@ -57,7 +60,11 @@ func (c Classifier) classify(ctx, actx context.Context, err error, x *Exchange) 
 		return c.ctxError(ctx)
 	}
 	if x.status >= 400 {
-		return model.StatusError(c.Provider, x.status, c.redact(message(x.body)))
+		msg := c.redact(message(x.body))
+		if x.status == 404 && c.NotFoundHint != "" {
+			msg = strings.TrimSpace(msg + " (" + c.NotFoundHint + ")")
+		}
+		return model.StatusError(c.Provider, x.status, msg)
 	}
 	if actx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w: no answer within %s: %w", c.Provider, model.ErrServer, c.Timeout, context.DeadlineExceeded)
@@ -70,6 +77,32 @@ func (c Classifier) classify(ctx, actx context.Context, err error, x *Exchange) 
 		return fmt.Errorf("%s: %w: %s", c.Provider, model.ErrBadResponse, c.redact(err.Error()))
 	}
 	return fmt.Errorf("%s: %s", c.Provider, c.redact(err.Error()))
+}
+
+// BaseURLHint is the NotFoundHint for a base URL: env names the variable
+// that sets it, and wantV1 says whether the API root includes "/v1"
+// (OpenAI-style servers) or the client adds it (Anthropic). Empty when the
+// URL has the expected shape.
+func BaseURLHint(env, base string, wantV1 bool) string {
+	path := strings.TrimRight(base, "/")
+	if i := strings.Index(path, "://"); i >= 0 {
+		path = path[i+3:]
+	}
+	if i := strings.Index(path, "/"); i >= 0 {
+		path = path[i:]
+	} else {
+		path = ""
+	}
+	hasV1 := strings.HasSuffix(path, "/v1")
+	switch {
+	case wantV1 && strings.HasSuffix(path, "/v1/v1"):
+		return fmt.Sprintf("%s %s has /v1 twice; it should end in one /v1", env, base)
+	case wantV1 && !hasV1:
+		return fmt.Sprintf("%s %s does not end in /v1, which such servers usually need: try %s/v1", env, base, strings.TrimRight(base, "/"))
+	case !wantV1 && hasV1:
+		return fmt.Sprintf("%s %s ends in /v1, and the client adds /v1 itself, so requests go to %s/v1/...: leave /v1 out", env, base, strings.TrimRight(base, "/"))
+	}
+	return ""
 }
 
 // ctxError wraps ctx's error and, when it differs, its cause, so both
