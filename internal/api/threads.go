@@ -38,7 +38,6 @@ type ResumeResponse struct {
 	Status string `json:"status"`
 }
 
-
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "run", validRunID)
 	if err != nil {

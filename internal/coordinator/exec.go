@@ -26,8 +26,9 @@ const (
 
 // execThread places a thread and waits for its end, placing it again when its
 // worker is lost (up to MaxAttempts). The result is always final; reported
-// says whether a worker published the thread's end, so the coordinator
-// publishes it otherwise.
+// says whether a worker ran the thread to its end (and journaled it), so the
+// coordinator journals the end otherwise. Its thread.finished is always the
+// coordinator's (run.finish).
 func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, reported bool) {
 	attempts, placements := 0, 0
 	reread := false // an earlier placement may have journaled more
@@ -129,7 +130,7 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		case ctx.Err() != nil:
 			res, answered := c.cancelOn(call, wid, tok, t, idle, context.Cause(ctx))
 			if answered {
-				return res, ended // the worker has published the thread's end
+				return res, ended // the worker has ended the thread
 			}
 			return res, aborted
 		case errors.Is(err, actor.ErrNoResponders):
@@ -186,12 +187,12 @@ func progressOf(reply actor.Msg, tok string) bool {
 func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 	e := threadEvent(event.ThreadStarted, t.thread)
 	e.Worker, e.Time = wid, c.cfg.Now()
+	first := r.markStarted(t, e.Time)
 	r.rec.Emit(e)
 	c.cfg.Metrics.Placement(metrics.OutcomePlaced)
-	if !t.started && !t.admitted.IsZero() {
+	if first && !t.admitted.IsZero() {
 		c.cfg.Metrics.SpawnStarted(time.Since(t.admitted))
 	}
-	t.started = true
 }
 
 // execResult decodes a worker's final answer; ok is false for a result

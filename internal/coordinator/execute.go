@@ -95,16 +95,20 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	if !reused {
 		res, reported = c.execThread(rn, t)
 	}
-	rn.finish(t, res, c.cfg.Now())
+	end := rn.finish(t, res, c.cfg.Now())
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)
 	if reused {
 		// Its own tokens settle on its lease (finish); its helpers' here.
 		rn.budget.Root().Charge(res.Usage.InputTokens-res.Own.InputTokens, res.Usage.OutputTokens-res.Own.OutputTokens, 0)
+		// Its thread.finished went out when it finished, in an earlier
+		// execution of the run.
 		rn.rec.Reused(root.ID)
 		c.cfg.Metrics.ThreadReused()
+	} else {
+		c.publish(end)
 	}
 	if !reported {
-		c.emitThreadEnd(rn, t, res)
+		c.journalEnd(t, res)
 	}
 	// The root has ended, but a cancelled tree may still be winding down:
 	// stop what is left and let it report, so the record is final.

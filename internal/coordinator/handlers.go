@@ -178,7 +178,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, c
 	c.emit(rn, threadEvent(event.ThreadSpawned, th))
 	c.journalSpawn(journal.KindSpawn, th, callKey, "")
 	e := threadEvent(event.ThreadFinished, th)
-	e.Status, e.Usage, e.Reason = res.Status, res.Usage, "reused from the journal"
+	e.Status, e.Usage, e.Reason = res.Status, res.Own, "reused from the journal"
 	c.emit(rn, e)
 	rn.rec.ThreadUsage(th.ID, res.Own)
 	rn.rec.Reused(th.ID)
@@ -194,10 +194,10 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 	}
 	res, reported := c.execThread(rn, t)
 	sp.slot.Release() // the slot is free the moment the helper ends
-	rn.finish(t, res, c.cfg.Now())
+	c.publish(rn.finish(t, res, c.cfg.Now()))
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(t.admitted), true)
 	if !reported {
-		c.emitThreadEnd(rn, t, res)
+		c.journalEnd(t, res)
 	}
 	if w := rn.unparkParent(sp.parent); w != "" {
 		c.registry.unpark(w)
@@ -384,12 +384,10 @@ func (c *Coordinator) emit(rn *run, e event.Event) {
 	c.publish(e)
 }
 
-// emitThreadEnd publishes the end of a thread no worker reported (lost,
-// never placed, cancelled before it ran).
-func (c *Coordinator) emitThreadEnd(rn *run, t *threadRec, res runner.Result) {
-	e := threadEvent(event.ThreadFinished, t.thread)
-	e.Status, e.Reason, e.Time = res.Status, res.Error, c.cfg.Now()
-	c.publish(e)
+// journalEnd journals the end of a thread no worker reported (lost, never
+// placed, cancelled before it ran); a worker that ran it to its end has
+// journaled that itself.
+func (c *Coordinator) journalEnd(t *threadRec, res runner.Result) {
 	c.coordJournal(t.thread.RunID, t.thread.ID, "", journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output,
 		Error: res.Error, Usage: res.Usage, Own: res.Own})
 }

@@ -51,9 +51,9 @@ type threadRec struct {
 	spawning  int
 	parkedOn  string // the worker whose slot the parked thread gave back
 	done      bool
+	started   time.Time // when a worker first took the thread
 
 	admitted time.Time     // when its spawn came in (helpers), for metrics
-	started  bool          // it has started on a worker once (exec goroutine only)
 	result   runner.Result // set once done
 
 	// ended is closed once the thread is done: a parent placed again that
@@ -155,19 +155,39 @@ func (r *run) unparkParent(parent *threadRec) string {
 	return w
 }
 
-// finish marks a thread ended at time at and cancels its context (its
-// helpers are over).
-func (r *run) finish(t *threadRec, res runner.Result, at time.Time) {
+// finish marks a thread ended at time at, cancels its context (its helpers
+// are over) and returns its thread.finished event for the coordinator to
+// publish: the only one the thread gets, whichever way it ended (a worker
+// that was presumed lost and answers late publishes none). Its usage is the
+// thread's own, like every thread row; the run's total is on run.finished.
+func (r *run) finish(t *threadRec, res runner.Result, at time.Time) event.Event {
 	r.mu.Lock()
 	t.done, t.result = true, res
+	started := t.started
 	r.mu.Unlock()
 	close(t.ended)
 	t.cancel(nil)
 	t.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
 	e := threadEvent(event.ThreadFinished, t.thread)
-	e.Status, e.Reason, e.Usage, e.Time = res.Status, res.Error, res.Usage, at
+	e.Status, e.Reason, e.Usage, e.Time = res.Status, res.Error, res.Own, at
+	if !started.IsZero() {
+		e.Latency = event.Duration(at.Sub(started))
+	}
 	r.rec.Emit(e)
 	r.rec.ThreadUsage(t.thread.ID, res.Own)
+	return e
+}
+
+// markStarted notes when a worker first took t; first reports whether
+// this was that time.
+func (r *run) markStarted(t *threadRec, at time.Time) (first bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !t.started.IsZero() {
+		return false
+	}
+	t.started = at
+	return true
 }
 
 // settleTimeout bounds how long a run's end waits for its last threads.

@@ -163,11 +163,17 @@ func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tool
 	}
 }
 
-// eventSink publishes the runner's events on the run's subject.
+// eventSink publishes the runner's events on the run's subject, except
+// thread.finished: the run's coordinator publishes that one, once per
+// thread, since only it knows how a thread ended (a placement it gave up
+// on may still end here later).
 type eventSink Worker
 
 func (s *eventSink) Emit(e event.Event) {
 	w := (*Worker)(s)
+	if e.Type == event.ThreadFinished {
+		return
+	}
 	if e.Type == event.ThreadStarted {
 		e.Worker = w.cfg.ID
 	}

@@ -99,6 +99,13 @@ func (c *coord) sse(run string, lastID uint64, stopAfter int) ([]sseEvent, int, 
 // the events stream, in stream order, over the test's own NATS connection.
 func (c *coord) streamRunEvents() []event.Event {
 	c.t.Helper()
+	return c.streamEvents(wire.SubjectEvents("*") + ".run.*")
+}
+
+// streamEvents reads every event kept in the events stream on subjects
+// matching filter, in stream order.
+func (c *coord) streamEvents(filter string) []event.Event {
+	c.t.Helper()
 	nc := c.connect()
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -108,7 +115,7 @@ func (c *coord) streamRunEvents() []event.Event {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cons, err := js.OrderedConsumer(ctx, store.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{wire.SubjectEvents("*") + ".run.*"},
+		FilterSubjects: []string{filter},
 	})
 	if err != nil {
 		c.t.Fatalf("events stream: %v", err)
