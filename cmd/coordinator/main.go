@@ -181,7 +181,9 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		svc, err := service.New(service.Config{Conn: nc, Store: stack.Store, DefaultModel: *model, Cwd: *cwd, Ceilings: cc.Ceilings})
+		coord := stack.Coordinator
+		svc, err := service.New(service.Config{Conn: nc, Store: stack.Store, DefaultModel: *model, Cwd: *cwd, Ceilings: cc.Ceilings,
+			LiveWorkers: func() int { return len(coord.Workers()) }, NeedWorker: *localWorkers == 0})
 		if err != nil {
 			return err
 		}

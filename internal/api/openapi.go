@@ -82,7 +82,7 @@ func param(name, in, desc string, schema obj, required bool) obj {
 
 var (
 	runStatus    = obj{"type": "string", "enum": runStatuses}
-	threadStatus = obj{"type": "string", "enum": []string{"pending", "running", "succeeded", "failed", "cancelled"}}
+	threadStatus = obj{"type": "string", "enum": []string{"pending", "waiting", "running", "succeeded", "failed", "cancelled"}}
 	eventStatus  = obj{"type": "string", "enum": []string{"succeeded", "failed", "cancelled"}, "description": "The final status (thread.finished, run.finished)."}
 	runIDParam   = param("id", "path", "The run id.", obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, true)
 )
@@ -200,7 +200,7 @@ func openAPIPaths() obj {
 				obj{"description": "The metrics.", "content": obj{"text/plain": obj{"schema": obj{"type": "string"}}}}, "401", "404"),
 		},
 		"/readyz": obj{
-			"get": with(op("readyz", "Readiness: NATS and JetStream are usable", "200", response("Ready.", ref("Status")), "503"),
+			"get": with(op("readyz", "Readiness: NATS and JetStream are usable and, on a coordinator without local workers, a worker is registered", "200", response("Ready.", ref("Status")), "503"),
 				"security", noAuth),
 		},
 	}
@@ -214,7 +214,8 @@ func openAPISchemas() obj {
 			"code":    obj{"type": "string", "enum": errorCodes},
 			"message": typ("string", "What went wrong, for people."),
 		})}),
-		"Status": object([]string{"status"}, obj{"status": typ("string", `"ok" or "ready"`)}),
+		"Status": object([]string{"status"}, obj{"status": typ("string", `"ok" or "ready"`),
+			"workers": typ("integer", "On /readyz: the live workers the coordinator knows.")}),
 		"SubmitRequest": strictObject([]string{"task"}, obj{
 			"task":  with(typ("string", "The root agent's task."), "minLength", 1),
 			"model": typ("string", `A model reference overriding the agent's, such as "openai:gpt-4o" or "sim".`),
@@ -263,7 +264,9 @@ func openAPISchemas() obj {
 			"budget":  typ("integer", "Spawns refused because a budget was spent.")}),
 		"Thread": object([]string{"id", "status"}, obj{
 			"id": typ("string", ""), "parent_id": typ("string", ""), "name": typ("string", ""), "depth": typ("integer", ""),
-			"status": threadStatus, "worker": typ("string", ""), "error": typ("string", ""), "usage": usage,
+			"status": threadStatus, "worker": typ("string", ""), "error": typ("string", ""),
+			"waiting":    typ("string", "Why a waiting thread has not started: waiting for a worker."),
+			"usage":      obj{"$ref": "#/components/schemas/Usage", "description": "The thread's own model calls, not its helpers'; the run's usage is the whole tree's."},
 			"reused":     typ("boolean", "It had finished in an earlier execution of the run; its output came from its journal."),
 			"started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
@@ -329,13 +332,15 @@ func openAPISchemas() obj {
 			"coordinator":      typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"Event": object([]string{"type", "time", "run_id"}, obj{
-			"type": typ("string", "run.queued, run.started, run.finished, thread.spawned, thread.refused, thread.started, "+
+			"type": typ("string", "run.queued, run.started, run.finished, thread.spawned, thread.refused, thread.waiting, thread.started, "+
 				"thread.finished, thread.handoff, model.call, tool.call, tool.result, approval.requested, approval.resolved, "+
 				"worker.joined or worker.lost"),
 			"time": timeProp(""), "run_id": typ("string", ""), "thread_id": typ("string", ""), "parent_id": typ("string", ""),
 			"depth": typ("integer", ""), "name": typ("string", ""), "status": eventStatus, "reason": typ("string", ""),
-			"worker": typ("string", ""), "model": typ("string", ""), "usage": usage, "latency_ms": typ("integer", ""),
-			"tool": typ("string", ""), "call_id": typ("string", ""), "arguments": typ("string", ""), "output": typ("string", ""),
+			"worker": typ("string", ""), "model": typ("string", ""),
+			"usage":      obj{"$ref": "#/components/schemas/Usage", "description": "model.call: that call's; thread.finished: the thread's own calls; run.finished: the whole run's."},
+			"latency_ms": typ("integer", "Milliseconds, an integer: a model call's latency (model.call), a thread's time from start to end (thread.finished)."),
+			"tool":       typ("string", ""), "call_id": typ("string", ""), "arguments": typ("string", ""), "output": typ("string", ""),
 			"decision": obj{"type": "string", "enum": []string{"allow", "deny"}},
 		}),
 		"Approval": object([]string{"id", "run_id", "thread_id", "thread_path", "tool", "arguments", "requested_at"}, obj{

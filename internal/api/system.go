@@ -27,6 +27,15 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) error {
 // Status is the body of /healthz and of a ready /readyz.
 type Status struct {
 	Status string `json:"status"`
+	// Workers is, on /readyz, how many live workers the coordinator knows
+	// (when the backend is a WorkerCounter).
+	Workers *int `json:"workers,omitempty"`
+}
+
+// WorkerCounter is a Backend that knows at once how many live workers it
+// has; /readyz then reports the count. known is false when it cannot say.
+type WorkerCounter interface {
+	LiveWorkers() (n int, known bool)
 }
 
 // healthz says the process is alive; it asks nothing of the backend.
@@ -44,6 +53,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		writeErrorBody(w, http.StatusServiceUnavailable, codeUnavailable, err.Error())
 		return nil
 	}
-	writeJSON(w, http.StatusOK, Status{Status: "ready"})
+	st := Status{Status: "ready"}
+	if wc, ok := s.b.(WorkerCounter); ok {
+		if n, known := wc.LiveWorkers(); known {
+			st.Workers = &n
+		}
+	}
+	writeJSON(w, http.StatusOK, st)
 	return nil
 }

@@ -34,7 +34,7 @@ func exitFor(s event.Status) int {
 func submitCommand(args []string, stdio Stdio) int {
 	var (
 		id, agentFile, model string
-		wait                 bool
+		wait, noTTY          bool
 		maxDepth, maxThreads int
 		budget               budgetFlags
 		timeout              time.Duration
@@ -44,6 +44,7 @@ func submitCommand(args []string, stdio Stdio) int {
 		fs.StringVar(&agentFile, "agent", "", "agent spec `file`")
 		fs.StringVar(&model, "model", "", "model `ref` for the root agent")
 		fs.BoolVar(&wait, "wait", false, "stream the run's tree and print its output when it ends")
+		fs.BoolVar(&noTTY, "no-tty", false, "with --wait, print the tree as log lines even on a terminal")
 		fs.IntVar(&maxDepth, "agent-max-depth", limits.DefaultMaxDepth, "deepest helper allowed (root is 0)")
 		fs.IntVar(&maxThreads, "agent-max-threads", limits.DefaultMaxThreads, "live helpers allowed at once")
 		budget.register(fs)
@@ -73,31 +74,48 @@ func submitCommand(args []string, stdio Stdio) int {
 			fmt.Fprintln(stdio.Out, sub.RunID)
 			return ExitOK, nil
 		}
-		view := newTreeView(stdio.Err, isTerminal(stdio.Err))
+		view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
 		rec := record.NewRecorder(view.changed)
 		view.rec = rec
+		if ws, err := c.svc.Workers(ctx); err == nil && len(ws) == 0 {
+			fmt.Fprintln(stdio.Err, "formica: no worker is registered: the run waits for one (start one with: worker --nats URL)")
+		}
+		if _, err := c.st.Enqueue(ctx, sub); err != nil {
+			return 0, err
+		}
 		view.start()
-		// Follow before enqueueing, so no event is missed.
+		// The events are replayed from the run's first, so following
+		// after enqueueing misses none; the tree is complete once
+		// run.finished has come, which can be after the record is final.
+		fctx, stopFollow := context.WithCancel(ctx)
+		defer stopFollow()
 		follow := make(chan error, 1)
 		go func() {
-			follow <- c.st.Events(ctx, sub.RunID, 0, func(_ uint64, e event.Event) error {
+			follow <- c.st.Events(fctx, sub.RunID, 0, func(_ uint64, e event.Event) error {
 				rec.Emit(e)
 				view.Emit(e)
 				return nil
 			})
 		}()
-		if _, err := c.st.Enqueue(ctx, sub); err != nil {
+		final, err := waitFinal(ctx, c, sub.RunID)
+		if err != nil {
 			view.stop()
 			return 0, err
 		}
-		final, err := waitFinal(ctx, c, sub.RunID)
-		view.stop()
-		if err != nil {
-			return 0, err
+		select {
+		case <-follow:
+		case <-time.After(followGrace):
+			stopFollow()
+			<-follow
 		}
+		view.finish(final)
 		return printOutcome(stdio, final, f.json)
 	})
 }
+
+// followGrace bounds how long a finished run's last events may trail its
+// final record.
+const followGrace = 10 * time.Second
 
 // waitFinal watches a run's record until it is final.
 func waitFinal(ctx context.Context, c *cluster, id string) (record.Run, error) {
@@ -118,9 +136,9 @@ func printOutcome(stdio Stdio, r record.Run, asJSON bool) (int, error) {
 		return exitFor(r.Status), printJSON(stdio.Out, r)
 	}
 	if r.Status == event.Succeeded {
-		fmt.Fprintln(stdio.Out, r.Output)
+		fmt.Fprintln(stdio.Out, shown(stdio.Out, r.Output))
 	} else {
-		fmt.Fprintf(stdio.Err, "formica: run %s %s: %s\n", r.RunID, r.Status, r.Error)
+		fmt.Fprintf(stdio.Err, "formica: run %s %s: %s\n", r.RunID, r.Status, printable(oneLine(r.Error, 2000)))
 	}
 	return exitFor(r.Status), nil
 }
@@ -141,17 +159,18 @@ func getCommand(args []string, stdio Stdio) int {
 			}
 			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "run\t%s\nstatus\t%s\nattempts\t%d\ncreated\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt))
-			fmt.Fprintf(w, "started\t%s\nfinished\t%s\ntokens\t%d in, %d out\n", stamp(r.StartedAt), stamp(r.FinishedAt), r.Usage.InputTokens, r.Usage.OutputTokens)
-			fmt.Fprintf(w, "task\t%s\n", oneLine(r.Task, 100))
+			fmt.Fprintf(w, "started\t%s\nfinished\t%s\ntokens\t%d in, %d out (run total; each thread below: its own)\n",
+				stamp(r.StartedAt), stamp(r.FinishedAt), r.Usage.InputTokens, r.Usage.OutputTokens)
+			fmt.Fprintf(w, "task\t%s\n", printable(oneLine(r.Task, 100)))
 			if r.Error != "" {
-				fmt.Fprintf(w, "error\t%s\n", r.Error)
+				fmt.Fprintf(w, "error\t%s\n", printable(oneLine(r.Error, 500)))
 			}
 			w.Flush()
 			for _, l := range treeLines(r, time.Now()) {
 				fmt.Fprintln(stdio.Out, "  "+l)
 			}
 			if r.Output != "" {
-				fmt.Fprintf(stdio.Out, "\n%s\n", r.Output)
+				fmt.Fprintf(stdio.Out, "\n%s\n", shown(stdio.Out, r.Output))
 			}
 			return ExitOK, nil
 		})
@@ -185,38 +204,45 @@ func runsCommand(args []string, stdio Stdio) int {
 		w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tCREATED\tTASK")
 		for _, r := range runs {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt), oneLine(r.Task, 50))
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt), printable(oneLine(r.Task, 50)))
 		}
 		return ExitOK, w.Flush()
 	})
 }
 
 func watchCommand(args []string, stdio Stdio) int {
-	return runCluster("watch", "ID", args, stdio, false, nil,
-		func(ctx context.Context, c *cluster, _ *clusterFlags, pos []string) (int, error) {
-			id, err := oneID(pos, "run")
-			if err != nil {
-				return 0, err
-			}
-			view := newTreeView(stdio.Err, isTerminal(stdio.Err))
-			rec := record.NewRecorder(view.changed)
-			view.rec = rec
-			view.start()
-			err = c.svc.Events(ctx, id, 0, func(_ uint64, e event.Event) error {
-				rec.Emit(e)
-				view.Emit(e)
-				return nil
-			})
-			view.stop()
-			if err != nil {
-				return 0, err
-			}
-			r, err := c.svc.GetRun(ctx, id)
-			if err != nil {
-				return 0, err
-			}
-			return printOutcome(stdio, r, false)
+	var noTTY bool
+	return runCluster("watch", "ID", args, stdio, false, func(fs *flag.FlagSet) {
+		fs.BoolVar(&noTTY, "no-tty", false, "print the tree as log lines even on a terminal")
+	}, func(ctx context.Context, c *cluster, _ *clusterFlags, pos []string) (int, error) {
+		id, err := oneID(pos, "run")
+		if err != nil {
+			return 0, err
+		}
+		if _, err := c.svc.GetRun(ctx, id); err != nil {
+			return 0, err
+		}
+		view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
+		rec := record.NewRecorder(view.changed)
+		view.rec = rec
+		view.start()
+		err = c.svc.Events(ctx, id, 0, func(_ uint64, e event.Event) error {
+			rec.Emit(e)
+			view.Emit(e)
+			return nil
 		})
+		if err != nil {
+			view.stop()
+			return 0, err
+		}
+		r, err := waitFinal(ctx, c, id)
+		if err != nil {
+			view.stop()
+			return 0, err
+		}
+		view.finish(r)
+		return printOutcome(stdio, r, false)
+	})
 }
 
 func cancelCommand(args []string, stdio Stdio) int {

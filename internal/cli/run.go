@@ -29,6 +29,7 @@ import (
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
+	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
@@ -46,6 +47,7 @@ type runFlags struct {
 	approve    string
 	timeout    time.Duration
 	json       bool
+	noTTY      bool
 	nats       broker.ClientConfig
 	budget     budgetFlags
 	mcpConfig  string
@@ -61,6 +63,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 0, "cancel the run after this long (0: no limit)")
 	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
 	fs.StringVar(&f.mcpConfig, "mcp-config", "", mcp.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
+	fs.BoolVar(&f.noTTY, "no-tty", false, "print the tree as log lines even on a terminal")
 	f.nats.RegisterFlags(fs)
 	f.budget.register(fs)
 }
@@ -95,6 +98,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !f.noTTY)
 	file := spec.Default()
 	if f.agentFile != "" {
 		loaded, err := spec.Load(f.agentFile)
@@ -141,29 +145,37 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 
 	ctx, stop := signalContext(f.timeout)
 	defer stop()
-	nc, off, cleanup, err := connect(ctx, f, stdio.Err)
+	nc, st, cleanup, err := connect(ctx, f, stdio.Err)
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
+	var off natstransport.Offloader
+	if st != nil {
+		off = st
+		noWorkerNotice(ctx, nc, st, stdio.Err)
+	}
 	cl, err := client.New(nc, off)
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
 
-	view := newTreeView(stdio.Err, isTerminal(stdio.Err))
 	rec := record.NewRecorder(view.changed)
 	view.rec = rec
-	if p, ok := approver.(*promptApprover); ok {
+	switch p := approver.(type) {
+	case *promptApprover:
+		p.view = view
+	case *unattended:
 		p.view = view
 	}
 	view.start()
 	run, err := cl.Run(ctx, sub, event.Tee(rec, view), approver)
-	view.stop()
 	if err != nil {
+		view.stop()
 		return 0, err
 	}
+	view.finish(run)
 	if f.json {
 		enc := json.NewEncoder(stdio.Out)
 		enc.SetIndent("", "  ")
@@ -174,7 +186,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		fmt.Fprintln(stdio.Out, run.Output)
 	}
 	if run.Status != event.Succeeded {
-		fmt.Fprintf(stdio.Err, "formica: run %s: %s\n", run.Status, run.Error)
+		fmt.Fprintf(stdio.Err, "formica: run %s: %s\n", run.Status, printable(oneLine(run.Error, 2000)))
 		return ExitFailed, nil
 	}
 	return ExitOK, nil
@@ -191,7 +203,7 @@ func defaultModel(a *spec.Agent, ref string) {
 // connect reaches the cluster named by --nats or, without it, starts an
 // embedded one in this process: NATS, a coordinator and a local worker with
 // room for the root and every helper the limits allow.
-func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, natstransport.Offloader, func(), error) {
+func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *store.Store, func(), error) {
 	if len(f.nats.URLs) > 0 {
 		if f.mcpConfig != "" {
 			return nil, nil, nil, usagef("--mcp-config configures the embedded run's worker; with --nats, give it to the workers")
@@ -312,9 +324,7 @@ func approverFor(mode string, stdio Stdio) (tools.Approver, error) {
 		if isTerminal(stdio.In) && isTerminal(stdio.Err) {
 			return newPromptApprover(stdio.In, stdio.Err), nil
 		}
-		return tools.ApproverFunc(func(context.Context, tools.ApprovalRequest) (tools.Approval, error) {
-			return tools.Approval{Reason: "no terminal to ask on; use --approve allow to allow"}, nil
-		}), nil
+		return &unattended{w: stdio.Err}, nil
 	}
 	return nil, usagef("--approve must be ask, allow or deny, not %q", mode)
 }
@@ -325,6 +335,38 @@ func interrupted(s os.Signal) error {
 		return errors.New("interrupted (Ctrl-C)")
 	}
 	return fmt.Errorf("stopped by %v", s)
+}
+
+// unattended answers `ask` calls when there is no terminal to ask on: it
+// denies them, and says so on stderr, one line per call.
+type unattended struct {
+	w    io.Writer
+	view *treeView
+}
+
+func (u *unattended) Approve(_ context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+	line := fmt.Sprintf("formica: approval needed for %s: denied (no terminal; use --approve allow|deny)", printable(req.Tool))
+	if u.view != nil {
+		u.view.notice(line)
+	} else {
+		fmt.Fprintln(u.w, line)
+	}
+	return tools.Approval{Reason: "no terminal to ask on; use --approve allow to allow"}, nil
+}
+
+// noWorkerNotice says, in one line, when the cluster has no worker: the
+// run then waits for one instead of starting.
+func noWorkerNotice(ctx context.Context, nc *nats.Conn, st *store.Store, w io.Writer) {
+	svc, err := service.New(service.Config{Conn: nc, Store: st})
+	if err != nil {
+		return
+	}
+	defer svc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if ws, err := svc.Workers(ctx); err == nil && len(ws) == 0 {
+		fmt.Fprintln(w, "formica: no worker is registered: the run waits for one (start one with: worker --nats URL)")
+	}
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM (the run then ends

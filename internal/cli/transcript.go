@@ -149,14 +149,3 @@ func section(w io.Writer, head, body string) {
 		fmt.Fprintln(w, printable(body))
 	}
 }
-
-// printable keeps model and tool text from driving the terminal: control
-// characters other than newline and tab are shown escaped.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' || (r >= 0x20 && r != 0x7f && !(r >= 0x80 && r < 0xa0)) {
-			return r
-		}
-		return '?'
-	}, s)
-}

@@ -3,35 +3,52 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/term"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
 )
 
-// maxTreeLines bounds a terminal redraw; wide fan-outs are summarised.
-const maxTreeLines = 40
+// tickEvery is how often a terminal tree is drawn again: elapsed times of
+// running threads move between events.
+const tickEvery = 200 * time.Millisecond
 
-// treeView shows a run's threads on stderr. On a terminal it redraws the whole
-// tree in place; elsewhere (logs, CI) it prints one line as each thread starts
-// and ends, indented by depth.
+// treeView shows a run's threads on stderr. On a terminal it redraws the tree
+// in place (rows cut to the terminal's width, the frame to its height), then
+// replaces the live frame with the whole tree and a totals line; elsewhere
+// (logs, CI, --no-tty) it prints one line as each thread starts, waits and
+// ends, indented by depth, and the totals line at the end.
+//
+// Token numbers follow one convention everywhere: a thread's row shows its
+// own model calls, the totals line the whole run's.
 type treeView struct {
-	w   io.Writer
-	tty bool
-	rec *record.Recorder
+	w     io.Writer
+	tty   bool
+	color bool
+	fd    int // of w, for its size; -1 if unknown
+	rec   *record.Recorder
 
-	mu     sync.Mutex // guards the writer: redraws and approval prompts
+	mu     sync.Mutex // guards the writer: redraws, notices and approval prompts
 	drawn  int        // lines of the last redraw, to move back over
-	dirty  bool
 	stopCh chan struct{}
 	done   chan struct{}
 	t0     time.Time
 }
 
+// newTreeView draws on w, as a live terminal tree when tty.
 func newTreeView(w io.Writer, tty bool) *treeView {
-	return &treeView{w: w, tty: tty, stopCh: make(chan struct{}), done: make(chan struct{}), t0: time.Now()}
+	fd := -1
+	if f, ok := w.(*os.File); ok {
+		fd = int(f.Fd())
+	}
+	return &treeView{w: w, tty: tty, color: tty && os.Getenv("NO_COLOR") == "", fd: fd,
+		stopCh: make(chan struct{}), done: make(chan struct{}), t0: time.Now()}
 }
 
 // Emit prints live lines when not on a terminal.
@@ -41,22 +58,25 @@ func (v *treeView) Emit(e event.Event) {
 	}
 	var line string
 	indent := strings.Repeat("  ", e.Depth)
+	name := printable(e.Name)
 	switch e.Type {
 	case event.ThreadStarted:
-		line = fmt.Sprintf("%s▸ %s (depth %d) started", indent, e.Name, e.Depth)
+		line = fmt.Sprintf("%s▸ %s (depth %d) started", indent, name, e.Depth)
 		if e.Worker != "" {
-			line += " on " + e.Worker
+			line += " on " + printable(e.Worker)
 		}
+	case event.ThreadWaiting:
+		line = fmt.Sprintf("%s· %s (depth %d) %s", indent, name, e.Depth, printable(e.Reason))
 	case event.ThreadFinished:
-		line = fmt.Sprintf("%s%s %s (depth %d) %s in %s, %s tokens", indent, mark(e.Status), e.Name, e.Depth, e.Status,
+		line = fmt.Sprintf("%s%s %s (depth %d) %s in %s, %s tokens (own)", indent, mark(e.Status), name, e.Depth, e.Status,
 			fmtDur(time.Duration(e.Latency)), fmtTokens(e.Usage.InputTokens+e.Usage.OutputTokens))
 		if e.Reason != "" {
-			line += ": " + e.Reason
+			line += ": " + printable(oneLine(e.Reason, 200))
 		}
 	case event.ThreadRefused:
-		line = fmt.Sprintf("%s✗ %s (depth %d) refused: %s limit", indent, e.Name, e.Depth, e.Reason)
+		line = fmt.Sprintf("%s✗ %s (depth %d) refused: %s limit", indent, name, e.Depth, printable(e.Reason))
 	case event.ThreadHandoff:
-		line = fmt.Sprintf("%s⇢ %s handoff %s", indent, e.Name, e.Reason)
+		line = fmt.Sprintf("%s⇢ %s handoff %s", indent, name, printable(e.Reason))
 	default:
 		return
 	}
@@ -65,11 +85,8 @@ func (v *treeView) Emit(e event.Event) {
 	v.mu.Unlock()
 }
 
-func (v *treeView) changed() {
-	v.mu.Lock()
-	v.dirty = true
-	v.mu.Unlock()
-}
+// changed is the recorder's hook; the ticker redraws anyway.
+func (v *treeView) changed() {}
 
 func (v *treeView) start() {
 	if !v.tty {
@@ -78,21 +95,53 @@ func (v *treeView) start() {
 	}
 	go func() {
 		defer close(v.done)
-		tick := time.NewTicker(100 * time.Millisecond)
+		tick := time.NewTicker(tickEvery)
 		defer tick.Stop()
+		v.redraw()
 		for {
 			select {
 			case <-v.stopCh:
-				v.redraw(true)
 				return
 			case <-tick.C:
-				v.redraw(false)
+				v.redraw()
 			}
 		}
 	}()
 }
 
+// finish stops the live view and shows the run as it ended: on a terminal
+// the whole tree (every thread, not cut to the screen's height) in place of
+// the live frame, then the totals line; elsewhere the totals line. final is
+// the run's record; its threads and numbers win over what the events showed.
+func (v *treeView) finish(final record.Run) {
+	v.halt()
+	run := v.merge(final)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := time.Now()
+	if v.tty {
+		v.eraseLocked()
+		width := v.width()
+		for _, l := range treeLines(run, now) {
+			fmt.Fprintln(v.w, v.paint(cut(l, width)))
+		}
+		for _, l := range totals(run, now.Sub(v.t0), width) {
+			fmt.Fprintln(v.w, cut(l, width))
+		}
+		return
+	}
+	fmt.Fprintln(v.w, totalsLine(run, now.Sub(v.t0)))
+}
+
+// stop ends the live view without a final frame (the run never started).
 func (v *treeView) stop() {
+	v.halt()
+	v.mu.Lock()
+	v.eraseLocked()
+	v.mu.Unlock()
+}
+
+func (v *treeView) halt() {
 	select {
 	case <-v.stopCh:
 	default:
@@ -101,69 +150,214 @@ func (v *treeView) stop() {
 	<-v.done
 }
 
-func (v *treeView) redraw(force bool) {
+// merge is the final record with its threads in the order the live
+// recorder knows (siblings in call order), any thread only one of them
+// has kept.
+func (v *treeView) merge(final record.Run) record.Run {
+	if v.rec == nil {
+		return final
+	}
+	live := v.rec.Snapshot()
+	if len(final.Threads) == 0 {
+		if final.RunID == "" {
+			return live
+		}
+		final.Threads = live.Threads
+		return final
+	}
+	byID := make(map[string]record.Thread, len(final.Threads))
+	for _, t := range final.Threads {
+		byID[t.ID] = t
+	}
+	ordered := make([]record.Thread, 0, len(final.Threads))
+	for _, t := range live.Threads {
+		if ft, ok := byID[t.ID]; ok {
+			ordered = append(ordered, ft)
+			delete(byID, t.ID)
+		}
+	}
+	for _, t := range final.Threads {
+		if _, left := byID[t.ID]; left {
+			ordered = append(ordered, t)
+		}
+	}
+	final.Threads = record.TreeOrder(ordered)
+	return final
+}
+
+// notice prints one line above the live tree (or among the log lines).
+func (v *treeView) notice(line string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if !v.dirty && !force {
-		return
+	v.eraseLocked()
+	if v.tty {
+		line = cut(line, v.width())
 	}
-	v.dirty = false
-	lines := treeLines(v.rec.Snapshot(), time.Now())
+	fmt.Fprintln(v.w, line)
+}
+
+// redraw paints the live frame: as many rows as fit the terminal's height,
+// each cut to its width, then the totals line.
+func (v *treeView) redraw() {
+	run := v.rec.Snapshot()
+	now := time.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	width, height := v.size()
+	lines := treeLines(run, now)
+	sum := totals(run, now.Sub(v.t0), width)
+	room := max(height-1-len(sum), 1) // and one spare line, so the frame never scrolls
+	if len(lines) > room {
+		hidden := len(lines) - (room - 1)
+		lines = append(lines[:room-1:room-1], fmt.Sprintf("… %d more threads", hidden))
+	}
+	lines = append(lines, sum...)
 	var b strings.Builder
 	if v.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)
 	}
 	for _, l := range lines {
-		b.WriteString("\x1b[2K")
-		b.WriteString(l)
+		b.WriteString("\r\x1b[2K")
+		b.WriteString(v.paint(cut(l, width)))
 		b.WriteByte('\n')
 	}
-	for i := len(lines); i < v.drawn; i++ {
-		b.WriteString("\x1b[2K\n")
-	}
-	if extra := v.drawn - len(lines); extra > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", extra)
-	}
+	b.WriteString("\x1b[J") // whatever a longer last frame left below
 	io.WriteString(v.w, b.String())
 	v.drawn = len(lines)
 }
 
-// clear erases the drawn tree so a prompt can use the terminal; the next
-// redraw paints it again below the prompt.
-func (v *treeView) clearLocked() {
+// eraseLocked removes the live frame so a prompt, a notice or the final
+// tree takes its place; the next redraw paints it again below.
+func (v *treeView) eraseLocked() {
 	if v.tty && v.drawn > 0 {
-		fmt.Fprintf(v.w, "\x1b[%dA\x1b[J", v.drawn)
+		fmt.Fprintf(v.w, "\x1b[%dA\r\x1b[J", v.drawn)
 		v.drawn = 0
-		v.dirty = true
 	}
 }
 
-// treeLines renders one line per thread: name, depth, status, time, tokens.
-func treeLines(run record.Run, now time.Time) []string {
-	var lines []string
-	for i, t := range run.Threads {
-		if i == maxTreeLines-1 && len(run.Threads) > maxTreeLines {
-			lines = append(lines, fmt.Sprintf("… %d more threads", len(run.Threads)-i))
-			break
+// clearLocked is eraseLocked, for the approval prompt.
+func (v *treeView) clearLocked() { v.eraseLocked() }
+
+// size is the terminal's width and height, or 80×24 when unknown.
+func (v *treeView) size() (int, int) {
+	if v.fd >= 0 {
+		if w, h, err := term.GetSize(v.fd); err == nil && w > 0 && h > 0 {
+			return w, h
 		}
+	}
+	return 80, 24
+}
+
+func (v *treeView) width() int { w, _ := v.size(); return w }
+
+// paint colours a row's status mark, unless NO_COLOR or not a terminal.
+func (v *treeView) paint(l string) string {
+	if !v.color {
+		return l
+	}
+	for m, c := range map[string]string{"✓": "32", "✗": "31", "⊘": "33"} {
+		if i := strings.Index(l, m); i >= 0 && strings.TrimLeft(l[:i], " ") == "" {
+			return l[:i] + "\x1b[" + c + "m" + m + "\x1b[0m" + l[i+len(m):]
+		}
+	}
+	return l
+}
+
+// cut shortens l to fit width columns (one column kept free, so a full row
+// never wraps): rows are truncated, never wrapped.
+func cut(l string, width int) string {
+	limit := max(width-1, 1)
+	n := 0
+	for i := range l {
+		if n == limit {
+			return l[:prevRune(l, i)] + "…"
+		}
+		n++
+	}
+	return l
+}
+
+// prevRune is the start of the rune before byte offset i.
+func prevRune(s string, i int) int {
+	for j := i - 1; j > 0; j-- {
+		if s[j]&0xC0 != 0x80 {
+			return j
+		}
+	}
+	return 0
+}
+
+// treeLines renders one line per thread: name, depth, status, time, and the
+// thread's own tokens.
+func treeLines(run record.Run, now time.Time) []string {
+	lines := make([]string, 0, len(run.Threads))
+	for _, t := range run.Threads {
 		elapsed := time.Duration(0)
 		switch {
-		case !t.FinishedAt.IsZero():
+		case !t.FinishedAt.IsZero() && !t.StartedAt.IsZero():
 			elapsed = t.FinishedAt.Sub(t.StartedAt)
 		case !t.StartedAt.IsZero():
 			elapsed = now.Sub(t.StartedAt)
 		}
-		line := fmt.Sprintf("%s%s %s  depth %d  %s  %s  %s tok", strings.Repeat("  ", t.Depth), mark(t.Status), t.Name,
-			t.Depth, t.Status, fmtDur(elapsed), fmtTokens(t.Usage.InputTokens+t.Usage.OutputTokens))
+		status := string(t.Status)
+		if t.Status == event.Waiting && t.Waiting != "" {
+			status = t.Waiting
+		}
+		line := fmt.Sprintf("%s%s %s  depth %d  %s  %s  %s tok", strings.Repeat("  ", t.Depth), mark(t.Status), printable(t.Name),
+			t.Depth, printable(status), fmtDur(elapsed), fmtTokens(t.Usage.InputTokens+t.Usage.OutputTokens))
 		if t.Worker != "" {
-			line += "  @" + t.Worker
+			line += "  @" + printable(t.Worker)
 		}
 		lines = append(lines, line)
 	}
-	if r := run.Refusals; r.Depth+r.Threads > 0 {
-		lines = append(lines, fmt.Sprintf("refused spawns: %d at the depth limit, %d at the thread limit", r.Depth, r.Threads))
-	}
 	return lines
+}
+
+// totals is the totals line, in two when the terminal is too narrow for
+// one (cut, it would lose the numbers).
+func totals(run record.Run, elapsed time.Duration, width int) []string {
+	counts, rest, _ := strings.Cut(totalsLine(run, elapsed), " · ")
+	if utf8.RuneCountInString(counts)+3+utf8.RuneCountInString(rest) < width {
+		return []string{counts + " · " + rest}
+	}
+	return []string{counts, rest}
+}
+
+// totalsLine sums up a run: threads by state, spawns refused, the whole
+// run's tokens, and its time.
+func totalsLine(run record.Run, elapsed time.Duration) string {
+	var done, running, failed, waiting int
+	var in, out int64
+	for _, t := range run.Threads {
+		switch {
+		case t.Status == event.Succeeded:
+			done++
+		case t.Status == event.Failed || t.Status == event.Cancelled:
+			failed++
+		case t.Status == event.Waiting:
+			waiting++
+		default:
+			running++
+		}
+		in += t.Usage.InputTokens
+		out += t.Usage.OutputTokens
+	}
+	if u := run.Usage; u.InputTokens+u.OutputTokens > 0 {
+		in, out = u.InputTokens, u.OutputTokens // the run's own count, when it has one
+	}
+	if !run.StartedAt.IsZero() && !run.FinishedAt.IsZero() {
+		elapsed = run.FinishedAt.Sub(run.StartedAt)
+	}
+	refused := run.Refusals.Depth + run.Refusals.Threads
+	s := fmt.Sprintf("threads: %d done, %d running, %d failed, %d refused", done, running, failed, refused)
+	if waiting > 0 {
+		s += fmt.Sprintf(", %d waiting for a worker", waiting)
+	}
+	s += fmt.Sprintf(" · run total %s in, %s out tokens · %s", fmtTokens(in), fmtTokens(out), fmtDur(elapsed))
+	if refused > 0 {
+		s += fmt.Sprintf(" · refused: %d at the depth limit, %d at the thread limit", run.Refusals.Depth, run.Refusals.Threads)
+	}
+	return s
 }
 
 func mark(s event.Status) string {
@@ -187,9 +381,6 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.1fs", d.Seconds())
 }
 
-func fmtTokens(n int64) string {
-	if n >= 10000 {
-		return fmt.Sprintf("%.1fk", float64(n)/1000)
-	}
-	return fmt.Sprint(n)
-}
+// fmtTokens is the exact count, so the tree, get, watch, the record and
+// the API show the same numbers.
+func fmtTokens(n int64) string { return fmt.Sprint(n) }

@@ -37,7 +37,8 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 			return runner.Cancelled(t.ctx), false
 		}
 		waitFrom := time.Now()
-		wid, err := c.registry.placeFor(t.ctx, c.cfg.PlacementTimeout, t.thread.Agent.Harness.MCP)
+		wid, err := c.registry.placeNotify(t.ctx, c.cfg.PlacementTimeout, t.thread.Agent.Harness.MCP,
+			func(workers int) { c.waiting(r, t, workers) })
 		c.cfg.Metrics.PlacementWaited(time.Since(waitFrom))
 		if err != nil {
 			if t.ctx.Err() != nil {
@@ -105,6 +106,17 @@ func (c *Coordinator) replaced(t *threadRec, wid, reason string) {
 	e := threadEvent(event.ThreadReplaced, t.thread)
 	e.Worker, e.Reason = wid, reason
 	c.publish(e)
+}
+
+// waiting tells the run's watchers that t waits for a worker slot, and
+// whether any worker is registered at all.
+func (c *Coordinator) waiting(r *run, t *threadRec, workers int) {
+	e := threadEvent(event.ThreadWaiting, t.thread)
+	e.Reason = event.WaitingForWorker
+	if workers == 0 {
+		e.Reason += " (none is registered)"
+	}
+	c.emit(r, e)
 }
 
 // execOn runs one placement of t on worker wid. Its goroutine waits here for

@@ -11,7 +11,9 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
+	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -33,11 +35,41 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 	c.cfg.Metrics.RunSubmitted()
 	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
 	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{}))
+	stored := c.recordDirect(sub)
 	rec := c.execute(rn, sub, false)
+	if stored {
+		c.finishDirect(rec)
+	}
 	// Progress goes on while the reply is sent: a record over the NATS max
 	// payload is uploaded first, which may outlast the submitter's patience.
 	r.Reply(wire.Message(wire.TypeRunResult, wire.RunResult{Record: rec}))
 	c.alive.remove(ping)
+}
+
+// recordDirect stores the record of a run submitted straight to this
+// coordinator (`formica run --nats`), as it does for queued runs, so get,
+// runs, watch and the API see it: running, one attempt, never requeued. It
+// reports whether the record was created.
+func (c *Coordinator) recordDirect(sub wire.RunSubmit) bool {
+	if c.cfg.Store == nil {
+		return false
+	}
+	rec := store.SubmittedRecord(sub, c.cfg.Now())
+	rec.Status, rec.Attempts, rec.StartedAt, rec.Coordinator = event.Running, 1, rec.CreatedAt, c.cfg.ID
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.cfg.Store.CreateRecord(ctx, rec); err != nil {
+		c.cfg.Logger.Warn("record run", "run", sub.RunID, "err", err)
+		return false
+	}
+	return true
+}
+
+// finishDirect stores a direct run's final record.
+func (c *Coordinator) finishDirect(rec record.Run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.finishRecord(ctx, rec.RunID, c.final(rec))
 }
 
 // handleSpawn admits, places and waits for one helper, then answers its parent.
@@ -101,7 +133,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		var refusal *limits.Refusal
 		errors.As(err, &refusal)
 		e := threadEvent(event.ThreadRefused, th)
-		e.ThreadID, e.Reason = "", string(refusal.Reason)
+		e.ThreadID, e.Reason, e.CallID = "", string(refusal.Reason), eventCallID(req.CallID)
 		c.emit(rn, e)
 		c.cfg.Metrics.SpawnRefused(string(refusal.Reason))
 		c.journalSpawn(journal.KindRefusal, th, req.CallID, string(refusal.Reason))
@@ -113,7 +145,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		slot.Release()
 		kind := err.(*limits.Exhausted).Kind
 		e := threadEvent(event.ThreadRefused, th)
-		e.ThreadID, e.Reason = "", string(limits.ReasonBudget)
+		e.ThreadID, e.Reason, e.CallID = "", string(limits.ReasonBudget), eventCallID(req.CallID)
 		c.emit(rn, e)
 		c.cfg.Metrics.SpawnRefused(string(limits.ReasonBudget))
 		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: limits.ReasonBudget, Budget: kind}))
@@ -124,11 +156,20 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	t := rn.add(th, parent, node.Child(th.Agent.Helper.Budget))
 	t.admitted = in
 	c.cfg.Metrics.SpawnAdmitted()
-	c.emit(rn, threadEvent(event.ThreadSpawned, th))
+	spawned := threadEvent(event.ThreadSpawned, th)
+	spawned.CallID = eventCallID(req.CallID) // the parent's call: siblings show in call order
+	c.emit(rn, spawned)
 	c.journalSpawn(journal.KindSpawn, th, req.CallID, "")
 	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
 	return &admittedSpawn{rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress)}
+}
+
+// eventCallID is the model's id of the call a spawn request names, as the
+// parent's tool.call event has it (the request adds the turn).
+func eventCallID(callKey string) string {
+	_, id := journal.ParseCallKey(callKey)
+	return id
 }
 
 // journalSpawn journals a spawn or refusal of helper th on its parent's
@@ -175,7 +216,9 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, c
 	if rn.chargeReused(th.ID, parent.lease.Node(), res.Usage) {
 		c.cfg.Metrics.ThreadReused()
 	}
-	c.emit(rn, threadEvent(event.ThreadSpawned, th))
+	spawned := threadEvent(event.ThreadSpawned, th)
+	spawned.CallID = eventCallID(callKey)
+	c.emit(rn, spawned)
 	c.journalSpawn(journal.KindSpawn, th, callKey, "")
 	e := threadEvent(event.ThreadFinished, th)
 	e.Status, e.Usage, e.Reason = res.Status, res.Own, "reused from the journal"

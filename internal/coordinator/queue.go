@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // consume takes submissions from the durable queue, one per run slot, for as
@@ -35,9 +39,6 @@ func (c *Coordinator) consume(ctx context.Context) {
 func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	st := c.cfg.Store
 	sub := s.Sub
-	if sub.Cwd == "" {
-		sub.Cwd = c.cfg.Cwd
-	}
 	if sub.Timeout == 0 {
 		sub.Timeout = c.cfg.RunTimeout
 	}
@@ -68,7 +69,11 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.endQueued(ctx, s, event.Failed, fmt.Sprintf("gave up after %d deliveries: the run's coordinator stopped before it finished, each time", s.Delivered()))
 		return
 	}
-	rn, err := c.open(&sub)
+	err = c.placeCwd(&sub)
+	var rn *run
+	if err == nil {
+		rn, err = c.open(&sub)
+	}
 	if err != nil {
 		c.cfg.Logger.Warn("refused queued run", "run", sub.RunID, "err", err)
 		if c.state.Load() != 1 {
@@ -115,15 +120,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		s.Nak(context.WithoutCancel(ctx), 0)
 		return
 	}
-	c.finishRecord(context.WithoutCancel(ctx), sub.RunID, func(r *record.Run) {
-		keep := *r
-		*r = rec
-		r.Task, r.Spec, r.Agents, r.Model = keep.Task, keep.Spec, keep.Agents, keep.Model
-		r.MaxDepth, r.MaxThreads = keep.MaxDepth, keep.MaxThreads
-		r.Cwd, r.Resumes = keep.Cwd, keep.Resumes
-		r.SubmittedBudget, r.Timeout = keep.SubmittedBudget, keep.Timeout
-		r.Attempts, r.CreatedAt, r.StartedAt, r.FinishedAt = keep.Attempts, keep.CreatedAt, keep.StartedAt, c.cfg.Now()
-	})
+	c.finishRecord(context.WithoutCancel(ctx), sub.RunID, c.final(rec))
 	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {
 		c.cfg.Logger.Warn("ack run", "run", sub.RunID, "err", err)
 	}
@@ -186,4 +183,48 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// final is the update that stores a finished run's record over its
+// stored one, keeping what was submitted and when.
+func (c *Coordinator) final(rec record.Run) func(*record.Run) {
+	return func(r *record.Run) {
+		keep := *r
+		*r = rec
+		r.Task, r.Spec, r.Agents, r.Model = keep.Task, keep.Spec, keep.Agents, keep.Model
+		r.MaxDepth, r.MaxThreads = keep.MaxDepth, keep.MaxThreads
+		r.Cwd, r.Resumes = keep.Cwd, keep.Resumes
+		r.SubmittedBudget, r.Timeout = keep.SubmittedBudget, keep.Timeout
+		r.Attempts, r.CreatedAt, r.StartedAt, r.FinishedAt = keep.Attempts, keep.CreatedAt, keep.StartedAt, c.cfg.Now()
+	}
+}
+
+// placeCwd sets where a queued run's tools act: the root agent's
+// harness.cwd, relative to the coordinator's --cwd (or to the directory
+// the submission names, itself inside --cwd), and never outside --cwd.
+func (c *Coordinator) placeCwd(sub *wire.RunSubmit) error {
+	root, err := filepath.Abs(c.cfg.Cwd)
+	if err != nil {
+		return fmt.Errorf("coordinator --cwd %q: %w", c.cfg.Cwd, err)
+	}
+	base := root
+	if sub.Cwd != "" {
+		base = sub.Cwd
+	}
+	dir, err := runner.ResolveCwd(base, sub.Agent.Harness.Cwd)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("harness.cwd %q is outside the coordinator's --cwd %s", sub.Agent.Harness.Cwd, root)
+	}
+	// Through symlinks too, where the directory exists already.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		realRoot, rerr := filepath.EvalSymlinks(root)
+		if rel, err := filepath.Rel(realRoot, real); rerr == nil && (err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))) {
+			return fmt.Errorf("harness.cwd %q leads outside the coordinator's --cwd %s", sub.Agent.Harness.Cwd, root)
+		}
+	}
+	sub.Cwd = dir
+	return nil
 }

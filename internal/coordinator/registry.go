@@ -179,11 +179,18 @@ func less(a, b *workerState) bool {
 // place reserves a slot on a worker, waiting in line up to timeout when there
 // is no room anywhere.
 func (g *registry) place(ctx context.Context, timeout time.Duration) (string, error) {
-	return g.placeFor(ctx, timeout, nil)
+	return g.placeNotify(ctx, timeout, nil, nil)
 }
 
 // placeFor is place for a thread that names the MCP servers need.
 func (g *registry) placeFor(ctx context.Context, timeout time.Duration, need []string) (string, error) {
+	return g.placeNotify(ctx, timeout, need, nil)
+}
+
+// placeNotify is placeFor that calls waiting, if not nil, once it has to
+// wait in the queue (no worker has a free slot, or none is registered), so
+// the wait can be shown.
+func (g *registry) placeNotify(ctx context.Context, timeout time.Duration, need []string, waiting func(workers int)) (string, error) {
 	g.mu.Lock()
 	if g.waiters.Len() == 0 {
 		if w := g.pickLocked(need); w != nil {
@@ -197,7 +204,11 @@ func (g *registry) placeFor(ctx context.Context, timeout time.Duration, need []s
 	wt := &waiter{ch: make(chan string, 1), need: need}
 	el := g.waiters.PushBack(wt)
 	g.dispatchLocked() // waiters ahead may all be for busy MCP workers
+	workers, served := len(g.workers), len(wt.ch) > 0
 	g.mu.Unlock()
+	if waiting != nil && !served {
+		waiting(workers)
+	}
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

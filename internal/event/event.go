@@ -19,6 +19,7 @@ const (
 	RunFinished       Type = "run.finished"
 	ThreadSpawned     Type = "thread.spawned"
 	ThreadRefused     Type = "thread.refused"
+	ThreadWaiting     Type = "thread.waiting" // no worker slot free yet; Reason says so
 	ThreadStarted     Type = "thread.started"
 	ThreadFinished    Type = "thread.finished"
 	ThreadHandoff     Type = "thread.handoff"
@@ -73,6 +74,12 @@ type Event struct {
 	// Decision is allow or deny (approval.resolved).
 	Decision string `json:"decision,omitempty" msgpack:"decision,omitempty"`
 }
+
+// Waiting is the status of a thread whose placement waits for a worker slot.
+const Waiting Status = "waiting"
+
+// WaitingForWorker starts the Reason of thread.waiting.
+const WaitingForWorker = "waiting for a worker"
 
 // Final reports whether s ends a thread or run.
 func (s Status) Final() bool { return s == Succeeded || s == Failed || s == Cancelled }

@@ -74,6 +74,9 @@ type Thread struct {
 	Worker   string       `json:"worker,omitempty"`
 	// Error says why the thread failed or was cancelled.
 	Error string `json:"error,omitempty"`
+	// Waiting says why a thread with status waiting has not started
+	// ("waiting for a worker").
+	Waiting string `json:"waiting,omitempty"`
 	// Usage is the thread's own model calls, not its helpers'.
 	Usage model.Usage `json:"usage"`
 	// Reused says the thread had finished in an earlier execution of the
@@ -99,12 +102,17 @@ type Recorder struct {
 	threads map[string]*Thread
 	order   []string // thread ids in order of first sight
 	changed func()
+	// Call order, so siblings show in the order their parent asked for
+	// them however their spawns raced: the position of each agent tool
+	// call ("parent/call id"), and the call that spawned each helper.
+	calls   map[string]int
+	spawnOf map[string]string
 }
 
 // NewRecorder returns a recorder. changed, if not nil, is called (outside the
 // lock) after each event that alters the record.
 func NewRecorder(changed func()) *Recorder {
-	return &Recorder{threads: map[string]*Thread{}, changed: changed}
+	return &Recorder{threads: map[string]*Thread{}, changed: changed, calls: map[string]int{}, spawnOf: map[string]string{}}
 }
 
 // Emit folds one event into the record.
@@ -135,18 +143,33 @@ func (r *Recorder) apply(e event.Event) bool {
 		default:
 			r.run.Refusals.Threads++
 		}
+	case event.ToolCall:
+		if e.Tool != agentTool || e.CallID == "" {
+			return false
+		}
+		if _, seen := r.calls[e.ThreadID+"/"+e.CallID]; !seen {
+			r.calls[e.ThreadID+"/"+e.CallID] = len(r.calls)
+		}
 	case event.ThreadSpawned:
 		r.thread(e)
+		if e.CallID != "" {
+			r.spawnOf[e.ThreadID] = e.ParentID + "/" + e.CallID
+		}
+	case event.ThreadWaiting:
+		t := r.thread(e)
+		if !t.Status.Final() {
+			t.Status, t.Waiting = event.Waiting, e.Reason
+		}
 	case event.ThreadStarted:
 		t := r.thread(e)
-		t.Status = event.Running
+		t.Status, t.Waiting = event.Running, ""
 		t.StartedAt = e.Time
 		if e.Worker != "" {
 			t.Worker = e.Worker
 		}
 	case event.ThreadFinished:
 		t := r.thread(e)
-		t.Status, t.Error, t.FinishedAt = e.Status, e.Reason, e.Time
+		t.Status, t.Error, t.FinishedAt, t.Waiting = e.Status, e.Reason, e.Time, ""
 	case event.ModelCall:
 		t := r.thread(e)
 		t.Usage = t.Usage.Add(e.Usage)
@@ -191,33 +214,69 @@ func (r *Recorder) SetResult(status event.Status, output, errText string, usage 
 	r.mu.Unlock()
 }
 
+// agentTool is the tool whose calls spawn helpers (tools.AgentToolName).
+const agentTool = "agent"
+
 // Snapshot returns a copy of the record, threads root first, then in tree
-// order (each thread followed by its helpers, in the order they were seen).
+// order: each thread followed by its helpers, in the order the parent
+// called for them when the record saw those calls, else as they were seen.
 func (r *Recorder) Snapshot() Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.run
-	out.Threads = make([]Thread, 0, len(r.order))
-	children := map[string][]string{}
-	var roots []string
+	order := make([]Thread, 0, len(r.order))
 	for _, id := range r.order {
-		t := r.threads[id]
-		if _, ok := r.threads[t.ParentID]; t.ParentID == "" || !ok {
-			roots = append(roots, id)
+		order = append(order, *r.threads[id])
+	}
+	pos := func(t Thread) (int, bool) {
+		n, ok := r.calls[r.spawnOf[t.ID]]
+		return n, ok
+	}
+	// Helpers whose call was seen come first, in call order; the rest
+	// follow as they were seen.
+	out.Threads = treeOrder(order, func(a, b Thread) bool {
+		pa, oka := pos(a)
+		pb, okb := pos(b)
+		return oka && (!okb || pa < pb)
+	})
+	return out
+}
+
+// TreeOrder returns threads in tree order — roots (shallowest first), each
+// followed by its helpers — keeping the given order among siblings.
+func TreeOrder(threads []Thread) []Thread { return treeOrder(threads, nil) }
+
+// treeOrder is TreeOrder with siblings sorted by less (stable), if not nil.
+func treeOrder(threads []Thread, less func(a, b Thread) bool) []Thread {
+	byID := make(map[string]int, len(threads))
+	for i, t := range threads {
+		byID[t.ID] = i
+	}
+	children := map[string][]int{}
+	var roots []int
+	for i, t := range threads {
+		if _, ok := byID[t.ParentID]; t.ParentID == "" || !ok {
+			roots = append(roots, i)
 		} else {
-			children[t.ParentID] = append(children[t.ParentID], id)
+			children[t.ParentID] = append(children[t.ParentID], i)
 		}
 	}
-	sort.SliceStable(roots, func(i, j int) bool { return r.threads[roots[i]].Depth < r.threads[roots[j]].Depth })
-	var walk func(id string)
-	walk = func(id string) {
-		out.Threads = append(out.Threads, *r.threads[id])
-		for _, c := range children[id] {
+	sort.SliceStable(roots, func(i, j int) bool { return threads[roots[i]].Depth < threads[roots[j]].Depth })
+	if less != nil {
+		for _, kids := range children {
+			sort.SliceStable(kids, func(i, j int) bool { return less(threads[kids[i]], threads[kids[j]]) })
+		}
+	}
+	out := make([]Thread, 0, len(threads))
+	var walk func(i int)
+	walk = func(i int) {
+		out = append(out, threads[i])
+		for _, c := range children[threads[i].ID] {
 			walk(c)
 		}
 	}
-	for _, id := range roots {
-		walk(id)
+	for _, i := range roots {
+		walk(i)
 	}
 	return out
 }

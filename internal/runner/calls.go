@@ -52,10 +52,25 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 		}
 		return outputs, target
 	}
+	// Journaled results are taken first; the calls left are announced in
+	// order before any runs, so watchers know the order the model asked for
+	// them in (siblings show in call order).
+	run := make([]bool, len(calls))
+	for i, c := range calls {
+		if !pending(i) {
+			continue
+		}
+		if out, ok := st.journaledResult(turn, c); ok {
+			outputs[i] = out
+			continue
+		}
+		run[i] = true
+		st.announce(c)
+	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		if pending(i) {
-			wg.Go(func() { outputs[i] = st.call(ctx, turn, c) })
+		if run[i] {
+			wg.Go(func() { outputs[i] = st.perform(ctx, turn, c) })
 		}
 	}
 	wg.Wait()
@@ -68,17 +83,37 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 // answers (unless the thread is being cancelled: that answer is an artefact
 // of the cancel, to be redone).
 func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) string {
-	if st.replaying(turn) {
-		if e, ok := st.replay.ToolResult(turn, c.ID); ok {
-			st.addHelper(e.Usage)
-			return e.Result
-		}
-		st.diverge(turn)
+	if out, ok := st.journaledResult(turn, c); ok {
+		return out
 	}
+	st.announce(c)
+	return st.perform(ctx, turn, c)
+}
+
+// journaledResult returns the journaled result of call c of turn while the thread
+// replays that turn. A call that had not answered is done again, and the
+// journal's later turns no longer apply.
+func (st *threadState) journaledResult(turn int, c model.ToolCall) (string, bool) {
+	if !st.replaying(turn) {
+		return "", false
+	}
+	if e, ok := st.replay.ToolResult(turn, c.ID); ok {
+		st.addHelper(e.Usage)
+		return e.Result, true
+	}
+	st.diverge(turn)
+	return "", false
+}
+
+// announce emits a call's tool.call event.
+func (st *threadState) announce(c model.ToolCall) {
 	e := st.th.event(event.ToolCall)
 	e.Tool, e.CallID, e.Arguments = c.Name, c.ID, c.Arguments
 	st.r.emit(e)
+}
 
+// perform executes an announced call, journals it and emits its tool.result.
+func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) string {
 	start := st.r.cfg.Now()
 	sp := &threadSpawner{st: st}
 	out, status := st.execute(ctx, turn, c, sp)
@@ -91,7 +126,7 @@ func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) str
 			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: sp.usage})
 	}
 
-	e = st.th.event(event.ToolResult)
+	e := st.th.event(event.ToolResult)
 	e.Tool, e.CallID = c.Name, c.ID
 	e.Output = event.Clip(out, maxEventOutput)
 	st.r.emit(e)

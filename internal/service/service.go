@@ -42,6 +42,13 @@ type Config struct {
 	// (a coordinator that hosts every worker itself): submissions whose
 	// model credentials are missing there are refused. Nil: not known here.
 	Getenv func(string) string
+	// LiveWorkers, when set, counts the live workers this process's
+	// coordinator knows; /readyz reports it.
+	LiveWorkers func() int
+	// NeedWorker makes Ready fail while LiveWorkers is 0: a coordinator
+	// that hosts no worker itself (--local-workers 0) cannot run anything
+	// until one registers.
+	NeedWorker bool
 }
 
 // Service implements api.Backend.
@@ -277,7 +284,18 @@ func (s *Service) Ready(ctx context.Context) error {
 	if err := s.cfg.Store.Ping(ctx); err != nil {
 		return fmt.Errorf("%w: run store: %v", api.ErrUnavailable, err)
 	}
+	if n, known := s.LiveWorkers(); s.cfg.NeedWorker && known && n == 0 {
+		return api.Errorf(api.ErrUnavailable, "no live worker (0 registered): runs wait until one registers; start a worker, or run the coordinator with --local-workers N")
+	}
 	return nil
+}
+
+// LiveWorkers implements api.WorkerCounter.
+func (s *Service) LiveWorkers() (int, bool) {
+	if s.cfg.LiveWorkers == nil {
+		return 0, false
+	}
+	return s.cfg.LiveWorkers(), true
 }
 
 // mapErr turns store errors into the API's.

@@ -48,7 +48,8 @@ func TestAPIBeyondLoopbackNeedsToken(t *testing.T) {
 			{"/v1/runs", "Bearer s3cret-token", http.StatusOK},
 			{"/v1/workers", "Bearer s3cret-token", http.StatusOK},
 			{"/healthz", "", http.StatusOK},
-			{"/readyz", "", http.StatusOK},
+			// No worker has registered and the coordinator hosts none.
+			{"/readyz", "", http.StatusServiceUnavailable},
 		} {
 			req, _ := http.NewRequest(http.MethodGet, c.api+probe.path, nil)
 			if probe.auth != "" {

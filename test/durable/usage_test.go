@@ -102,7 +102,7 @@ func TestCommandExitCodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := append([]string{"FORMICA_NATS=" + c.url}, tc.env...)
+			env := append([]string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}, tc.env...)
 			p := proc.StartWith(t, proc.Options{Env: env}, "formica "+tc.name, bin.formica, tc.args...)
 			code := p.Wait(t, cliTimeout)
 			stdout, stderr := p.Stdout.String(), p.Stderr.String()

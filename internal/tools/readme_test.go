@@ -1,0 +1,43 @@
+package tools
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestReadmeShowsTheAgentSchema: README's "The agent tool" section shows
+// the schema and description the model really gets.
+func TestReadmeShowsTheAgentSchema(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "## The agent tool")
+	if !ok {
+		t.Fatal(`README has no "The agent tool" section`)
+	}
+	_, block, _ := strings.Cut(section, "```json\n")
+	block, _, _ = strings.Cut(block, "```")
+	var shown struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	if err := json.Unmarshal([]byte(block), &shown); err != nil {
+		t.Fatalf("README's agent tool block is not JSON: %v\n%s", err, block)
+	}
+	a := Agent()
+	var want, got any
+	json.Unmarshal(a.Schema(), &want)
+	json.Unmarshal(shown.Parameters, &got)
+	if shown.Name != a.Name() || shown.Description != a.Description() {
+		t.Errorf("README shows %q / %q, the tool is %q / %q", shown.Name, shown.Description, a.Name(), a.Description())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("README's schema (-tool +README):\n%s", diff)
+	}
+}
