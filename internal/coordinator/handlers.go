@@ -236,8 +236,10 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 		c.registry.park(w)
 	}
 	res, reported := c.execThread(rn, t)
-	sp.slot.Release() // the slot is free the moment the helper ends
+	// Its end is published before its slot is free, so no watcher counts
+	// more live helpers than the limit; then the slot is free at once.
 	c.publish(rn.finish(t, res, c.cfg.Now()))
+	sp.slot.Release()
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(t.admitted), true)
 	if !reported {
 		c.journalEnd(t, res)
