@@ -109,6 +109,7 @@ func TestDeniedAskWithoutTerminal(t *testing.T) {
 func TestBackToBackSubmitWait(t *testing.T) {
 	c := startCoord(t, coordOpts{extra: []string{"--max-runs", "8"}})
 	c.startWorker("w1", 32)
+	c.clientCreds() // issued once, before the commands share it
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i := range 200 {
