@@ -47,7 +47,8 @@ type coord struct {
 	cwd      string // --cwd: where submitted runs' tools act
 	p        *proc.Proc
 	restarts int
-	cliCreds string // the CLI's client credentials, issued on first use
+	cliCreds string   // the CLI's client credentials, issued on first use
+	cliEnv   []string // more environment for the CLI's processes
 }
 
 // coordOpts are a test's coordinator flags beyond the common ones.
@@ -195,7 +196,8 @@ func (c *coord) cli(args ...string) cliResult {
 // startCLI starts formica with args against this cluster.
 func (c *coord) startCLI(args ...string) *proc.Proc {
 	c.t.Helper()
-	return proc.StartWith(c.t, proc.Options{Env: []string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}},
+	env := append([]string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}, c.cliEnv...)
+	return proc.StartWith(c.t, proc.Options{Env: env},
 		"formica "+strings.Join(args[:min(len(args), 2)], " "), bin.formica, args...)
 }
 

@@ -110,6 +110,10 @@ func TestBackToBackSubmitWait(t *testing.T) {
 	c := startCoord(t, coordOpts{extra: []string{"--max-runs", "8"}})
 	c.startWorker("w1", 32)
 	c.clientCreds() // issued once, before the commands share it
+	// A race-built binary sleeps a second at exit by default so that other
+	// goroutines can finish a report; 200 such exits would be most of this
+	// test's time. Races are still detected and reported where they happen.
+	c.cliEnv = []string{"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i := range 200 {
