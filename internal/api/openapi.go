@@ -283,6 +283,11 @@ func openAPISchemas() obj {
 			"role":    obj{"type": "string", "enum": []string{"system", "user", "assistant", "tool"}},
 			"content": typ("string", ""), "tool_calls": arrayOf(ref("ToolCall")),
 			"tool_call_id": typ("string", "The call a tool message answers."), "tool_name": typ("string", ""),
+			"reasoning": with(arrayOf(ref("Reasoning")), "description", "The provider's reasoning blocks of an assistant message, sent back with it."),
+		}),
+		"Reasoning": object(nil, obj{
+			"text": typ("string", ""), "signature": typ("string", "The provider's signature of the block."),
+			"redacted": typ("string", "The opaque data of a redacted block."),
 		}),
 		"ToolCall": object([]string{"id", "name", "arguments"}, obj{
 			"id": typ("string", ""), "name": typ("string", ""), "arguments": typ("string", "The JSON text the model produced."),

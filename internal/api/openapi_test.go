@@ -86,6 +86,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"JournalEntry":         reflect.TypeFor[journal.Entry](),
 		"Message":              reflect.TypeFor[model.Message](),
 		"ToolCall":             reflect.TypeFor[model.ToolCall](),
+		"Reasoning":            reflect.TypeFor[model.Reasoning](),
 	}
 	for name, typ := range types {
 		if name == "BudgetUse" {
