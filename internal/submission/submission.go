@@ -10,6 +10,7 @@ package submission
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -108,29 +109,56 @@ func checkAgent(p string, a spec.Agent, opt Options) error {
 			}
 		}
 	}
-	if err := checkTools(p+"tools", a.Tools, true); err != nil {
+	servers := a.Harness.MCP
+	if err := checkTools(p+"tools", a.Tools, servers, true); err != nil {
 		return err
 	}
-	if err := checkTools(p+"harness.tools", a.Harness.Tools, false); err != nil {
+	if err := checkTools(p+"harness.tools", a.Harness.Tools, servers, false); err != nil {
 		return err
 	}
-	if err := checkTools(p+"helper.tools.only", a.Helper.Tools.Only, true); err != nil {
+	if err := checkTools(p+"helper.tools.only", a.Helper.Tools.Only, servers, true); err != nil {
 		return err
 	}
-	return checkTools(p+"helper.tools.add", a.Helper.Tools.Add, true)
+	return checkTools(p+"helper.tools.add", a.Helper.Tools.Add, servers, true)
 }
 
 // checkTools refuses names no tool has: direct lists may name the agent
-// tool and the base tools, the harness list only base tools.
-func checkTools(field string, names []string, direct bool) error {
+// tool and the base tools, the harness list only base tools, both the
+// tools (mcp__<server>__<tool>) of the MCP servers harness.mcp names, whose
+// lists only the worker knows. The harness list may also hold globs
+// ("mcp__github__*"), which must be well formed.
+func checkTools(field string, names, servers []string, direct bool) error {
 	known := base.Names()
 	if direct {
 		known = append([]string{tools.AgentToolName}, known...)
 	}
 	for _, n := range names {
-		if !slices.Contains(known, n) {
-			return fail("%s: unknown tool %q (known: %s)", field, n, strings.Join(known, ", "))
+		if slices.Contains(known, n) {
+			continue
 		}
+		if server, ok := mcpServer(n); ok {
+			if !slices.Contains(servers, server) {
+				return fail("%s: unknown tool %q (MCP server %q is not in harness.mcp)", field, n, server)
+			}
+			continue
+		}
+		if !direct && strings.ContainsAny(n, "*?[\\") {
+			if _, err := path.Match(n, ""); err != nil {
+				return fail("%s: %q is not a valid glob", field, n)
+			}
+			continue
+		}
+		return fail("%s: unknown tool %q (known: %s)", field, n, strings.Join(known, ", "))
 	}
 	return nil
+}
+
+// mcpServer returns the server part of an MCP tool name.
+func mcpServer(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	if !ok {
+		return "", false
+	}
+	server, tool, ok := strings.Cut(rest, "__")
+	return server, ok && server != "" && tool != ""
 }

@@ -52,6 +52,16 @@ func TestCheck(t *testing.T) {
 		}, Options{}, "agents.w.model: unknown model provider"},
 		{"unknown tool", func(s *wire.RunSubmit) { s.Agent.Tools = []string{"teleport"} }, Options{}, `tools: unknown tool "teleport"`},
 		{"agent is not a harness tool", func(s *wire.RunSubmit) { s.Agent.Harness.Tools = []string{"agent"} }, Options{}, `harness.tools: unknown tool "agent"`},
+		{"MCP tool of a named server", func(s *wire.RunSubmit) {
+			s.Agent.Harness.MCP = []string{"github"}
+			s.Agent.Tools = []string{"agent", "mcp__github__create_issue"}
+			s.Agent.Harness.Tools = []string{"read_file", "mcp__github__*"}
+		}, Options{}, ""},
+		{"MCP tool of a server not named", func(s *wire.RunSubmit) { s.Agent.Tools = []string{"mcp__jira__search"} }, Options{},
+			`tools: unknown tool "mcp__jira__search" (MCP server "jira" is not in harness.mcp)`},
+		{"harness glob", func(s *wire.RunSubmit) { s.Agent.Harness.Tools = []string{"*_file"} }, Options{}, ""},
+		{"bad harness glob", func(s *wire.RunSubmit) { s.Agent.Harness.Tools = []string{"read_[file"} }, Options{}, `harness.tools: "read_[file" is not a valid glob`},
+		{"no glob among direct tools", func(s *wire.RunSubmit) { s.Agent.Tools = []string{"*_file"} }, Options{}, `tools: unknown tool "*_file"`},
 		{"base tool", func(s *wire.RunSubmit) { s.Agent.Tools = []string{"agent", "bash"} }, Options{}, ""},
 		{"missing key known", func(s *wire.RunSubmit) { s.Agent.Model = "openai:gpt-4o" }, Options{Getenv: env()}, "needs OPENAI_API_KEY"},
 		{"missing key unknown", func(s *wire.RunSubmit) { s.Agent.Model = "openai:gpt-4o" }, Options{}, ""},
