@@ -2,7 +2,7 @@ package service
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -21,12 +22,16 @@ import (
 // are reused and failed ones carry on from their last good turn.
 func (s *Service) ResumeRun(ctx context.Context, id string) error {
 	var sub wire.RunSubmit
+	var refused error // said as it is, without the store's words around it
 	rec, err := s.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+		refused = nil // from an earlier try, if any
 		if r.Status != event.Failed && r.Status != event.Cancelled {
-			return fmt.Errorf("%w: run %s is %s; only failed or cancelled runs resume", api.ErrConflict, id, r.Status)
+			refused = api.Errorf(api.ErrConflict, "run %s is %s; only failed or cancelled runs resume", id, r.Status)
+			return refused
 		}
 		if r.Spec == nil {
-			return fmt.Errorf("%w: run %s has no submitted spec to resume", api.ErrConflict, id)
+			refused = api.Errorf(api.ErrConflict, "run %s has no submitted spec to resume", id)
+			return refused
 		}
 		sub = wire.RunSubmit{RunID: id, Task: r.Task, Agent: *r.Spec, Agents: r.Agents, Cwd: r.Cwd,
 			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}, Budget: r.SubmittedBudget, Timeout: r.Timeout}
@@ -35,7 +40,12 @@ func (s *Service) ResumeRun(ctx context.Context, id string) error {
 		r.FinishedAt = time.Time{}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case refused != nil:
+		return refused
+	case errors.Is(err, store.ErrNotFound):
+		return api.Errorf(api.ErrNotFound, "run %s not found", id)
+	case err != nil:
 		return mapErr(err)
 	}
 	// Its own message id: the queue drops a second copy under the run id.
@@ -96,7 +106,10 @@ func (s *Service) Transcript(ctx context.Context, id, thread string) (api.Transc
 	}
 	trusted := journal.Trusted(entries)
 	if len(trusted) == 0 {
-		return api.Transcript{}, fmt.Errorf("%w: no journal for thread %s of run %s", api.ErrNotFound, thread, id)
+		if _, err := s.GetRun(ctx, id); err != nil {
+			return api.Transcript{}, err // no such run, said so
+		}
+		return api.Transcript{}, api.Errorf(api.ErrNotFound, "no journal for thread %s of run %s", thread, id)
 	}
 	t := journal.BuildTranscript(id, thread, trusted)
 	rootName := t.Name

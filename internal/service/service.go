@@ -206,7 +206,7 @@ func (s *Service) CancelThread(ctx context.Context, runID, threadID string) erro
 		return err
 	}
 	if rec.Status.Final() {
-		return fmt.Errorf("%w: run %s already %s", api.ErrConflict, runID, rec.Status)
+		return api.Errorf(api.ErrConflict, "run %s already %s", runID, rec.Status)
 	}
 	c := wire.Cancel{RunID: runID, ThreadIDs: []string{threadID}, Reason: "cancelled by a user"}
 	call, err := s.tr.Request(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
@@ -217,14 +217,14 @@ func (s *Service) CancelThread(ctx context.Context, runID, threadID string) erro
 	m, err := call.Next(ctx, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, actor.ErrNoResponders) || errors.Is(err, actor.ErrSilent) || errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w: run %s is not running on any coordinator", api.ErrConflict, runID)
+			return api.Errorf(api.ErrConflict, "run %s is not running on any coordinator", runID)
 		}
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 	}
 	if err := actor.MsgError(m); err != nil {
 		var re *actor.RemoteError
 		if errors.As(err, &re) && re.Code == string(wire.CodeNotFound) {
-			return fmt.Errorf("%w: %s", api.ErrNotFound, re.Text)
+			return api.Errorf(api.ErrNotFound, "%s", re.Text)
 		}
 		return err
 	}

@@ -94,6 +94,19 @@ func TestCommandExitCodes(t *testing.T) {
 		{"cancel missing run", nil, []string{"cancel", "missing-1"}, 1, "run missing-1 not found"},
 		{"cancel finished run", nil, []string{"cancel", "done-1"}, 1, "run done-1 already succeeded"},
 
+		{"resume without id", nil, []string{"resume"}, 2, "give exactly one run id"},
+		{"resume bad id", nil, []string{"resume", "a=b"}, 2, `invalid id "a=b"`},
+		{"resume missing run", nil, []string{"resume", "missing-1"}, 1, "formica: resume: run missing-1 not found"},
+		{"resume succeeded run", nil, []string{"resume", "done-1"}, 1, "formica: resume: run done-1 is succeeded; only failed or cancelled runs resume"},
+
+		{"transcript without id", nil, []string{"transcript"}, 2, "formica: transcript: give a run id"},
+		{"transcript missing run", nil, []string{"transcript", "missing-1"}, 1, "formica: transcript: run missing-1 not found"},
+		{"transcript missing thread", nil, []string{"transcript", "done-1", "formica/zzz"}, 2, `run done-1 has no thread "formica/zzz"`},
+		{"transcript succeeds", nil, []string{"transcript", "done-1"}, 0, "thread formica"},
+
+		{"submit past a ceiling", nil, []string{"submit", "--agent-max-threads", "300", "x"}, 2,
+			"agent_max_threads 300 is above the ceiling of 256 (coordinator --max-agent-threads)"},
+
 		{"approvals succeeds", nil, []string{"approvals"}, 0, "ID"},
 		{"approve without decision", nil, []string{"approve", "ap-1"}, 2, "give exactly one of --allow and --deny"},
 		{"approve missing approval", nil, []string{"approve", "ap-1", "--allow"}, 1, "formica: approve:"},
@@ -149,6 +162,10 @@ func TestCommandExitCodes(t *testing.T) {
 		{"POST", "/v1/runs", map[string]any{"task": "another task", "id": "done-1"}, 409, "run id done-1 already used by a different submission"},
 		{"POST", "/v1/runs", map[string]any{"task": "Plan:\n- a\n- b", "id": "done-1"}, 202, "done-1"},
 		{"GET", "/v1/runs/missing-1", nil, 404, "run missing-1 not found"},
+		{"POST", "/v1/runs/missing-1/resume", nil, 404, "run missing-1 not found"},
+		{"POST", "/v1/runs/done-1/resume", nil, 409, "run done-1 is succeeded; only failed or cancelled runs resume"},
+		{"POST", "/v1/runs", map[string]any{"task": "x", "agent_max_threads": 300}, 400,
+			"agent_max_threads 300 is above the ceiling of 256 (coordinator --max-agent-threads)"},
 	} {
 		code, data, err := c.do(tc.method, tc.path, tc.body)
 		if err != nil {
