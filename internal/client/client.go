@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -77,7 +78,12 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 	}
 	// The submission outlives ctx: cancelling ctx cancels the run, and the
 	// final record still arrives on this call.
-	call, err := c.tr.Request(context.WithoutCancel(ctx), wire.SubjectSubmit, wire.WithIDs(wire.Message(wire.TypeRunSubmit, sub), sub.RunID, ""))
+	// The run's trace starts here and spans the whole run.
+	ctx, span := tracing.StartSubmit(ctx, sub.RunID)
+	defer span.End()
+	msg := wire.WithIDs(wire.Message(wire.TypeRunSubmit, sub), sub.RunID, "")
+	msg.Header = tracing.Inject(ctx, msg.Header)
+	call, err := c.tr.Request(context.WithoutCancel(ctx), wire.SubjectSubmit, msg)
 	if err != nil {
 		return record.Run{}, err
 	}

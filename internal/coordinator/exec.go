@@ -182,7 +182,11 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string) actor.M
 	th.Replay = t.replay
 	req := wire.ExecRequest{Thread: th, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
 		Token: tok, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
-	return wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+	m := wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+	for k, v := range t.trace {
+		m.Header[k] = v
+	}
+	return m
 }
 
 // progressOf says whether a progress message carries the placement's token.

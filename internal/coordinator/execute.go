@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -90,6 +91,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 		defer deadline.Stop()
 	}
 	t := rn.add(root, nil, rn.budget.Root())
+	t.trace = rn.trace
 	res, reused := rn.finishedInJournal(root.ID)
 	reported := reused
 	if !reused {
@@ -125,6 +127,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	rec := rn.rec.Snapshot()
 	rec.Coordinator = c.cfg.ID
 	rec.Budget = rn.budget.Root().Use()
+	rec.TraceID = tracing.TraceIDOf(rn.trace)
 	return rec
 }
 

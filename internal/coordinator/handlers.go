@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -32,6 +33,7 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 		return
 	}
 	defer c.close(rn)
+	rn.trace = tracing.Carry(m.Header)
 	c.cfg.Metrics.RunSubmitted()
 	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
 	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{}))
@@ -155,6 +157,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	// derived here from the parent, never from the request.
 	t := rn.add(th, parent, node.Child(th.Agent.Helper.Budget))
 	t.admitted = in
+	t.trace = tracing.Carry(m.Header)
 	c.cfg.Metrics.SpawnAdmitted()
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(req.CallID) // the parent's call: siblings show in call order

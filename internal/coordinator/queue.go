@@ -12,6 +12,7 @@ import (
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -87,9 +88,13 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		return
 	}
 	defer c.close(rn)
+	rn.trace = tracing.Carry(s.Header())
 	started, err := st.UpdateRecord(ctx, sub.RunID, func(r *record.Run) error {
 		if r.CancelRequested != "" {
 			return errCancelRequested
+		}
+		if id := tracing.TraceIDOf(rn.trace); id != "" {
+			r.TraceID = id
 		}
 		r.Attempts++
 		r.Status, r.StartedAt, r.Coordinator = event.Running, c.cfg.Now(), c.cfg.ID

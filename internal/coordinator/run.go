@@ -23,6 +23,9 @@ type run struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	rec      *record.Recorder
+	// trace is the submission's trace headers: the root thread's spans
+	// nest under the span that submitted the run.
+	trace map[string]string
 
 	mu      sync.Mutex
 	threads map[string]*threadRec
@@ -53,8 +56,9 @@ type threadRec struct {
 	done      bool
 	started   time.Time // when a worker first took the thread
 
-	admitted time.Time     // when its spawn came in (helpers), for metrics
-	result   runner.Result // set once done
+	trace    map[string]string // trace headers its placements carry (traceparent of the parent's tool call)
+	admitted time.Time         // when its spawn came in (helpers), for metrics
+	result   runner.Result     // set once done
 
 	// ended is closed once the thread is done: a parent placed again that
 	// asks for the same helper waits for this one instead of starting another.

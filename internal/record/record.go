@@ -59,6 +59,8 @@ type Run struct {
 	CreatedAt       time.Time `json:"created_at,omitzero"`
 	StartedAt       time.Time `json:"started_at,omitzero"`
 	FinishedAt      time.Time `json:"finished_at,omitzero"`
+	// TraceID is the run's OpenTelemetry trace, when it was traced.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Queued is the status of a submitted run no coordinator has started yet.

@@ -8,12 +8,15 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
 )
 
 // maxEventOutput bounds the tool output copied into an event; the model still
@@ -116,7 +119,9 @@ func (st *threadState) announce(c model.ToolCall) {
 func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) string {
 	start := st.r.cfg.Now()
 	sp := &threadSpawner{st: st}
+	ctx, span := tracing.StartTool(ctx, c.Name, c.ID, c.Arguments)
 	out, status := st.execute(ctx, turn, c, sp)
+	tracing.EndTool(span, outcomeOf(status), out)
 	if obs := st.r.cfg.Observer; obs != nil {
 		obs.ToolCall(c.Name, outcomeOf(status), st.r.cfg.Now().Sub(start))
 	}
@@ -195,6 +200,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 	e := st.th.event(event.ApprovalRequested)
 	e.Tool, e.Arguments = name, req.Arguments
 	st.r.emit(e)
+	tracing.AddEvent(ctx, tracing.EventApprovalRequested, tracing.AttrToolName.String(name))
 
 	ap, err := st.r.cfg.Approver.Approve(ctx, req)
 	decided := err == nil // a failure to ask is no decision to keep
@@ -206,6 +212,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 	if ap.Allow {
 		e.Decision = "allow"
 	}
+	tracing.AddEvent(ctx, tracing.EventApprovalResolved, tracing.AttrToolName.String(name), attribute.String("decision", e.Decision))
 	st.r.emit(e)
 	if decided && ctx.Err() == nil {
 		st.record(journal.Entry{Kind: journal.KindApproval, Turn: turn, CallID: callID, Tool: name, Arguments: req.Arguments,

@@ -13,6 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
 )
 
 // RunThread runs one thread's agent loop to its end. It never panics on bad
@@ -193,6 +194,7 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 	if obs != nil {
 		ctx = model.WithRetryNotice(ctx, retryNotice{obs, st.ref.Provider})
 	}
+	ctx, span := tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
 	resp, err := st.mdl.Generate(ctx, model.Request{
 		Model:             st.ref.Name,
 		Messages:          st.messages,
@@ -215,6 +217,7 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 			Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
 	}
 	st.r.emit(e)
+	tracing.EndChat(span, st.ref.Name, resp.StopReason, e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	if obs != nil {
 		obs.ModelCall(st.ref.Provider, st.ref.Name, time.Duration(e.Latency), e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	}

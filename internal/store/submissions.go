@@ -15,6 +15,7 @@ import (
 
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -34,6 +35,10 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 	if err := checkID(sub.RunID); err != nil {
 		return false, err
 	}
+	// The run's trace starts here, where it is submitted, and travels in
+	// the queued message's headers to whichever coordinator runs it.
+	ctx, span := tracing.StartSubmit(ctx, sub.RunID)
+	defer span.End()
 	data, err := wire.Encode(wire.TypeRunSubmit, sub)
 	if err != nil {
 		return false, fmt.Errorf("store: enqueue %s: %w", sub.RunID, err)
@@ -41,7 +46,9 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 	if limit := s.maxValue(); len(data) > limit {
 		return false, fmt.Errorf("%w: submission of run %s is %d bytes, limit %d", ErrTooLarge, sub.RunID, len(data), limit)
 	}
-	if _, err := s.CreateRecord(ctx, SubmittedRecord(sub, s.cfg.Now().UTC())); err != nil {
+	rec := SubmittedRecord(sub, s.cfg.Now().UTC())
+	rec.TraceID = tracing.TraceID(ctx)
+	if _, err := s.CreateRecord(ctx, rec); err != nil {
 		if !errors.Is(err, ErrExists) {
 			return false, fmt.Errorf("store: enqueue %s: %w", sub.RunID, err)
 		}
@@ -59,6 +66,9 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 	}
 	msg := &nats.Msg{Subject: SubjectQueue, Data: data, Header: nats.Header{}}
 	msg.Header.Set(wire.HeaderRun, sub.RunID)
+	for k, v := range tracing.Inject(ctx, nil) {
+		msg.Header[k] = []string{v} // lower-case, as sent everywhere
+	}
 	msg.Header.Set(wire.HeaderType, string(wire.TypeRunSubmit))
 	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(sub.RunID), jetstream.WithExpectStream(QueueStream))
 	if err != nil {
@@ -316,6 +326,22 @@ func SubmittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
 	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model,
 		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads, Cwd: sub.Cwd,
 		SubmittedBudget: sub.Budget, Timeout: sub.Timeout}
+}
+
+// Header is the submission message's headers, first value of each (trace
+// context among them).
+func (s *Submission) Header() map[string]string {
+	h := s.msg.Headers()
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			out[k] = v[0]
+		}
+	}
+	return out
 }
 
 // QueueDepth reports the run queue's consumer: submissions not yet

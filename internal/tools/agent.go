@@ -9,7 +9,10 @@ import (
 	"regexp"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/tracing"
 )
 
 // AgentToolName is the name the model calls to spawn a helper.
@@ -132,6 +135,7 @@ func (agentTool) Run(ctx context.Context, raw json.RawMessage) (string, error) {
 	var refusal *limits.Refusal
 	switch {
 	case errors.As(err, &refusal):
+		tracing.AddEvent(ctx, tracing.EventSpawnRefused, attribute.String("reason", string(refusal.Reason)))
 		return refusal.Error(), nil
 	case err != nil:
 		return FailedText(args.Name, err.Error()), nil

@@ -8,7 +8,9 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -47,6 +49,8 @@ type threadActor struct {
 	cancel context.CancelCauseFunc
 	ctx    context.Context
 	done   bool
+	// attempt is the placement's number, for the thread's span.
+	attempt int
 }
 
 func (a *threadActor) Receive(c *actor.Context) {
@@ -71,13 +75,32 @@ func (a *threadActor) Receive(c *actor.Context) {
 // run executes the agent loop holding the slot taken at admission, and
 // reports the end to the actor.
 func (a *threadActor) run(self actor.PID) {
-	res := a.w.runner.RunThread(a.ctx, a.th)
+	provider, name := modelOf(a.th.Agent.Model)
+	ctx, span := tracing.StartInvokeAgent(a.ctx, tracing.Agent{Name: a.th.Name, ThreadID: a.th.ID, RunID: a.th.RunID,
+		Path: a.th.Path, Worker: a.w.cfg.ID, Provider: provider, Model: name, Depth: a.th.Depth, Attempt: a.attempt})
+	res := a.w.runner.RunThread(ctx, a.th)
+	tracing.EndInvokeAgent(span, res.Own.InputTokens, res.Own.OutputTokens, string(res.Status), res.Error)
 	a.w.finish(a.th.ID)
 	a.cancel(nil)
 	if err := a.w.engine.Send(self, threadDone{res: res}); err != nil {
 		// The actor is gone (engine stopping): answer directly.
 		a.w.replyResult(a.reply, a.th.ID, a.token, res)
 	}
+}
+
+// modelOf splits a model reference for the span: "openai:gpt-4o" is
+// provider openai, model gpt-4o; "sim" is both.
+func modelOf(ref string) (provider, name string) {
+	if ref == "" {
+		return "", ""
+	}
+	if r, err := model.ParseRef(ref); err == nil {
+		if r.Name == "" {
+			return r.Provider, r.Provider
+		}
+		return r.Provider, r.Name
+	}
+	return "", ref
 }
 
 // replyResult sends a thread's result; one that cannot be sent (too large
@@ -137,12 +160,14 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 		return
 	}
 	th := req.Thread
-	base := context.Background()
+	// The trace goes on from the parent's execute_tool agent span (or the
+	// run's submission), whichever process that was in.
+	base := tracing.Extract(context.Background(), m.Header)
 	if m := w.meter(&req); m != nil {
 		base = runner.WithMeter(base, m)
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	a := &threadActor{w: w, th: th, token: req.Token, reply: r, cancel: cancel, ctx: ctx}
+	a := &threadActor{w: w, th: th, token: req.Token, reply: r, cancel: cancel, ctx: ctx, attempt: req.Attempt}
 	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token, cancel: cancel, hasSlot: true}
 
 	w.mu.Lock()

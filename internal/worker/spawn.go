@@ -12,6 +12,7 @@ import (
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -28,7 +29,9 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 
 	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
 		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent}
-	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID))
+	msg := wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID)
+	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
+	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), msg)
 	if err != nil {
 		return runner.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
 	}

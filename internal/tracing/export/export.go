@@ -1,0 +1,116 @@
+// Package export installs the global tracer provider from the standard
+// OpenTelemetry environment, and nothing else configures it:
+//
+//   - OTEL_TRACES_EXPORTER: otlp (default once an endpoint is set), console
+//     (stderr), or none;
+//   - OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+//     OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf, the default, or grpc),
+//     OTEL_EXPORTER_OTLP_HEADERS, read by the OTLP exporters themselves;
+//   - OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES; OTEL_TRACES_SAMPLER and
+//     OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*, read by the SDK.
+//
+// With none of the exporter variables set, no provider is installed: spans
+// stay no-ops and nothing dials localhost or retries.
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// ErrConfig marks an environment that names an exporter or protocol this
+// build does not know.
+var ErrConfig = errors.New("tracing: bad OTEL configuration")
+
+// Setup installs a tracer provider for service (the default
+// OTEL_SERVICE_NAME) when the environment asks for one, and returns a
+// shutdown that flushes it, bounded by its ctx. getenv nil means os.Getenv.
+// enabled says whether spans are exported.
+func Setup(ctx context.Context, service string, getenv func(string) string) (shutdown func(context.Context) error, enabled bool, err error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	noop := func(context.Context) error { return nil }
+	kind := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
+	endpoint := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	switch {
+	case kind == "none":
+		return noop, false, nil
+	case kind == "" && !endpoint:
+		return noop, false, nil
+	case kind == "":
+		kind = "otlp"
+	}
+	var exp sdktrace.SpanExporter
+	switch kind {
+	case "otlp":
+		proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+		if proto == "" {
+			proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		}
+		switch strings.ToLower(strings.TrimSpace(proto)) {
+		case "", "http/protobuf":
+			exp, err = otlptracehttp.New(ctx)
+		case "grpc":
+			exp, err = otlptracegrpc.New(ctx)
+		default:
+			return noop, false, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_PROTOCOL=%q (want http/protobuf or grpc)", ErrConfig, proto)
+		}
+	case "console":
+		exp, err = stdouttrace.New(stdouttrace.WithWriter(os.Stderr))
+	default:
+		return noop, false, fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%q (want otlp, console or none)", ErrConfig, kind)
+	}
+	if err != nil {
+		return noop, false, fmt.Errorf("tracing: exporter: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(),
+		resource.NewSchemaless(attribute.String("service.name", service)))
+	if err == nil {
+		// The environment's service name and attributes win over the default.
+		res, err = resource.Merge(res, envResource(getenv))
+	}
+	if err != nil {
+		return noop, false, fmt.Errorf("tracing: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+		}
+		return tp.Shutdown(ctx)
+	}, true, nil
+}
+
+// envResource reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME through
+// getenv (the SDK's own detector reads only the process environment).
+func envResource(getenv func(string) string) *resource.Resource {
+	var attrs []attribute.KeyValue
+	for _, kv := range strings.Split(getenv("OTEL_RESOURCE_ATTRIBUTES"), ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if k = strings.TrimSpace(k); ok && k != "" {
+			attrs = append(attrs, attribute.String(k, strings.TrimSpace(v)))
+		}
+	}
+	if s := strings.TrimSpace(getenv("OTEL_SERVICE_NAME")); s != "" {
+		attrs = append(attrs, attribute.String("service.name", s))
+	}
+	return resource.NewSchemaless(attrs...)
+}
