@@ -30,6 +30,7 @@ import (
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/tracing/export"
 )
 
 func main() {
@@ -63,6 +64,7 @@ func run() error {
 		scripted     = fs.Bool("allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
 		slots        = fs.Int("slots", 16, "threads each local worker runs at once")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		traceURL     = fs.String("trace-url", os.Getenv("FORMICA_TRACE_URL"), "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); the API's run records carry it as trace_url (default $FORMICA_TRACE_URL)")
 		model        = fs.String("model", os.Getenv("FORMICA_MODEL"), "model `ref` for submitted agents that name none (default $FORMICA_MODEL, else sim)")
 		cwd          = fs.String("cwd", "", "harness `dir` of submitted runs on the workers (default: this process's directory)")
 		sbf          sandbox.Flags // of the local workers
@@ -134,6 +136,12 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Deferred first, run last: spans ended while stopping are flushed.
+	stopTracing, err := export.Start(ctx, "formica-coordinator", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	cc.Cwd, cc.AllowScripted = *cwd, *scripted
 	mx := metrics.New()
@@ -188,7 +196,7 @@ func run() error {
 			return err
 		}
 		defer svc.Close()
-		hc.Logger, hc.Metrics = logger, mx
+		hc.Logger, hc.Metrics, hc.TraceURL = logger, mx, *traceURL
 		srv, err := api.New(hc, svc)
 		if err != nil {
 			return err

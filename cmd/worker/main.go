@@ -22,6 +22,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/tracing/export"
 	"github.com/formica-run/formica/internal/worker"
 )
 
@@ -80,6 +81,12 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Deferred first, run last: the spans of threads ended by the drain are flushed.
+	stopTracing, err := export.Start(ctx, "formica-worker", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	client.Name, client.Logger = "formica-worker", logger
 	if client.Creds != "" {

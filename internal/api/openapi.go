@@ -334,6 +334,8 @@ func openAPISchemas() obj {
 				"kept so a resume runs under it: tokens, input_tokens, output_tokens, spawns, duration in nanoseconds."},
 			"timeout_ns":       typ("integer", "The deadline it was submitted with, in nanoseconds; a resume keeps it."),
 			"cancel_requested": typ("string", "A cancel sent while the run ran; honoured even if its coordinator died."),
+			"trace_id":         typ("string", "The run's OpenTelemetry trace id, when it was traced."),
+			"trace_url":        typ("string", "A link to the trace, from the coordinator's --trace-url template."),
 			"coordinator":      typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"Event": object([]string{"type", "time", "run_id"}, obj{

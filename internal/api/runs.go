@@ -13,6 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/tracing"
 )
 
 // List sizes of GET /v1/runs.
@@ -176,6 +177,9 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if runs == nil {
 		runs = []record.Run{}
 	}
+	for i := range runs {
+		runs[i].TraceURL = tracing.URL(s.cfg.TraceURL, runs[i].TraceID)
+	}
 	if next != "" {
 		nq := url.Values{"limit": {strconv.Itoa(limit)}, "page": {next}}
 		if status != "" {
@@ -196,6 +200,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	run.TraceURL = tracing.URL(s.cfg.TraceURL, run.TraceID)
 	writeJSON(w, http.StatusOK, run)
 	return nil
 }

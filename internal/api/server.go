@@ -77,6 +77,9 @@ type Config struct {
 	// Metrics, when set, counts requests and open event streams and is
 	// served at /metrics (behind the token, like the API).
 	Metrics *metrics.Metrics
+	// TraceURL is a link template to a run's trace ({trace_id} replaced):
+	// run records of traced runs are served with it filled in as trace_url.
+	TraceURL string
 }
 
 // Server is the HTTP API. Handler serves it on any http.Server; Start and

@@ -3,10 +3,12 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
+	"github.com/formica-run/formica/internal/tracing/export"
 )
 
 // Exit codes.
@@ -53,12 +56,25 @@ Cluster commands find the cluster with --nats URL or $FORMICA_NATS.
 Run 'formica <command> -h' for a command's flags.
 `
 
-// Main runs the command line and returns the process exit code.
+// Main runs the command line and returns the process exit code. Spans go
+// where the OTEL_* environment says (nowhere without it), flushed before
+// it returns.
 func Main(args []string, stdio Stdio) int {
 	if len(args) == 0 {
 		fmt.Fprint(stdio.Err, usage)
 		return ExitUsage
 	}
+	logger := slog.New(slog.NewTextHandler(stdio.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stopTracing, err := export.Start(context.Background(), "formica", logger)
+	if err != nil {
+		fmt.Fprintln(stdio.Err, "formica:", err)
+		return ExitUsage
+	}
+	defer stopTracing()
+	return command(args, stdio)
+}
+
+func command(args []string, stdio Stdio) int {
 	switch args[0] {
 	case "run":
 		return runCommand(args[1:], stdio)

@@ -12,19 +12,23 @@ import (
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/ids"
+	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/tracing"
 )
 
 // clusterFlags are the connection flags of every command that talks to a
 // running cluster; without --nats the FORMICA_NATS environment variable names it.
 type clusterFlags struct {
-	nats broker.ClientConfig
-	json bool
+	nats     broker.ClientConfig
+	json     bool
+	traceURL string
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet, withJSON bool) {
 	f.nats.RegisterFlags(fs)
+	registerTraceURL(fs, &f.traceURL)
 	if withJSON {
 		fs.BoolVar(&f.json, "json", false, "print JSON")
 	}
@@ -32,9 +36,21 @@ func (f *clusterFlags) register(fs *flag.FlagSet, withJSON bool) {
 
 // cluster is an open connection to a cluster, its store and its service.
 type cluster struct {
-	nc  *nats.Conn
-	st  *store.Store
-	svc *service.Service
+	nc       *nats.Conn
+	st       *store.Store
+	svc      *service.Service
+	traceURL string // --trace-url
+}
+
+// link fills in r's trace link from --trace-url.
+func (c *cluster) link(r record.Run) record.Run {
+	r.TraceURL = tracing.URL(c.traceURL, r.TraceID)
+	return r
+}
+
+// registerTraceURL adds --trace-url, defaulting to $FORMICA_TRACE_URL.
+func registerTraceURL(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "trace-url", os.Getenv("FORMICA_TRACE_URL"), "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); default $FORMICA_TRACE_URL")
 }
 
 func (f *clusterFlags) connect(ctx context.Context) (*cluster, error) {
@@ -65,7 +81,7 @@ func (f *clusterFlags) connect(ctx context.Context) (*cluster, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &cluster{nc: nc, st: st, svc: svc}, nil
+	return &cluster{nc: nc, st: st, svc: svc, traceURL: f.traceURL}, nil
 }
 
 func (c *cluster) close() {

@@ -125,7 +125,7 @@ func waitFinal(ctx context.Context, c *cluster, id string) (record.Run, error) {
 	}
 	for r := range ch {
 		if r.Status.Final() {
-			return r, nil
+			return c.link(r), nil
 		}
 	}
 	return record.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, context.Cause(ctx))
@@ -139,6 +139,9 @@ func printOutcome(stdio Stdio, r record.Run, asJSON bool) (int, error) {
 		fmt.Fprintln(stdio.Out, shown(stdio.Out, r.Output))
 	} else {
 		fmt.Fprintf(stdio.Err, "formica: run %s %s: %s\n", r.RunID, r.Status, printable(oneLine(r.Error, 2000)))
+	}
+	if r.TraceURL != "" {
+		fmt.Fprintf(stdio.Err, "formica: trace %s\n", r.TraceURL)
 	}
 	return exitFor(r.Status), nil
 }
@@ -154,6 +157,7 @@ func getCommand(args []string, stdio Stdio) int {
 			if err != nil {
 				return 0, err
 			}
+			r = c.link(r)
 			if f.json {
 				return ExitOK, printJSON(stdio.Out, r)
 			}
@@ -164,6 +168,11 @@ func getCommand(args []string, stdio Stdio) int {
 			fmt.Fprintf(w, "task\t%s\n", printable(oneLine(r.Task, 100)))
 			if r.Error != "" {
 				fmt.Fprintf(w, "error\t%s\n", printable(oneLine(r.Error, 500)))
+			}
+			if r.TraceURL != "" {
+				fmt.Fprintf(w, "trace\t%s\n", r.TraceURL)
+			} else if r.TraceID != "" {
+				fmt.Fprintf(w, "trace\t%s\n", r.TraceID)
 			}
 			w.Flush()
 			for _, l := range treeLines(r, time.Now()) {
@@ -198,6 +207,9 @@ func runsCommand(args []string, stdio Stdio) int {
 		if f.json {
 			if runs == nil {
 				runs = []record.Run{}
+			}
+			for i := range runs {
+				runs[i] = c.link(runs[i])
 			}
 			return ExitOK, printJSON(stdio.Out, runs)
 		}

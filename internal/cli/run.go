@@ -34,6 +34,7 @@ import (
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -51,6 +52,7 @@ type runFlags struct {
 	nats       broker.ClientConfig
 	budget     budgetFlags
 	mcpConfig  string
+	traceURL   string
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -66,6 +68,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noTTY, "no-tty", false, "print the tree as log lines even on a terminal")
 	f.nats.RegisterFlags(fs)
 	f.budget.register(fs)
+	registerTraceURL(fs, &f.traceURL)
 }
 
 func runCommand(args []string, stdio Stdio) int {
@@ -176,6 +179,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		return 0, err
 	}
 	view.finish(run)
+	run.TraceURL = tracing.URL(f.traceURL, run.TraceID)
 	if f.json {
 		enc := json.NewEncoder(stdio.Out)
 		enc.SetIndent("", "  ")
@@ -184,6 +188,9 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		}
 	} else if run.Status == event.Succeeded {
 		fmt.Fprintln(stdio.Out, run.Output)
+	}
+	if run.TraceURL != "" && !f.json {
+		fmt.Fprintf(stdio.Err, "formica: trace %s\n", run.TraceURL)
 	}
 	if run.Status != event.Succeeded {
 		fmt.Fprintf(stdio.Err, "formica: run %s: %s\n", run.Status, printable(oneLine(run.Error, 2000)))

@@ -61,6 +61,9 @@ type Run struct {
 	FinishedAt      time.Time `json:"finished_at,omitzero"`
 	// TraceID is the run's OpenTelemetry trace, when it was traced.
 	TraceID string `json:"trace_id,omitempty"`
+	// TraceURL links to the trace: filled in where a --trace-url template
+	// is known (the API, the CLI) as the record is shown, never stored.
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // Queued is the status of a submitted run no coordinator has started yet.

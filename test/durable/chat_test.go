@@ -234,8 +234,14 @@ func (c *coord) startChatWorker(id string, slots int, s *chatServer) *proc.Proc 
 // startChatWorkerWith starts a worker that calls s, with extra flags.
 func (c *coord) startChatWorkerWith(id string, slots int, s *chatServer, extra ...string) *proc.Proc {
 	c.t.Helper()
+	return c.startChatWorkerEnv(id, slots, s, nil, extra...)
+}
+
+// startChatWorkerEnv is startChatWorkerWith with environment variables.
+func (c *coord) startChatWorkerEnv(id string, slots int, s *chatServer, env []string, extra ...string) *proc.Proc {
+	c.t.Helper()
 	args := append([]string{"--nats", c.url, "--id", id, "--slots", fmt.Sprint(slots), "--heartbeat", heartbeat, "--allow-scripted"}, extra...)
-	p := proc.StartWith(c.t, proc.Options{Env: s.env()}, "worker "+id, bin.worker, args...)
+	p := proc.StartWith(c.t, proc.Options{Env: append(s.env(), env...)}, "worker "+id, bin.worker, args...)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool {
 		var ws []struct{ ID string }

@@ -63,6 +63,8 @@ type coordOpts struct {
 	// tests reach it on 127.0.0.1 either way.
 	httpHost string
 	extra    []string
+	// env is added to the coordinator's environment.
+	env []string
 }
 
 // startCoord starts a coordinator on free loopback ports and waits until it
@@ -94,6 +96,7 @@ func startCoord(t *testing.T, o coordOpts) *coord {
 			c.env = []string{"FORMICA_HTTP_TOKEN=" + o.token}
 		}
 		c.args = append(c.args, o.extra...)
+		c.env = append(c.env, o.env...)
 		if c.start() {
 			return c
 		}
@@ -196,7 +199,13 @@ func (c *coord) cli(args ...string) cliResult {
 // startCLI starts formica with args against this cluster.
 func (c *coord) startCLI(args ...string) *proc.Proc {
 	c.t.Helper()
-	env := append([]string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}, c.cliEnv...)
+	return c.startCLIEnv(nil, args...)
+}
+
+// startCLIEnv is startCLI with environment variables.
+func (c *coord) startCLIEnv(env []string, args ...string) *proc.Proc {
+	c.t.Helper()
+	env = append(append([]string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}, c.cliEnv...), env...)
 	return proc.StartWith(c.t, proc.Options{Env: env},
 		"formica "+strings.Join(args[:min(len(args), 2)], " "), bin.formica, args...)
 }

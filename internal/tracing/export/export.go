@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
@@ -61,11 +63,29 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 		if proto == "" {
 			proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 		}
+		// Endpoint and headers are passed from getenv (over what the
+		// exporters would read themselves), so the environment Setup was
+		// given is the one that counts.
+		url, headers := endpointURL(getenv, proto), headersOf(getenv)
 		switch strings.ToLower(strings.TrimSpace(proto)) {
 		case "", "http/protobuf":
-			exp, err = otlptracehttp.New(ctx)
+			var opts []otlptracehttp.Option
+			if url != "" {
+				opts = append(opts, otlptracehttp.WithEndpointURL(url))
+			}
+			if len(headers) > 0 {
+				opts = append(opts, otlptracehttp.WithHeaders(headers))
+			}
+			exp, err = otlptracehttp.New(ctx, opts...)
 		case "grpc":
-			exp, err = otlptracegrpc.New(ctx)
+			var opts []otlptracegrpc.Option
+			if url != "" {
+				opts = append(opts, otlptracegrpc.WithEndpointURL(url))
+			}
+			if len(headers) > 0 {
+				opts = append(opts, otlptracegrpc.WithHeaders(headers))
+			}
+			exp, err = otlptracegrpc.New(ctx, opts...)
 		default:
 			return noop, false, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_PROTOCOL=%q (want http/protobuf or grpc)", ErrConfig, proto)
 		}
@@ -92,11 +112,49 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 	return func(ctx context.Context) error {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+			ctx, cancel = context.WithTimeout(ctx, ShutdownTimeout)
 			defer cancel()
 		}
 		return tp.Shutdown(ctx)
 	}, true, nil
+}
+
+// endpointURL is where traces go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as
+// given, else OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces added over HTTP;
+// "" leaves the exporter's default.
+func endpointURL(getenv func(string) string, proto string) string {
+	if u := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); u != "" {
+		return u
+	}
+	u := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	if u == "" || strings.EqualFold(strings.TrimSpace(proto), "grpc") {
+		return u
+	}
+	return strings.TrimRight(u, "/") + "/v1/traces"
+}
+
+// headersOf reads OTEL_EXPORTER_OTLP_HEADERS and, over it,
+// OTEL_EXPORTER_OTLP_TRACES_HEADERS: key=value pairs, comma separated,
+// values URL-encoded.
+func headersOf(getenv func(string) string) map[string]string {
+	var h map[string]string
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for _, kv := range strings.Split(getenv(name), ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				continue
+			}
+			if dec, err := neturl.QueryUnescape(strings.TrimSpace(v)); err == nil {
+				v = dec
+			}
+			if h == nil {
+				h = map[string]string{}
+			}
+			h[k] = strings.TrimSpace(v)
+		}
+	}
+	return h
 }
 
 // envResource reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME through
@@ -113,4 +171,28 @@ func envResource(getenv func(string) string) *resource.Resource {
 		attrs = append(attrs, attribute.String("service.name", s))
 	}
 	return resource.NewSchemaless(attrs...)
+}
+
+// ShutdownTimeout bounds how long a program waits on exit for its last spans
+// to be sent.
+const ShutdownTimeout = 5 * time.Second
+
+// Start is Setup for a program: it logs whether spans are exported, and
+// returns a stop that flushes them within ShutdownTimeout and logs a
+// failure to.
+func Start(ctx context.Context, service string, logger *slog.Logger) (stop func(), err error) {
+	shutdown, enabled, err := Setup(ctx, service, nil)
+	if err != nil {
+		return func() {}, err
+	}
+	if enabled {
+		logger.Info("tracing on", "service", service)
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			logger.Warn("tracing: spans not flushed", "err", err)
+		}
+	}, nil
 }
