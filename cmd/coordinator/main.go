@@ -64,6 +64,7 @@ func run() error {
 		scripted     = fs.Bool("allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
 		slots        = fs.Int("slots", 16, "threads each local worker runs at once")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		logFormat    = fs.String("log-format", "text", "log line format: text or json")
 		traceURL     = fs.String("trace-url", os.Getenv("FORMICA_TRACE_URL"), "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); the API's run records carry it as trace_url (default $FORMICA_TRACE_URL)")
 		model        = fs.String("model", os.Getenv("FORMICA_MODEL"), "model `ref` for submitted agents that name none (default $FORMICA_MODEL, else sim)")
 		cwd          = fs.String("cwd", "", "harness `dir` of submitted runs on the workers (default: this process's directory)")
@@ -99,7 +100,7 @@ func run() error {
 		}
 		os.Exit(2)
 	}
-	logger, err := logging.New(os.Stderr, *logLevel)
+	logger, err := logging.New(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}

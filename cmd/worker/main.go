@@ -37,12 +37,13 @@ func run() error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	client := broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}
 	var (
-		wc       worker.Config
-		sbf      sandbox.Flags
-		grace    = fs.Duration("drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
-		logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
-		mcpFile  = fs.String("mcp-config", "", mcp.FlagUsage)
-		httpAddr = fs.String("http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
+		wc        worker.Config
+		sbf       sandbox.Flags
+		grace     = fs.Duration("drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
+		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		logFormat = fs.String("log-format", "text", "log line format: text or json")
+		mcpFile   = fs.String("mcp-config", "", mcp.FlagUsage)
+		httpAddr  = fs.String("http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
 	)
 	client.RegisterFlags(fs)
 	fs.StringVar(&wc.ID, "id", "", "worker id (one word); default host-random")
@@ -57,7 +58,7 @@ func run() error {
 		}
 		os.Exit(2)
 	}
-	logger, err := logging.New(os.Stderr, *logLevel)
+	logger, err := logging.New(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}

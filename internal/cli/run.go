@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/record"
@@ -53,6 +55,8 @@ type runFlags struct {
 	budget     budgetFlags
 	mcpConfig  string
 	traceURL   string
+	logLevel   string
+	logFormat  string
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -69,6 +73,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.nats.RegisterFlags(fs)
 	f.budget.register(fs)
 	registerTraceURL(fs, &f.traceURL)
+	fs.StringVar(&f.logLevel, "log-level", "off", "log level of the in-process coordinator and worker (without --nats): off, debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log line format on stderr: text or json")
 }
 
 func runCommand(args []string, stdio Stdio) int {
@@ -232,6 +238,14 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		}
 		return nc, st, cleanup, nil
 	}
+	var logger *slog.Logger // nil: no logs
+	if f.logLevel != "off" {
+		l, err := logging.New(stderr, f.logLevel, f.logFormat)
+		if err != nil {
+			return nil, nil, nil, usageError{err}
+		}
+		logger = l
+	}
 	// A person's own run on their own machine may replay a scripted model.
 	sb := localSandbox(stderr)
 	pool, err := mcp.Open(f.mcpConfig, sb, nil)
@@ -261,6 +275,7 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		AllowScripted: true,
 		Harness:       runner.HarnessConfig{Sandbox: sb},
 		MCP:           pool,
+		Logger:        logger,
 	})
 	if err != nil {
 		closePool()

@@ -38,7 +38,9 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
 	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{}))
 	stored := c.recordDirect(sub)
+	begun := time.Now()
 	rec := c.execute(rn, sub, false)
+	c.logFinished(rec, 1, time.Since(begun))
 	if stored {
 		c.finishDirect(rec)
 	}

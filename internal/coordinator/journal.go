@@ -47,7 +47,7 @@ func (c *Coordinator) loadRunJournal(rn *run) {
 	defer cancel()
 	entries, err := c.cfg.Store.ReadJournal(ctx, rn.id, "")
 	if err != nil {
-		c.cfg.Logger.Warn("read journal: the run starts over", "run", rn.id, "err", err)
+		c.cfg.Logger.Warn("read journal: the run starts over", "run_id", rn.id, "err", err)
 		return
 	}
 	byThread := map[string][]journal.Entry{}
@@ -95,7 +95,7 @@ func (c *Coordinator) replayOf(rn *run, t *threadRec, reread bool) []journal.Ent
 		if err == nil {
 			return journal.Trusted(entries)
 		}
-		c.cfg.Logger.Warn("read journal: the thread starts over", "run", rn.id, "thread", t.thread.ID, "err", err)
+		c.cfg.Logger.Warn("read journal: the thread starts over", "run_id", rn.id, "thread_id", t.thread.ID, "err", err)
 		return nil
 	}
 	rn.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -76,7 +77,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		rn, err = c.open(&sub)
 	}
 	if err != nil {
-		c.cfg.Logger.Warn("refused queued run", "run", sub.RunID, "err", err)
+		c.cfg.Logger.Warn("refused queued run", "run_id", sub.RunID, "err", err)
 		if c.state.Load() != 1 {
 			s.Nak(ctx, 0)
 			return
@@ -108,7 +109,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.retryLater(ctx, s, "start run record", err)
 		return
 	}
-	c.cfg.Logger.Info("run started", "run_id", sub.RunID, "attempt", started.Attempts)
+	c.cfg.Logger.Info("run started", "run_id", sub.RunID, "attempt", started.Attempts, "trace_id", started.TraceID)
 	if s.Delivered() > 1 {
 		c.cfg.Metrics.Redelivered()
 	} else {
@@ -118,17 +119,38 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.cfg.Metrics.QueueWaited(started.StartedAt.Sub(started.CreatedAt))
 	}
 
+	begun := time.Now()
 	rec := c.execute(rn, sub, started.Attempts > 1)
 	if errors.Is(context.Cause(rn.ctx), errStopping) {
+		c.cfg.Logger.Info("run handed back to the queue", "run_id", sub.RunID, "trace_id", rec.TraceID)
 		// Shutting down: hand the run to the next coordinator untouched.
 		c.finishRecord(context.WithoutCancel(ctx), sub.RunID, func(r *record.Run) { r.Status = record.Queued })
 		s.Nak(context.WithoutCancel(ctx), 0)
 		return
 	}
 	c.finishRecord(context.WithoutCancel(ctx), sub.RunID, c.final(rec))
+	c.logFinished(rec, started.Attempts, time.Since(begun))
 	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {
-		c.cfg.Logger.Warn("ack run", "run", sub.RunID, "err", err)
+		c.cfg.Logger.Warn("ack run", "run_id", sub.RunID, "err", err)
 	}
+}
+
+// logFinished logs a run's end: the line to look for by run_id.
+func (c *Coordinator) logFinished(rec record.Run, attempts int, d time.Duration) {
+	level := slog.LevelInfo
+	if rec.Status != event.Succeeded {
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{slog.String("run_id", rec.RunID), slog.String("status", string(rec.Status)),
+		slog.Duration("duration", d), slog.Int("attempts", attempts), slog.Int("threads", len(rec.Threads)),
+		slog.Int64("input_tokens", rec.Usage.InputTokens), slog.Int64("output_tokens", rec.Usage.OutputTokens)}
+	if rec.Error != "" {
+		attrs = append(attrs, slog.String("error", rec.Error))
+	}
+	if rec.TraceID != "" {
+		attrs = append(attrs, slog.String("trace_id", rec.TraceID))
+	}
+	c.cfg.Logger.LogAttrs(context.Background(), level, "run finished", attrs...)
 }
 
 // errCancelRequested stops a run from starting: it was cancelled meanwhile.
@@ -141,14 +163,14 @@ func (c *Coordinator) endQueued(ctx context.Context, s *store.Submission, status
 	if status == event.Cancelled && reason == "" {
 		reason = "cancelled"
 	}
-	c.cfg.Logger.Info("run settled without running", "run", s.Sub.RunID, "status", status, "reason", reason)
+	c.cfg.Logger.Info("run settled without running", "run_id", s.Sub.RunID, "status", status, "reason", reason)
 	c.finishRecord(ctx, s.Sub.RunID, func(r *record.Run) {
 		if !r.Status.Final() {
 			r.Status, r.Error, r.FinishedAt, r.CancelRequested = status, reason, c.cfg.Now(), ""
 		}
 	})
 	if err := s.Ack(ctx); err != nil {
-		c.cfg.Logger.Warn("ack run", "run", s.Sub.RunID, "err", err)
+		c.cfg.Logger.Warn("ack run", "run_id", s.Sub.RunID, "err", err)
 	}
 }
 
@@ -156,7 +178,7 @@ func (c *Coordinator) endQueued(ctx context.Context, s *store.Submission, status
 // on its last delivery, fails the run for good: a message past its last
 // delivery would otherwise stay in the queue forever.
 func (c *Coordinator) retryLater(ctx context.Context, s *store.Submission, what string, err error) {
-	c.cfg.Logger.Warn(what, "run", s.Sub.RunID, "delivery", s.Delivered(), "err", err)
+	c.cfg.Logger.Warn(what, "run_id", s.Sub.RunID, "delivery", s.Delivered(), "err", err)
 	ctx = context.WithoutCancel(ctx)
 	if !s.LastDelivery() {
 		s.Nak(ctx, time.Second)
@@ -176,7 +198,7 @@ func (c *Coordinator) finishRecord(ctx context.Context, id string, fn func(*reco
 		if err == nil {
 			return
 		}
-		c.cfg.Logger.Warn("update run record", "run", id, "err", err)
+		c.cfg.Logger.Warn("update run record", "run_id", id, "err", err)
 		sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond)
 	}
 }

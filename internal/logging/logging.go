@@ -1,17 +1,63 @@
-// Package logging builds the slog loggers of Formica's programs.
+// Package logging builds the slog loggers of Formica's programs: text or
+// JSON lines, each line logged with a context that carries a recording
+// span also carrying its trace_id and span_id, so logs and traces meet.
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
-// New returns a text logger at the named level (debug, info, warn, error).
-func New(w io.Writer, level string) (*slog.Logger, error) {
+// Formats New accepts.
+const (
+	FormatText = "text"
+	FormatJSON = "json"
+)
+
+// Keys of the attributes every line about a run or a thread carries.
+const (
+	KeyRun    = "run_id"
+	KeyThread = "thread_id"
+	KeyTrace  = "trace_id"
+	KeySpan   = "span_id"
+)
+
+// New returns a logger at the named level (debug, info, warn, error) in
+// the named format (text, the default when "", or json).
+func New(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler
+	switch format {
+	case "", FormatText:
+		h = slog.NewTextHandler(w, opts)
+	case FormatJSON:
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("log format %q: want text or json", format)
+	}
+	return slog.New(traced{h}), nil
 }
+
+// traced adds the trace and span ids of the record's context, when it
+// carries a valid span context.
+type traced struct{ slog.Handler }
+
+func (h traced) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String(KeyTrace, sc.TraceID().String()), slog.String(KeySpan, sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traced) WithAttrs(as []slog.Attr) slog.Handler { return traced{h.Handler.WithAttrs(as)} }
+
+func (h traced) WithGroup(name string) slog.Handler { return traced{h.Handler.WithGroup(name)} }

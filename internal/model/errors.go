@@ -33,10 +33,34 @@ func StatusError(provider string, status int, msg string) error {
 	default:
 		kind = ErrBadRequest
 	}
-	if msg == "" {
-		return fmt.Errorf("%s: HTTP %d: %w", provider, status, kind)
+	return &HTTPError{Provider: provider, Status: status, kind: kind, msg: msg}
+}
+
+// HTTPError is a provider's HTTP failure: its status, classified by the
+// sentinel it unwraps to.
+type HTTPError struct {
+	Provider string
+	Status   int
+	kind     error
+	msg      string
+}
+
+func (e *HTTPError) Error() string {
+	if e.msg == "" {
+		return fmt.Sprintf("%s: HTTP %d: %v", e.Provider, e.Status, e.kind)
 	}
-	return fmt.Errorf("%s: HTTP %d: %w: %s", provider, status, kind, msg)
+	return fmt.Sprintf("%s: HTTP %d: %v: %s", e.Provider, e.Status, e.kind, e.msg)
+}
+
+func (e *HTTPError) Unwrap() error { return e.kind }
+
+// StatusOf is the HTTP status err carries, or 0.
+func StatusOf(err error) int {
+	var h *HTTPError
+	if errors.As(err, &h) {
+		return h.Status
+	}
+	return 0
 }
 
 // Retryable reports whether err is worth another attempt (rate limit or server error).

@@ -75,8 +75,8 @@ func Retry(ctx context.Context, b Backoff, log *slog.Logger, call func(context.C
 				slog.Int("retry", n+1), slog.Int("max_retries", b.MaxRetries),
 				slog.Duration("wait", wait), slog.String("error", err.Error()))
 		}
-		if n, ok := ctx.Value(retryNoticeKey{}).(RetryNotice); ok {
-			n.Retrying(err)
+		if notice, ok := ctx.Value(retryNoticeKey{}).(RetryNotice); ok {
+			notice.Retrying(ctx, err, n+1, wait)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -88,9 +88,10 @@ func Retry(ctx context.Context, b Backoff, log *slog.Logger, call func(context.C
 	}
 }
 
-// RetryNotice hears of each retry Retry is about to make.
+// RetryNotice hears of each retry Retry is about to make: the failure, the
+// retry's number (1 for the first) and the wait before it.
 type RetryNotice interface {
-	Retrying(err error)
+	Retrying(ctx context.Context, err error, retry int, wait time.Duration)
 }
 
 type retryNoticeKey struct{}

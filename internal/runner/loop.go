@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -191,9 +192,7 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 	}
 	start := st.r.cfg.Now()
 	obs := st.r.cfg.Observer
-	if obs != nil {
-		ctx = model.WithRetryNotice(ctx, retryNotice{obs, st.ref.Provider})
-	}
+	ctx = model.WithRetryNotice(ctx, retryNotice{st, obs})
 	ctx, span := tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
 	resp, err := st.mdl.Generate(ctx, model.Request{
 		Model:             st.ref.Name,
@@ -224,13 +223,23 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 	return resp, err
 }
 
-// retryNotice passes a provider's retries on to the Observer.
+// retryNotice logs a provider's retries and passes them on to the Observer.
 type retryNotice struct {
-	obs      Observer
-	provider string
+	st  *threadState
+	obs Observer
 }
 
-func (n retryNotice) Retrying(err error) { n.obs.ModelRetry(n.provider, model.RetryReason(err)) }
+func (n retryNotice) Retrying(ctx context.Context, err error, retry int, wait time.Duration) {
+	provider := n.st.ref.Provider
+	n.st.r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "model call retried",
+		slog.String("run_id", n.st.th.RunID), slog.String("thread_id", n.st.th.ID),
+		slog.String("provider", provider), slog.String("model", n.st.ref.Name), slog.Int("status", model.StatusOf(err)),
+		slog.Int("attempt", retry+1), slog.Duration("wait", wait), slog.String("reason", model.RetryReason(err)),
+		slog.String("error", err.Error()))
+	if n.obs != nil {
+		n.obs.ModelRetry(provider, model.RetryReason(err))
+	}
+}
 
 // become makes a the thread's current agent: its model, tools and system prompt.
 func (st *threadState) become(a spec.Agent) error {

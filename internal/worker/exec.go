@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -78,7 +79,15 @@ func (a *threadActor) run(self actor.PID) {
 	provider, name := modelOf(a.th.Agent.Model)
 	ctx, span := tracing.StartInvokeAgent(a.ctx, tracing.Agent{Name: a.th.Name, ThreadID: a.th.ID, RunID: a.th.RunID,
 		Path: a.th.Path, Worker: a.w.cfg.ID, Provider: provider, Model: name, Depth: a.th.Depth, Attempt: a.attempt})
+	log := a.w.cfg.Logger
+	log.DebugContext(ctx, "thread started", "run_id", a.th.RunID, "thread_id", a.th.ID, "name", a.th.Name,
+		"depth", a.th.Depth, "attempt", a.attempt)
 	res := a.w.runner.RunThread(ctx, a.th)
+	if log.Enabled(ctx, slog.LevelInfo) {
+		log.LogAttrs(ctx, slog.LevelInfo, "thread finished", slog.String("run_id", a.th.RunID), slog.String("thread_id", a.th.ID),
+			slog.String("name", a.th.Name), slog.String("status", string(res.Status)),
+			slog.Int64("input_tokens", res.Own.InputTokens), slog.Int64("output_tokens", res.Own.OutputTokens))
+	}
 	tracing.EndInvokeAgent(span, res.Own.InputTokens, res.Own.OutputTokens, string(res.Status), res.Error)
 	a.w.finish(a.th.ID)
 	a.cancel(nil)
@@ -114,7 +123,7 @@ func (w *Worker) replyResult(r actor.Replier, id, token string, res runner.Resul
 	if err == nil {
 		return
 	}
-	w.cfg.Logger.Warn("send result", "thread", id, "err", err)
+	w.cfg.Logger.Warn("send result", "thread_id", id, "err", err)
 	failed := runner.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
 	r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}))
 }

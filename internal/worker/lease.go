@@ -107,7 +107,7 @@ func (w *Worker) fenceThread(id string, attempt int, reason string) {
 	}
 	w.mu.Unlock()
 	if !pid.IsZero() {
-		w.cfg.Logger.Warn("placement superseded: cancelling thread", "thread", id, "reason", reason)
+		w.cfg.Logger.Warn("placement superseded: cancelling thread", "thread_id", id, "reason", reason)
 		w.engine.Send(pid, cancelThread{cause: fmt.Errorf("%w: %s", errLapsed, reason)})
 	}
 }
