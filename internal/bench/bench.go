@@ -75,6 +75,12 @@ type Settings struct {
 	// Journal runs the spawn, throughput, fan-out and scaling stacks with
 	// JetStream and the run store, so every thread journals its life.
 	Journal bool `json:"journal,omitempty"`
+	// Metrics gives the stacks Prometheus metrics, as the coordinator and
+	// worker binaries always have them (they are recorded, never scraped).
+	Metrics bool `json:"metrics,omitempty"`
+	// Trace exports every span with the SDK's batching OTLP/HTTP exporter
+	// to a receiver on loopback that the suite starts (it reads and drops).
+	Trace bool `json:"trace,omitempty"`
 }
 
 // Full and Quick are the default settings.
@@ -176,6 +182,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		b.progress = io.Discard
 	}
 	res := &Result{Machine: machine(), Settings: set, Started: time.Now()}
+	if set.Trace {
+		sink, stop, err := startTracing(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			stop()
+			res.Trace = sink.stats()
+		}()
+	}
 	steps := []struct {
 		name string
 		run  func(context.Context, *Result) error

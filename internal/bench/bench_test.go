@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel"
 )
 
 // childEnv makes the test binary act as a memory-scenario role process.
@@ -121,5 +123,31 @@ func TestBadConfig(t *testing.T) {
 	bad.Slots = -1
 	if _, err := Run(context.Background(), Config{Settings: bad}); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("negative slots: %v", err)
+	}
+}
+
+// TestMetricsAndTracing runs the spawn scenario with metrics recorded and
+// every span exported: the receiver gets the exports, and the global
+// provider is the no-op one again afterwards.
+func TestMetricsAndTracing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	set := tiny
+	set.Metrics, set.Trace = true, true
+	before := otel.GetTracerProvider()
+	res, err := Run(ctx, Config{Scenarios: []string{ScenarioSpawn}, Settings: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Spawn == nil || res.Trace == nil || res.Trace.Exports < 1 || res.Trace.Bytes < 1 {
+		t.Fatalf("spawn %+v, trace %+v: want spawn figures and exports received", res.Spawn, res.Trace)
+	}
+	if otel.GetTracerProvider() != before {
+		t.Error("the suite left its tracer provider installed")
+	}
+	var table bytes.Buffer
+	WriteTable(&table, res)
+	if !strings.Contains(table.String(), "metrics on, tracing on") {
+		t.Errorf("the table does not say what was on:\n%s", table.String())
 	}
 }

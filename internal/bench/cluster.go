@@ -20,6 +20,7 @@ import (
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/record"
@@ -71,10 +72,12 @@ type cluster struct {
 }
 
 // startCluster starts a server, a coordinator and workers of slots each,
-// every component on its own connection of the chosen kind. With journal,
-// the server runs JetStream and the stack its run store, so every thread
-// journals its life (as in a cluster).
-func startCluster(ctx context.Context, tcp bool, workers, slots int, journal bool) (_ *cluster, err error) {
+// every component on its own connection of the chosen kind. With
+// set.Journal, the server runs JetStream and the stack its run store, so
+// every thread journals its life (as in a cluster); with set.Metrics the
+// stack records its metrics.
+func startCluster(ctx context.Context, tcp bool, workers, slots int, set Settings) (_ *cluster, err error) {
+	journal := set.Journal
 	c := &cluster{workers: workers}
 	defer func() {
 		if err != nil {
@@ -90,8 +93,13 @@ func startCluster(ctx context.Context, tcp bool, workers, slots int, journal boo
 		return nil, err
 	}
 	c.dial = dialer(c.srv, tcp)
+	var mx *metrics.Metrics
+	if set.Metrics {
+		mx = metrics.New()
+	}
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, Workers: workers, Slots: slots,
-		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: coordinator.Config{Ceilings: benchCeilings}, Durable: journal})
+		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: coordinator.Config{Ceilings: benchCeilings}, Durable: journal,
+		Metrics: mx})
 	if err != nil {
 		return nil, err
 	}

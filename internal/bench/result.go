@@ -24,6 +24,8 @@ type Result struct {
 	Fanout     *Fanout     `json:"fanout,omitempty"`
 	Scaling    *Scaling    `json:"scaling,omitempty"`
 	Memory     *Memory     `json:"memory,omitempty"`
+	// Trace is what the exporter sent, with Settings.Trace.
+	Trace *TraceSink `json:"trace,omitempty"`
 
 	// Targets are the goals of BENCHMARKS.md checked against this run.
 	Targets []Target `json:"targets"`

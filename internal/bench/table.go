@@ -21,6 +21,13 @@ func WriteTable(w io.Writer, res *Result) error {
 		fmt.Fprintf(w, ", %.0f GiB", m.MemoryGiB)
 	}
 	fmt.Fprintf(w, "\nload average before %s, after %s; %.1f s\n", loads(m.LoadBefore), loads(m.LoadAfter), res.Seconds)
+	if set := res.Settings; set.Journal || set.Metrics || set.Trace {
+		fmt.Fprintf(w, "stacks with: journal %s, metrics %s, tracing %s", onOff(set.Journal), onOff(set.Metrics), onOff(set.Trace))
+		if t := res.Trace; t != nil {
+			fmt.Fprintf(w, " (%d exports, %.1f KiB sent)", t.Exports, float64(t.Bytes)/1024)
+		}
+		fmt.Fprintln(w)
+	}
 
 	if f := res.Floors; f != nil {
 		fmt.Fprintln(w, "\nfloors (128 B request-reply)")
@@ -171,4 +178,11 @@ func num(v float64) string {
 		return bytesStr(v)
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

@@ -33,6 +33,8 @@ func benchCommand(args []string, stdio Stdio) int {
 	fs.DurationVar(&set.FanoutLatency, "fanout-latency", 0, "fan-out helpers' model latency (default 100ms; quick 50ms)")
 	fs.IntVar(&set.Workers, "workers", 0, "workers of the throughput, fan-out, scaling and memory scenarios (default 4)")
 	fs.BoolVar(&set.Journal, "journal", false, "run the stacks with JetStream and every thread's journal on, as in a cluster")
+	fs.BoolVar(&set.Metrics, "metrics", false, "record Prometheus metrics in the stacks, as the coordinator and worker binaries do")
+	fs.BoolVar(&set.Trace, "trace", false, "export every span (batching OTLP/HTTP exporter) to a receiver on loopback the bench starts")
 	fs.IntVar(&set.Slots, "slots", 0, "slots per worker of the throughput, fan-out and scaling scenarios (default 64)")
 	fs.Usage = func() {
 		fmt.Fprintln(stdio.Err, "Usage: formica bench [--quick] [--json FILE] [--scenario NAME[,NAME]] [fan-out flags]")
