@@ -94,7 +94,10 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id, err := s.b.Submit(r.Context(), req)
+	// A caller that traces its request has the run's trace go on from it.
+	ctx := tracing.Extract(r.Context(), map[string]string{
+		tracing.HeaderTraceparent: r.Header.Get(tracing.HeaderTraceparent), tracing.HeaderTracestate: r.Header.Get(tracing.HeaderTracestate)})
+	id, err := s.b.Submit(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -71,10 +71,20 @@ func TestJSONLogs(t *testing.T) {
 	w := c.startWorkerWith("w1", 4, append([]string{"OPENAI_BASE_URL=" + srv.URL + "/v1", "OPENAI_API_KEY=test-key"}, otel...),
 		"--log-format", "json")
 
-	run := c.submit(map[string]any{"task": "logs-root", "model": "openai:gpt-test"})
+	// The request is traced by its caller: the run's trace goes on from it.
+	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	code, body, err := c.do(http.MethodPost, "/v1/runs", map[string]any{"task": "logs-root", "model": "openai:gpt-test"},
+		"traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
+	var sub struct {
+		RunID string `json:"run_id"`
+	}
+	if err != nil || code != http.StatusAccepted || json.Unmarshal(body, &sub) != nil {
+		t.Fatalf("POST /v1/runs: %d %s %v", code, body, err)
+	}
+	run := sub.RunID
 	rec := c.waitFinal(run)
-	if rec.Status != event.Succeeded || rec.TraceID == "" {
-		t.Fatalf("run %s: %s (%s), trace %q", run, rec.Status, rec.Error, rec.TraceID)
+	if rec.Status != event.Succeeded || rec.TraceID != callerTrace {
+		t.Fatalf("run %s: %s (%s), trace %q, want the caller's %s", run, rec.Status, rec.Error, rec.TraceID, callerTrace)
 	}
 	// The worker logs a thread's end before it sends the result, the
 	// coordinator the run's end once its record is written.
