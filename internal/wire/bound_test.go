@@ -52,6 +52,17 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
+// fewestAllocs is the fewest allocations f makes per call over a few
+// rounds: the process's other goroutines (the race runtime, finalizers)
+// only ever add to a round's count, so the fewest is f's own.
+func fewestAllocs(f func()) float64 {
+	fewest := testing.AllocsPerRun(10, f)
+	for range 4 {
+		fewest = min(fewest, testing.AllocsPerRun(10, f))
+	}
+	return fewest
+}
+
 // bombs are hostile messages a peer may send: each is refused before the
 // decoder allocates for it.
 func bombs() map[string][]byte {
@@ -99,8 +110,8 @@ func TestBombsAreRefusedCheaply(t *testing.T) {
 			if _, err := Decode(msg); !errors.Is(err, ErrBadMessage) {
 				t.Errorf("Decode: %v", err)
 			}
-			if avg := testing.AllocsPerRun(10, func() { Check(msg) }); avg > 8 {
-				t.Errorf("Check allocated %.0f times to refuse", avg)
+			if n := fewestAllocs(func() { Check(msg) }); n > 8 {
+				t.Errorf("Check allocated %.0f times to refuse", n)
 			}
 		})
 	}
