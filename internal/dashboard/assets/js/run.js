@@ -57,20 +57,26 @@ export function runView(root, runId) {
     }
   };
 
+  const cancelBtn = h('button', {type: 'button', id: 'cancel-run', class: 'danger', onclick: () => act('Cancel', `/v1/runs/${encodeURIComponent(runId)}/cancel`)}, 'Cancel run');
+  const resumeBtn = h('button', {type: 'button', id: 'resume-run', onclick: () => act('Resume', `/v1/runs/${encodeURIComponent(runId)}/resume`)}, 'Resume');
+  const traceLink = h('a', {class: 'button', id: 'trace-link', target: '_blank', rel: 'noopener'}, 'Trace');
+
   const renderHead = () => {
     const st = rec ? rec.status : tree.status || 'running';
     const shownStatus = finalStatus(tree.status) ? tree.status : st;
     fill(status, badge(shownStatus));
     status.dataset.status = shownStatus;
     const btns = [];
-    if (!finalStatus(shownStatus)) {
-      btns.push(h('button', {type: 'button', id: 'cancel-run', class: 'danger', onclick: () => act('Cancel', `/v1/runs/${encodeURIComponent(runId)}/cancel`)}, 'Cancel run'));
+    if (!finalStatus(shownStatus)) btns.push(cancelBtn);
+    if (feats.has('POST /v1/runs/{id}/resume') && finalStatus(shownStatus) && shownStatus !== 'succeeded') btns.push(resumeBtn);
+    if (rec && rec.trace_url) {
+      if (traceLink.getAttribute('href') !== rec.trace_url) traceLink.setAttribute('href', rec.trace_url);
+      btns.push(traceLink);
     }
-    if (feats.has('POST /v1/runs/{id}/resume') && finalStatus(shownStatus) && shownStatus !== 'succeeded') {
-      btns.push(h('button', {type: 'button', id: 'resume-run', onclick: () => act('Resume', `/v1/runs/${encodeURIComponent(runId)}/resume`)}, 'Resume'));
-    }
-    if (rec && rec.trace_url) btns.push(h('a', {href: rec.trace_url, class: 'button', id: 'trace-link', target: '_blank', rel: 'noopener'}, 'Trace'));
-    fill(buttons, btns);
+    // The same nodes stay in place from one render to the next, so a click
+    // that lands while the page re-renders still reaches its button.
+    const kids = [...buttons.children];
+    if (kids.length !== btns.length || kids.some((k, i) => k !== btns[i])) fill(buttons, btns);
     if (!rec) return;
     const now = Date.now();
     const start = ms(rec.started_at);
