@@ -133,8 +133,12 @@ func EndInvokeAgent(span trace.Span, input, output int64, status, reason string)
 	span.End()
 }
 
-// StartChat starts a model call's span (CLIENT).
+// StartChat starts a model call's span (CLIENT). A provider with no model
+// names of its own (sim) is its model.
 func StartChat(ctx context.Context, provider, model string) (context.Context, trace.Span) {
+	if model == "" {
+		model = provider
+	}
 	ctx, span := Tracer().Start(ctx, OpChat+" "+model, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpChat), AttrProvider.String(provider), AttrRequestModel.String(model))
@@ -145,7 +149,10 @@ func StartChat(ctx context.Context, provider, model string) (context.Context, tr
 // EndChat ends a model call's span.
 func EndChat(span trace.Span, model string, finish string, input, output int64, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(AttrResponseModel.String(model), AttrInputTokens.Int64(input), AttrOutputTokens.Int64(output))
+		span.SetAttributes(AttrInputTokens.Int64(input), AttrOutputTokens.Int64(output))
+		if model != "" {
+			span.SetAttributes(AttrResponseModel.String(model))
+		}
 		if finish != "" {
 			span.SetAttributes(AttrFinishReasons.StringSlice([]string{finish}))
 		}

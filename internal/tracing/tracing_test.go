@@ -1,0 +1,82 @@
+package tracing_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/formica-run/formica/internal/tracing"
+)
+
+// recorder installs an in-memory provider for the test.
+func recorder(t *testing.T) *tracetest.SpanRecorder {
+	rec := tracetest.NewSpanRecorder()
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	return rec
+}
+
+func TestHeadersCrossAnyCase(t *testing.T) {
+	recorder(t)
+	ctx, span := tracing.StartTool(context.Background(), "agent", "call_1", "{}")
+	defer span.End()
+	h := tracing.Inject(ctx, map[string]string{"Formica-Run": "r1"})
+	if h[tracing.HeaderTraceparent] == "" {
+		t.Fatalf("no lower-case traceparent in %v", h)
+	}
+	// A peer that wrote the header in another case is read the same.
+	upper := map[string]string{"Traceparent": h[tracing.HeaderTraceparent]}
+	if got, want := tracing.TraceIDOf(upper), tracing.TraceID(ctx); got != want || got == "" {
+		t.Fatalf("TraceIDOf(Traceparent) = %q, want %q", got, want)
+	}
+	carried := tracing.Carry(upper)
+	if len(carried) != 1 || carried[tracing.HeaderTraceparent] != h[tracing.HeaderTraceparent] {
+		t.Fatalf("Carry = %v", carried)
+	}
+	if tracing.Carry(map[string]string{"Formica-Run": "r1"}) != nil {
+		t.Error("Carry of headers without trace context is not nil")
+	}
+	// Without a span nothing is added.
+	if h := tracing.Inject(context.Background(), nil); h != nil {
+		t.Errorf("Inject without a span = %v", h)
+	}
+}
+
+func TestSpanNamesAndNesting(t *testing.T) {
+	rec := recorder(t)
+	ctx, agent := tracing.StartInvokeAgent(context.Background(), tracing.Agent{Name: "formica", ThreadID: "t1", RunID: "r1"})
+	_, chat := tracing.StartChat(ctx, "sim", "")
+	tracing.EndChat(chat, "", "stop", 3, 4, nil)
+	tctx, tool := tracing.StartTool(ctx, "agent", "call_1", `{"task":"x"}`)
+	// The helper, in another process, goes on from the carried header.
+	remote := tracing.Extract(context.Background(), tracing.Inject(tctx, nil))
+	_, helper := tracing.StartInvokeAgent(remote, tracing.Agent{Name: "a", ThreadID: "t2", RunID: "r1"})
+	tracing.EndInvokeAgent(helper, 1, 1, "succeeded", "")
+	tracing.EndTool(tool, "ok", "done")
+	tracing.EndInvokeAgent(agent, 3, 4, "failed", "boom")
+
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		byName[s.Name()] = s
+	}
+	for _, name := range []string{"invoke_agent formica", "chat sim", "execute_tool agent", "invoke_agent a"} {
+		if byName[name] == nil {
+			t.Fatalf("no span %q among %v", name, byName)
+		}
+	}
+	if got, want := byName["invoke_agent a"].Parent().SpanID(), byName["execute_tool agent"].SpanContext().SpanID(); got != want {
+		t.Errorf("helper's parent %s, want the execute_tool span %s", got, want)
+	}
+	for _, kv := range byName["execute_tool agent"].Attributes() {
+		if kv.Key == tracing.AttrToolArguments {
+			t.Error("tool arguments on a span without the capture setting")
+		}
+	}
+	if byName["invoke_agent formica"].Status().Description != "boom" {
+		t.Errorf("failed thread's span status %+v", byName["invoke_agent formica"].Status())
+	}
+}
