@@ -21,6 +21,7 @@ import (
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
+	"github.com/formica-run/formica/internal/envflag"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
@@ -31,6 +32,7 @@ import (
 	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tracing/export"
+	"github.com/formica-run/formica/internal/version"
 )
 
 func main() {
@@ -41,66 +43,109 @@ func main() {
 		}
 		return
 	}
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// options are the coordinator's settings, bound to its flags.
+type options struct {
+	server       broker.ServerConfig
+	client       broker.ClientConfig
+	cc           coordinator.Config
+	sc           store.Config
+	hc           api.Config
+	tokenFile    string
+	localWorkers int
+	mcpFile      string
+	insecure     bool
+	tlsCert      string
+	tlsKey       string
+	tlsCA        string
+	scripted     bool
+	slots        int
+	logLevel     string
+	logFormat    string
+	traceURL     string
+	model        string
+	cwd          string
+	version      bool
+	sbf          sandbox.Flags // of the local workers
+}
+
+// newFlags registers every flag of the coordinator; each one can also be set
+// from the environment (package envflag).
+func newFlags() (*flag.FlagSet, *options) {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	var (
-		server       = broker.ServerConfig{DataDir: "formica-data", JetStream: true}
-		client       broker.ClientConfig
-		cc           coordinator.Config
-		sc           store.Config
-		hc           = api.Config{Token: os.Getenv("FORMICA_HTTP_TOKEN")}
-		localWorkers = fs.Int("local-workers", 0, "workers to host in this process")
-		mcpFile      = fs.String("mcp-config", "", mcp.FlagUsage+" (for --local-workers)")
-		insecure     = fs.Bool("nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
-		tlsCert      = fs.String("nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")
-		tlsKey       = fs.String("nats-tls-key", "", "private key `file` (PEM) of --nats-tls-cert")
-		tlsCA        = fs.String("nats-tls-client-ca", "", "CA `file` (PEM): NATS clients must present a certificate it signed")
-		scripted     = fs.Bool("allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
-		slots        = fs.Int("slots", 16, "threads each local worker runs at once")
-		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
-		logFormat    = fs.String("log-format", "text", "log line format: text or json")
-		traceURL     = fs.String("trace-url", os.Getenv("FORMICA_TRACE_URL"), "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); the API's run records carry it as trace_url (default $FORMICA_TRACE_URL)")
-		model        = fs.String("model", os.Getenv("FORMICA_MODEL"), "model `ref` for submitted agents that name none (default $FORMICA_MODEL, else sim)")
-		cwd          = fs.String("cwd", "", "harness `dir` of submitted runs on the workers (default: this process's directory)")
-		sbf          sandbox.Flags // of the local workers
-	)
-	server.RegisterServerFlags(fs)
-	client.RegisterFlags(fs)
-	sbf.Register(fs)
-	fs.StringVar(&cc.ID, "id", "", "coordinator id (one word); default random")
-	fs.DurationVar(&cc.HeartbeatInterval, "heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat and progress interval")
-	fs.DurationVar(&cc.PlacementTimeout, "placement-timeout", coordinator.DefaultPlacementTimeout, "how long a thread may wait for a free worker slot")
-	fs.IntVar(&cc.MaxAttempts, "max-attempts", coordinator.DefaultMaxAttempts, "placements of a thread whose worker is lost")
-	fs.DurationVar(&cc.ApprovalTimeout, "approval-timeout", coordinator.DefaultApprovalTimeout, "how long an approval waits for an answer before it is denied")
-	fs.IntVar(&cc.MaxWorkerSlots, "max-worker-slots", coordinator.DefaultMaxWorkerSlots, "cap on the slots one worker may announce")
-	fs.IntVar(&cc.MaxRuns, "max-runs", coordinator.DefaultMaxRuns, "queued runs this coordinator runs at once")
-	fs.IntVar(&cc.Ceilings.MaxThreads, "max-agent-threads", limits.DefaultCeilingThreads, "ceiling on a submission's agent_max_threads")
-	fs.IntVar(&cc.Ceilings.MaxDepth, "max-agent-depth", limits.DefaultCeilingDepth, "ceiling on a submission's agent_max_depth")
-	fs.IntVar(&cc.Ceilings.MaxSpawns, "max-spawns", limits.DefaultCeilingSpawns, "helpers one run may ever start (caps budget.spawns)")
-	fs.IntVar(&cc.Ceilings.MaxTaskBytes, "max-task-bytes", limits.DefaultCeilingTask, "ceiling on a submission's task, in bytes")
-	fs.DurationVar(&cc.Ceilings.MaxRunTimeout, "max-run-timeout", limits.DefaultMaxRunTimeout, "ceiling on a submission's timeout")
-	fs.DurationVar(&cc.RunTimeout, "run-timeout", coordinator.DefaultRunTimeout, "deadline of a queued run that asks none; past it the run fails (\"deadline exceeded\")")
-	fs.DurationVar(&sc.Retention, "retention", store.DefaultRetention, "how long run records, held approvals and payload objects are kept after their last write")
-	fs.DurationVar(&sc.EventsMaxAge, "events-max-age", store.DefaultEventsMaxAge, "how long run events are kept")
-	fs.IntVar(&sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
-	fs.IntVar(&sc.MaxDeliver, "queue-max-deliver", store.DefaultMaxDeliver, "deliveries of a run before it is failed for good (its coordinator died each time)")
-	fs.DurationVar(&sc.JournalMaxAge, "journal-max-age", 0, "how long thread journals (resume, transcripts) are kept; 0: 7 days, or --retention if shorter; at most --retention")
-	fs.DurationVar(&sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
-	fs.StringVar(&hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")
-	fs.StringVar(&hc.Token, "http-token", hc.Token, "bearer `token` the HTTP API requires (default $FORMICA_HTTP_TOKEN); required beyond loopback")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	o := &options{server: broker.ServerConfig{DataDir: "formica-data", JetStream: true}}
+	fs.IntVar(&o.localWorkers, "local-workers", 0, "workers to host in this process")
+	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage+" (for --local-workers)")
+	fs.BoolVar(&o.insecure, "nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
+	fs.StringVar(&o.tlsCert, "nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")
+	fs.StringVar(&o.tlsKey, "nats-tls-key", "", "private key `file` (PEM) of --nats-tls-cert")
+	fs.StringVar(&o.tlsCA, "nats-tls-client-ca", "", "CA `file` (PEM): NATS clients must present a certificate it signed")
+	fs.BoolVar(&o.scripted, "allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
+	fs.IntVar(&o.slots, "slots", 16, "threads each local worker runs at once")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
+	fs.StringVar(&o.traceURL, "trace-url", "", "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); the API's run records carry it as trace_url")
+	fs.StringVar(&o.model, "model", "", "model `ref` for submitted agents that name none (default: sim)")
+	fs.StringVar(&o.cwd, "cwd", "", "harness `dir` of submitted runs on the workers (default: this process's directory)")
+	o.server.RegisterServerFlags(fs)
+	o.client.RegisterFlags(fs)
+	o.sbf.Register(fs)
+	fs.StringVar(&o.cc.ID, "id", "", "coordinator id (one word); default random")
+	fs.DurationVar(&o.cc.HeartbeatInterval, "heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat and progress interval")
+	fs.DurationVar(&o.cc.PlacementTimeout, "placement-timeout", coordinator.DefaultPlacementTimeout, "how long a thread may wait for a free worker slot")
+	fs.IntVar(&o.cc.MaxAttempts, "max-attempts", coordinator.DefaultMaxAttempts, "placements of a thread whose worker is lost")
+	fs.DurationVar(&o.cc.ApprovalTimeout, "approval-timeout", coordinator.DefaultApprovalTimeout, "how long an approval waits for an answer before it is denied")
+	fs.IntVar(&o.cc.MaxWorkerSlots, "max-worker-slots", coordinator.DefaultMaxWorkerSlots, "cap on the slots one worker may announce")
+	fs.IntVar(&o.cc.MaxRuns, "max-runs", coordinator.DefaultMaxRuns, "queued runs this coordinator runs at once")
+	fs.IntVar(&o.cc.Ceilings.MaxThreads, "max-agent-threads", limits.DefaultCeilingThreads, "ceiling on a submission's agent_max_threads")
+	fs.IntVar(&o.cc.Ceilings.MaxDepth, "max-agent-depth", limits.DefaultCeilingDepth, "ceiling on a submission's agent_max_depth")
+	fs.IntVar(&o.cc.Ceilings.MaxSpawns, "max-spawns", limits.DefaultCeilingSpawns, "helpers one run may ever start (caps budget.spawns)")
+	fs.IntVar(&o.cc.Ceilings.MaxTaskBytes, "max-task-bytes", limits.DefaultCeilingTask, "ceiling on a submission's task, in bytes")
+	fs.DurationVar(&o.cc.Ceilings.MaxRunTimeout, "max-run-timeout", limits.DefaultMaxRunTimeout, "ceiling on a submission's timeout")
+	fs.DurationVar(&o.cc.RunTimeout, "run-timeout", coordinator.DefaultRunTimeout, "deadline of a queued run that asks none; past it the run fails (\"deadline exceeded\")")
+	fs.DurationVar(&o.sc.Retention, "retention", store.DefaultRetention, "how long run records, held approvals and payload objects are kept after their last write")
+	fs.DurationVar(&o.sc.EventsMaxAge, "events-max-age", store.DefaultEventsMaxAge, "how long run events are kept")
+	fs.IntVar(&o.sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
+	fs.IntVar(&o.sc.MaxDeliver, "queue-max-deliver", store.DefaultMaxDeliver, "deliveries of a run before it is failed for good (its coordinator died each time)")
+	fs.DurationVar(&o.sc.JournalMaxAge, "journal-max-age", 0, "how long thread journals (resume, transcripts) are kept; 0: 7 days, or --retention if shorter; at most --retention")
+	fs.DurationVar(&o.sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
+	fs.StringVar(&o.hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")
+	fs.StringVar(&o.hc.Token, "http-token", "", "bearer `token` the HTTP API requires; required beyond loopback")
+	fs.StringVar(&o.tokenFile, "http-token-file", "", "`file` holding the HTTP API's bearer token (instead of --http-token)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs, o
+}
+
+func run(args []string) error {
+	fs, o := newFlags()
+	if err := envflag.Parse(fs, args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
 		}
 		os.Exit(2)
 	}
-	logger, err := logging.New(os.Stderr, *logLevel, *logFormat)
+	if o.version {
+		fmt.Println(version.String("coordinator"))
+		return nil
+	}
+	if o.tokenFile != "" {
+		if o.hc.Token != "" {
+			return errors.New("give --http-token or --http-token-file, not both")
+		}
+		tok, err := envflag.ReadSecret(o.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--http-token-file: %w", err)
+		}
+		o.hc.Token = tok
+	}
+	server, client, cc, sc, hc := o.server, o.client, o.cc, o.sc, o.hc
+	localWorkers, slots, logLevel, model, cwd := &o.localWorkers, &o.slots, &o.logLevel, &o.model, &o.cwd
+	logger, err := logging.New(os.Stderr, *logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}
@@ -109,14 +154,14 @@ func run() error {
 	if hc.Addr != "off" {
 		if err := api.Check(hc); err != nil {
 			if errors.Is(err, api.ErrInsecure) {
-				err = fmt.Errorf("--http: %w (give one with --http-token or $FORMICA_HTTP_TOKEN)", err)
+				err = fmt.Errorf("--http: %w (give one with --http-token, --http-token-file or $FORMICA_HTTP_TOKEN)", err)
 			}
 			return err
 		}
 	}
 	var sb *sandbox.Sandbox
-	if *localWorkers > 0 {
-		if sb, err = sbf.Open(); err != nil {
+	if o.localWorkers > 0 {
+		if sb, err = o.sbf.Open(); err != nil {
 			return err
 		}
 		if sb == nil {
@@ -126,11 +171,11 @@ func run() error {
 		}
 	}
 	var pool *mcp.Pool
-	if *mcpFile != "" {
-		if *localWorkers == 0 {
+	if o.mcpFile != "" {
+		if o.localWorkers == 0 {
 			return errors.New("--mcp-config configures the MCP servers of --local-workers; give --local-workers too (or give it to each worker)")
 		}
-		if pool, err = mcp.Open(*mcpFile, sb, logger); err != nil {
+		if pool, err = mcp.Open(o.mcpFile, sb, logger); err != nil {
 			return err
 		}
 		defer pool.Close()
@@ -144,7 +189,7 @@ func run() error {
 	}
 	defer stopTracing()
 
-	cc.Cwd, cc.AllowScripted = *cwd, *scripted
+	cc.Cwd, cc.AllowScripted = *cwd, o.scripted
 	mx := metrics.New()
 	cfg := embedded.Config{
 		Metrics:           mx,
@@ -157,7 +202,7 @@ func run() error {
 		Harness:           runner.HarnessConfig{Sandbox: sb},
 		MCP:               pool,
 		HeartbeatInterval: cc.HeartbeatInterval,
-		AllowScripted:     *scripted,
+		AllowScripted:     o.scripted,
 		Logger:            logger,
 	}
 	if len(client.URLs) == 0 && (client.Token != "" || client.User != "" || client.Creds != "" || client.NKeySeedFile != "") {
@@ -171,7 +216,7 @@ func run() error {
 			return broker.Connect(ctx, c)
 		}
 	} else {
-		if err := secureServer(&server, &cfg, *insecure, *tlsCert, *tlsKey, *tlsCA, logger); err != nil {
+		if err := secureServer(&server, &cfg, o.insecure, o.tlsCert, o.tlsKey, o.tlsCA, logger); err != nil {
 			return err
 		}
 		server.Logger = logger
@@ -197,7 +242,7 @@ func run() error {
 			return err
 		}
 		defer svc.Close()
-		hc.Logger, hc.Metrics, hc.TraceURL = logger, mx, *traceURL
+		hc.Logger, hc.Metrics, hc.TraceURL = logger, mx, o.traceURL
 		srv, err := api.New(hc, svc)
 		if err != nil {
 			return err

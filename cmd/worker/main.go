@@ -14,6 +14,7 @@ import (
 
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/envflag"
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
@@ -23,46 +24,69 @@ import (
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tracing/export"
+	"github.com/formica-run/formica/internal/version"
 	"github.com/formica-run/formica/internal/worker"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// options are the worker's settings, bound to its flags.
+type options struct {
+	client    broker.ClientConfig
+	wc        worker.Config
+	grace     time.Duration
+	logLevel  string
+	logFormat string
+	mcpFile   string
+	httpAddr  string
+	version   bool
+	sbf       sandbox.Flags
+}
+
+// newFlags registers every flag of the worker; each one can also be set from
+// the environment (package envflag).
+func newFlags() (*flag.FlagSet, *options) {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	client := broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}
-	var (
-		wc        worker.Config
-		sbf       sandbox.Flags
-		grace     = fs.Duration("drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
-		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn, error")
-		logFormat = fs.String("log-format", "text", "log line format: text or json")
-		mcpFile   = fs.String("mcp-config", "", mcp.FlagUsage)
-		httpAddr  = fs.String("http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
-	)
-	client.RegisterFlags(fs)
-	fs.StringVar(&wc.ID, "id", "", "worker id (one word); default host-random")
-	fs.IntVar(&wc.Slots, "slots", worker.DefaultSlots, "threads run at once (threads waiting on helpers hold none)")
-	fs.DurationVar(&wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
-	fs.BoolVar(&wc.AllowScripted, "allow-scripted", false, "let threads open scripted:<file> models (for tests)")
-	fs.DurationVar(&wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
-	sbf.Register(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	o := &options{client: broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}}
+	fs.DurationVar(&o.grace, "drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
+	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage)
+	fs.StringVar(&o.httpAddr, "http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
+	o.client.RegisterFlags(fs)
+	fs.StringVar(&o.wc.ID, "id", "", "worker id (one word); default host-random")
+	fs.IntVar(&o.wc.Slots, "slots", worker.DefaultSlots, "threads run at once (threads waiting on helpers hold none)")
+	fs.DurationVar(&o.wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
+	fs.BoolVar(&o.wc.AllowScripted, "allow-scripted", false, "let threads open scripted:<file> models (for tests)")
+	fs.DurationVar(&o.wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
+	o.sbf.Register(fs)
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs, o
+}
+
+func run(args []string) error {
+	fs, o := newFlags()
+	if err := envflag.Parse(fs, args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
 		}
 		os.Exit(2)
 	}
-	logger, err := logging.New(os.Stderr, *logLevel, *logFormat)
+	if o.version {
+		fmt.Println(version.String("worker"))
+		return nil
+	}
+	client, wc, grace, logLevel := o.client, o.wc, &o.grace, &o.logLevel
+	logger, err := logging.New(os.Stderr, *logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}
-	sb, err := sbf.Open()
+	sb, err := o.sbf.Open()
 	if err != nil {
 		return err
 	}
@@ -73,7 +97,7 @@ func run() error {
 		logger.Info("sandbox on", "tools", sb.Info().String())
 	}
 	wc.Harness.Sandbox = sb
-	if wc.MCP, err = mcp.Open(*mcpFile, sb, logger); err != nil {
+	if wc.MCP, err = mcp.Open(o.mcpFile, sb, logger); err != nil {
 		return err
 	}
 	if wc.MCP != nil {
@@ -129,8 +153,8 @@ func run() error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	if *httpAddr != "off" && *httpAddr != "" {
-		srv, err := ops.Start(ops.Config{Addr: *httpAddr, Metrics: mx.Handler(), Logger: logger,
+	if o.httpAddr != "off" && o.httpAddr != "" {
+		srv, err := ops.Start(ops.Config{Addr: o.httpAddr, Metrics: mx.Handler(), Logger: logger,
 			Ready: func(context.Context) error { return w.Ready() }})
 		if err != nil {
 			w.Stop()

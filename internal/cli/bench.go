@@ -19,8 +19,7 @@ func benchCommand(args []string, stdio Stdio) int {
 	if len(args) > 0 && (args[0] == bench.RoleFlag || args[0] == "-role") {
 		return bench.RoleMain(args, stdio.In, stdio.Out, stdio.Err)
 	}
-	fs := flag.NewFlagSet("formica bench", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
+	fs := newFlagSet("formica bench", stdio)
 	var (
 		quick     = fs.Bool("quick", false, "small sizes: the whole suite in seconds (as CI runs it)")
 		jsonFile  = fs.String("json", "", "also write the figures as JSON to `file`")
@@ -40,7 +39,7 @@ func benchCommand(args []string, stdio Stdio) int {
 		fmt.Fprintln(stdio.Err, "Usage: formica bench [--quick] [--json FILE] [--scenario NAME[,NAME]] [fan-out flags]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
 		}

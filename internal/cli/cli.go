@@ -12,14 +12,17 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/term"
 
 	"github.com/formica-run/formica/internal/api"
+	"github.com/formica-run/formica/internal/envflag"
 	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/tracing/export"
+	"github.com/formica-run/formica/internal/version"
 )
 
 // Exit codes.
@@ -50,11 +53,30 @@ Commands:
   approve ID         answer one (--allow or --deny)
   workers            list live workers
   bench              measure the spawn path against raw NATS (--quick, --json FILE)
+  version            print the version (also --version)
 
-Cluster commands find the cluster with --nats URL or $FORMICA_NATS.
+Cluster commands find the cluster with --nats URL, $FORMICA_NATS or $NATS_URL.
+Every flag can also be set as $FORMICA_<FLAG> (--agent-max-depth:
+$FORMICA_AGENT_MAX_DEPTH); a flag on the command line wins.
 
 Run 'formica <command> -h' for a command's flags.
 `
+
+// commands are the subcommands by name.
+var commands = map[string]func(args []string, stdio Stdio) int{
+	"run":        runCommand,
+	"submit":     submitCommand,
+	"get":        getCommand,
+	"runs":       runsCommand,
+	"watch":      watchCommand,
+	"cancel":     cancelCommand,
+	"resume":     resumeCommand,
+	"transcript": transcriptCommand,
+	"approvals":  approvalsCommand,
+	"approve":    approveCommand,
+	"workers":    workersCommand,
+	"bench":      benchCommand,
+}
 
 // Main runs the command line and returns the process exit code. Spans go
 // where the OTEL_* environment says (nowhere without it), flushed before
@@ -75,33 +97,15 @@ func Main(args []string, stdio Stdio) int {
 }
 
 func command(args []string, stdio Stdio) int {
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(args[1:], stdio)
+	}
 	switch args[0] {
-	case "run":
-		return runCommand(args[1:], stdio)
-	case "submit":
-		return submitCommand(args[1:], stdio)
-	case "get":
-		return getCommand(args[1:], stdio)
-	case "runs":
-		return runsCommand(args[1:], stdio)
-	case "watch":
-		return watchCommand(args[1:], stdio)
-	case "cancel":
-		return cancelCommand(args[1:], stdio)
-	case "resume":
-		return resumeCommand(args[1:], stdio)
-	case "transcript":
-		return transcriptCommand(args[1:], stdio)
-	case "approvals":
-		return approvalsCommand(args[1:], stdio)
-	case "approve":
-		return approveCommand(args[1:], stdio)
-	case "workers":
-		return workersCommand(args[1:], stdio)
-	case "bench":
-		return benchCommand(args[1:], stdio)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdio.Out, usage)
+		return ExitOK
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdio.Out, version.String("formica"))
 		return ExitOK
 	}
 	fmt.Fprintf(stdio.Err, "formica: unknown command %q (see 'formica help')\n", args[0])
@@ -138,11 +142,46 @@ func report(stdio Stdio, command string, err error) int {
 	return ExitFailed
 }
 
+// flagSetMade, when set (by tests), sees every command's flag set once its
+// flags are registered.
+var flagSetMade atomic.Pointer[func(*flag.FlagSet)]
+
+// newFlagSet is the flag set of one command; its output is the command's
+// stderr. Every command makes its set here and parses it with parse or
+// parseInterspersed, so all its flags can come from the environment.
+func newFlagSet(name string, stdio Stdio) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdio.Err)
+	return fs
+}
+
+// parse parses a command's flags (flags first, as flag.Parse), then fills
+// the rest from the environment.
+func parse(fs *flag.FlagSet, args []string) error {
+	if hook := flagSetMade.Load(); hook != nil {
+		(*hook)(fs)
+	}
+	return envflag.Parse(fs, args)
+}
+
 // parseInterspersed parses flags that may come before or after positional
 // arguments ("formica run TASK --json"), as users type them. An argument that
 // starts with '-' but holds white space before any '=' ("- a\n- b", a task
 // written as a list) is a positional argument, not a flag.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	if hook := flagSetMade.Load(); hook != nil {
+		(*hook)(fs)
+	}
+	var positional []string
+	err := envflag.ParseWith(fs, func() (err error) {
+		positional, err = parseMixed(fs, args)
+		return err
+	})
+	return positional, err
+}
+
+// parseMixed is parseInterspersed without the environment.
+func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 	const hold = "\x00positional:"
 	held := map[string]string{}
 	masked := make([]string, len(args))

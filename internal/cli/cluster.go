@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,7 +18,7 @@ import (
 )
 
 // clusterFlags are the connection flags of every command that talks to a
-// running cluster; without --nats the FORMICA_NATS environment variable names it.
+// running cluster; without --nats, $FORMICA_NATS or $NATS_URL names it.
 type clusterFlags struct {
 	nats     broker.ClientConfig
 	json     bool
@@ -55,11 +54,7 @@ func registerTraceURL(fs *flag.FlagSet, p *string) {
 
 func (f *clusterFlags) connect(ctx context.Context) (*cluster, error) {
 	if len(f.nats.URLs) == 0 {
-		env := os.Getenv("FORMICA_NATS")
-		if env == "" {
-			return nil, usagef("no cluster given: use --nats URL or set FORMICA_NATS")
-		}
-		f.nats.URLs = strings.Split(env, ",")
+		return nil, usagef("no cluster given: use --nats URL or set FORMICA_NATS (or NATS_URL)")
 	}
 	f.nats.Name = "formica-cli"
 	if err := withCreds(&f.nats); err != nil {
@@ -93,7 +88,7 @@ func (c *cluster) close() {
 // to exit codes.
 func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
 	extra func(fs *flag.FlagSet), fn func(ctx context.Context, c *cluster, f *clusterFlags, args []string) (int, error)) int {
-	fs := flag.NewFlagSet("formica "+name, flag.ContinueOnError)
+	fs := newFlagSet("formica "+name, stdio)
 	var f clusterFlags
 	f.register(fs, withJSON)
 	if extra != nil {

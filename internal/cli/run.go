@@ -78,7 +78,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 }
 
 func runCommand(args []string, stdio Stdio) int {
-	fs := flag.NewFlagSet("formica run", flag.ContinueOnError)
+	fs := newFlagSet("formica run", stdio)
 	var f runFlags
 	f.register(fs)
 	positional, code, ok := parseFlags(fs, args, stdio, func() {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,9 +77,10 @@ type readmeSession struct {
 	env []string
 	// setup are the lines that run before any process starts (issuing
 	// credentials with `coordinator creds`).
-	setup  []string
-	procs  [][]string // words of each `... &` line
-	script []string
+	setup   []string
+	procs   [][]string // words of each `... &` line
+	procEnv []int      // how many of env each process sees: the exports before it
+	script  []string
 }
 
 var envAssign = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=[^$\x60'"\s]*$`)
@@ -131,6 +133,7 @@ func readmeSessions(t *testing.T) []*readmeSession {
 					t.Fatalf("README: %q starts a process after shell commands; start processes first", line)
 				}
 				s.procs = append(s.procs, words[:len(words)-1])
+				s.procEnv = append(s.procEnv, len(s.env))
 			default:
 				s.script = append(s.script, line)
 			}
@@ -160,6 +163,7 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 		c = &coord{t: t, name: "README coordinator", url: proc.NATSURL(ports[0]), api: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 			dataDir: dataDir, cwd: t.TempDir()}
 		env := []string{"PATH=" + bin.dir + string(os.PathListSeparator) + os.Getenv("PATH")}
+		baseEnv := len(env)
 		for _, e := range s.env {
 			env = append(env, repl.Replace(e))
 			if v, ok := strings.CutPrefix(e, "FORMICA_HTTP_TOKEN="); ok {
@@ -178,8 +182,9 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 		}
 		started := true
 		var procs []*proc.Proc
-		for _, words := range s.procs {
-			penv := env
+		for i, words := range s.procs {
+			// A process sees only what was exported before it, as in a shell.
+			penv := slices.Clip(env[:baseEnv+s.procEnv[i]])
 			for len(words) > 0 && envAssign.MatchString(words[0]) {
 				penv, words = append(penv, words[0]), words[1:]
 			}
