@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/formica-run/formica/internal/api"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/coordinator"
+	"github.com/formica-run/formica/internal/dirlock"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/envflag"
 	"github.com/formica-run/formica/internal/limits"
@@ -27,6 +29,7 @@ import (
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/ops"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/service"
@@ -43,6 +46,9 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck(os.Args[2:]))
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
@@ -51,27 +57,29 @@ func main() {
 
 // options are the coordinator's settings, bound to its flags.
 type options struct {
-	server       broker.ServerConfig
-	client       broker.ClientConfig
-	cc           coordinator.Config
-	sc           store.Config
-	hc           api.Config
-	tokenFile    string
-	localWorkers int
-	mcpFile      string
-	insecure     bool
-	tlsCert      string
-	tlsKey       string
-	tlsCA        string
-	scripted     bool
-	slots        int
-	logLevel     string
-	logFormat    string
-	traceURL     string
-	model        string
-	cwd          string
-	version      bool
-	sbf          sandbox.Flags // of the local workers
+	server         broker.ServerConfig
+	client         broker.ClientConfig
+	cc             coordinator.Config
+	sc             store.Config
+	hc             api.Config
+	tokenFile      string
+	connectTimeout time.Duration
+	drainGrace     time.Duration
+	localWorkers   int
+	mcpFile        string
+	insecure       bool
+	tlsCert        string
+	tlsKey         string
+	tlsCA          string
+	scripted       bool
+	slots          int
+	logLevel       string
+	logFormat      string
+	traceURL       string
+	model          string
+	cwd            string
+	version        bool
+	sbf            sandbox.Flags // of the local workers
 }
 
 // newFlags registers every flag of the coordinator; each one can also be set
@@ -95,6 +103,8 @@ func newFlags() (*flag.FlagSet, *options) {
 	o.server.RegisterServerFlags(fs)
 	o.client.RegisterFlags(fs)
 	o.sbf.Register(fs)
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "with --nats: give up when NATS cannot be reached for this long at start-up (0: keep trying)")
+	fs.DurationVar(&o.drainGrace, "drain-grace", coordinator.DefaultDrainGrace, "on SIGTERM, how long running runs may finish before they go back to the queue for another coordinator")
 	fs.StringVar(&o.cc.ID, "id", "", "coordinator id (one word); default random")
 	fs.DurationVar(&o.cc.HeartbeatInterval, "heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat and progress interval")
 	fs.DurationVar(&o.cc.PlacementTimeout, "placement-timeout", coordinator.DefaultPlacementTimeout, "how long a thread may wait for a free worker slot")
@@ -143,14 +153,13 @@ func run(args []string) error {
 		}
 		o.hc.Token = tok
 	}
-	server, client, cc, sc, hc := o.server, o.client, o.cc, o.sc, o.hc
-	localWorkers, slots, logLevel, model, cwd := &o.localWorkers, &o.slots, &o.logLevel, &o.model, &o.cwd
-	logger, err := logging.New(os.Stderr, *logLevel, o.logFormat)
+	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}
 	// Refuse a bad --http before anything starts: not even one queued run
 	// may be taken by a coordinator that is about to exit.
+	hc := o.hc
 	if hc.Addr != "off" {
 		if err := api.Check(hc); err != nil {
 			if errors.Is(err, api.ErrInsecure) {
@@ -189,15 +198,16 @@ func run(args []string) error {
 	}
 	defer stopTracing()
 
-	cc.Cwd, cc.AllowScripted = *cwd, o.scripted
+	cc := o.cc
+	cc.Cwd, cc.AllowScripted = o.cwd, o.scripted
 	mx := metrics.New()
 	cfg := embedded.Config{
 		Metrics:           mx,
 		Coordinator:       cc,
 		Durable:           true,
-		Store:             sc,
-		Workers:           *localWorkers,
-		Slots:             *slots,
+		Store:             o.sc,
+		Workers:           o.localWorkers,
+		Slots:             o.slots,
 		Models:            runner.ModelOpenerFunc(providers.Open),
 		Harness:           runner.HarnessConfig{Sandbox: sb},
 		MCP:               pool,
@@ -205,17 +215,27 @@ func run(args []string) error {
 		AllowScripted:     o.scripted,
 		Logger:            logger,
 	}
-	if len(client.URLs) == 0 && (client.Token != "" || client.User != "" || client.Creds != "" || client.NKeySeedFile != "") {
+	if c := o.client; len(c.URLs) == 0 && (c.Token != "" || c.User != "" || c.Creds != "" || c.NKeySeedFile != "") {
 		return errors.New("--nats-token, --nats-user, --nats-creds and --nats-nkey configure the connection to an external NATS (--nats); the embedded server trusts the credentials of `coordinator creds`")
 	}
-	if len(client.URLs) > 0 {
+	if len(o.client.URLs) > 0 {
+		client := o.client
 		client.Logger = logger
 		cfg.Connect = func(name string) (*nats.Conn, error) {
 			c := client
 			c.Name = name
-			return broker.Connect(ctx, c)
+			return broker.ConnectRetry(ctx, c, o.connectTimeout)
 		}
 	} else {
+		// One JetStream store, one process: a second coordinator on the
+		// same directory would run runs the first cannot see and corrupt
+		// the store.
+		lock, err := dirlock.Acquire(o.server.DataDir)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		server := o.server
 		if err := secureServer(&server, &cfg, o.insecure, o.tlsCert, o.tlsKey, o.tlsCA, logger); err != nil {
 			return err
 		}
@@ -236,14 +256,14 @@ func run(args []string) error {
 			return err
 		}
 		coord := stack.Coordinator
-		svc, err := service.New(service.Config{Conn: nc, Store: stack.Store, DefaultModel: *model, Cwd: *cwd, Ceilings: cc.Ceilings,
-			LiveWorkers: func() int { return len(coord.Workers()) }, NeedWorker: *localWorkers == 0})
+		svc, err := service.New(service.Config{Conn: nc, Store: stack.Store, DefaultModel: o.model, Cwd: o.cwd, Ceilings: cc.Ceilings,
+			LiveWorkers: func() int { return len(coord.Workers()) }, NeedWorker: o.localWorkers == 0})
 		if err != nil {
 			return err
 		}
 		defer svc.Close()
 		hc.Logger, hc.Metrics, hc.TraceURL = logger, mx, o.traceURL
-		srv, err := api.New(hc, svc)
+		srv, err := api.New(hc, drainAware{svc, stack.Coordinator})
 		if err != nil {
 			return err
 		}
@@ -257,8 +277,39 @@ func run(args []string) error {
 		}()
 		logger.Info("http api listening", "addr", srv.Addr())
 	}
-	logger.Info("coordinator ready", "id", stack.Coordinator.ID(), "local_workers", *localWorkers)
+	logger.Info("coordinator ready", "id", stack.Coordinator.ID(), "local_workers", o.localWorkers, "version", version.Version())
 	<-ctx.Done()
-	logger.Info("shutting down")
+	stop() // a second signal ends the process at once
+	logger.Info("shutting down: draining", "grace", o.drainGrace)
+	if err := stack.Drain(o.drainGrace); err != nil {
+		logger.Warn("drain", "err", err)
+	}
+	logger.Info("stopped")
 	return nil
+}
+
+// drainAware is the API's backend, not ready while the coordinator drains,
+// so load balancers and orchestrators stop sending it requests.
+type drainAware struct {
+	*service.Service
+	coord *coordinator.Coordinator
+}
+
+func (d drainAware) Ready(ctx context.Context) error {
+	if d.coord.Draining() {
+		return fmt.Errorf("%w: coordinator draining", api.ErrUnavailable)
+	}
+	return d.Service.Ready(ctx)
+}
+
+// healthcheck probes this machine's coordinator through its --http
+// listener (as configured in the environment); see ops.Healthcheck.
+func healthcheck(args []string) int {
+	fs, o := newFlags()
+	fs.SetOutput(io.Discard)
+	if err := envflag.Parse(fs, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator healthcheck:", err)
+		return 2
+	}
+	return ops.Healthcheck("coordinator", o.hc.Addr, args, os.Stdout, os.Stderr)
 }

@@ -5,10 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +32,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck(os.Args[2:]))
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -37,15 +43,16 @@ func main() {
 
 // options are the worker's settings, bound to its flags.
 type options struct {
-	client    broker.ClientConfig
-	wc        worker.Config
-	grace     time.Duration
-	logLevel  string
-	logFormat string
-	mcpFile   string
-	httpAddr  string
-	version   bool
-	sbf       sandbox.Flags
+	client         broker.ClientConfig
+	connectTimeout time.Duration
+	wc             worker.Config
+	grace          time.Duration
+	httpAddr       string
+	logLevel       string
+	logFormat      string
+	mcpFile        string
+	version        bool
+	sbf            sandbox.Flags
 }
 
 // newFlags registers every flag of the worker; each one can also be set from
@@ -57,8 +64,9 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
 	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage)
-	fs.StringVar(&o.httpAddr, "http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
 	o.client.RegisterFlags(fs)
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "give up when NATS cannot be reached for this long at start-up (0: keep trying)")
+	fs.StringVar(&o.httpAddr, "http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
 	fs.StringVar(&o.wc.ID, "id", "", "worker id (one word); default host-random")
 	fs.IntVar(&o.wc.Slots, "slots", worker.DefaultSlots, "threads run at once (threads waiting on helpers hold none)")
 	fs.DurationVar(&o.wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
@@ -81,8 +89,7 @@ func run(args []string) error {
 		fmt.Println(version.String("worker"))
 		return nil
 	}
-	client, wc, grace, logLevel := o.client, o.wc, &o.grace, &o.logLevel
-	logger, err := logging.New(os.Stderr, *logLevel, o.logFormat)
+	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}
@@ -96,13 +103,13 @@ func run(args []string) error {
 		defer sb.Close()
 		logger.Info("sandbox on", "tools", sb.Info().String())
 	}
-	wc.Harness.Sandbox = sb
-	if wc.MCP, err = mcp.Open(o.mcpFile, sb, logger); err != nil {
+	mcpPool, err := mcp.Open(o.mcpFile, sb, logger)
+	if err != nil {
 		return err
 	}
-	if wc.MCP != nil {
-		defer wc.MCP.Close()
-		logger.Info("MCP servers", "names", wc.MCP.Names())
+	if mcpPool != nil {
+		defer mcpPool.Close()
+		logger.Info("MCP servers", "names", mcpPool.Names())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -113,7 +120,32 @@ func run(args []string) error {
 	}
 	defer stopTracing()
 
+	// The listener answers from the start: up while NATS is still out of
+	// reach, ready once the worker can take threads.
+	mx := metrics.New()
+	var running atomic.Pointer[worker.Worker]
+	if o.httpAddr != "off" && o.httpAddr != "" {
+		srv, err := ops.Start(ops.Config{Addr: o.httpAddr, Metrics: mx.Handler(), Logger: logger,
+			Ready: func(context.Context) error {
+				if w := running.Load(); w != nil {
+					return w.Ready()
+				}
+				return errors.New("starting: NATS not connected yet")
+			}})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+		logger.Info("http listening", "addr", srv.Addr())
+	}
+
+	client := o.client
 	client.Name, client.Logger = "formica-worker", logger
+	wc := o.wc
 	if client.Creds != "" {
 		// The credentials name the worker: its subjects and its inbox.
 		id, err := auth.ReadCredsFile(client.Creds)
@@ -131,13 +163,13 @@ func run(args []string) error {
 			client.InboxPrefix = auth.InboxPrefix(auth.Worker, id.ID)
 		}
 	}
-	nc, err := broker.Connect(ctx, client)
+	nc, err := broker.ConnectRetry(ctx, client, o.connectTimeout)
 	if err != nil {
 		return err
 	}
 	defer broker.Drain(nc, 5*time.Second)
+	wc.Harness.Sandbox, wc.MCP = sb, mcpPool
 	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
-	mx := metrics.New()
 	wc.Metrics = mx
 	// Results larger than the NATS max payload travel through the object store.
 	if st, err := store.OpenTransfers(ctx, nc); err != nil {
@@ -153,22 +185,22 @@ func run(args []string) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	if o.httpAddr != "off" && o.httpAddr != "" {
-		srv, err := ops.Start(ops.Config{Addr: o.httpAddr, Metrics: mx.Handler(), Logger: logger,
-			Ready: func(context.Context) error { return w.Ready() }})
-		if err != nil {
-			w.Stop()
-			return err
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		}()
-		logger.Info("http listening", "addr", srv.Addr())
-	}
-	logger.Info("worker ready", "id", w.ID(), "slots", wc.Slots)
+	running.Store(w)
+	logger.Info("worker ready", "id", w.ID(), "slots", wc.Slots, "version", version.Version())
 	<-ctx.Done()
-	logger.Info("draining", "grace", *grace)
-	return w.Drain(*grace)
+	stop() // a second signal ends the process at once
+	logger.Info("draining", "grace", o.grace)
+	return w.Drain(o.grace)
+}
+
+// healthcheck probes this machine's worker through its --http listener (as
+// configured in the environment); see ops.Healthcheck.
+func healthcheck(args []string) int {
+	fs, o := newFlags()
+	fs.SetOutput(io.Discard)
+	if err := envflag.Parse(fs, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "worker healthcheck:", err)
+		return 2
+	}
+	return ops.Healthcheck("worker", o.httpAddr, args, os.Stdout, os.Stderr)
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"flag"
+	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -20,14 +22,20 @@ import (
 // clusterFlags are the connection flags of every command that talks to a
 // running cluster; without --nats, $FORMICA_NATS or $NATS_URL names it.
 type clusterFlags struct {
-	nats     broker.ClientConfig
-	json     bool
-	traceURL string
+	nats           broker.ClientConfig
+	connectTimeout time.Duration
+	json           bool
+	traceURL       string
 }
+
+// defaultConnectTimeout is how long a cluster command waits for NATS: long
+// enough to ride out a restarting server, short enough for a person.
+const defaultConnectTimeout = 15 * time.Second
 
 func (f *clusterFlags) register(fs *flag.FlagSet, withJSON bool) {
 	f.nats.RegisterFlags(fs)
 	registerTraceURL(fs, &f.traceURL)
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", defaultConnectTimeout, "how long to keep trying to reach NATS (0: no limit)")
 	if withJSON {
 		fs.BoolVar(&f.json, "json", false, "print JSON")
 	}
@@ -47,12 +55,14 @@ func (c *cluster) link(r record.Run) record.Run {
 	return r
 }
 
-// registerTraceURL adds --trace-url, defaulting to $FORMICA_TRACE_URL.
+// registerTraceURL adds --trace-url ($FORMICA_TRACE_URL, as every flag).
 func registerTraceURL(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "trace-url", os.Getenv("FORMICA_TRACE_URL"), "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); default $FORMICA_TRACE_URL")
+	fs.StringVar(p, "trace-url", "", "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})")
 }
 
-func (f *clusterFlags) connect(ctx context.Context) (*cluster, error) {
+// connect reaches the cluster, retrying until --connect-timeout; waits and
+// connection trouble are logged to stderr.
+func (f *clusterFlags) connect(ctx context.Context, stderr io.Writer) (*cluster, error) {
 	if len(f.nats.URLs) == 0 {
 		return nil, usagef("no cluster given: use --nats URL or set FORMICA_NATS (or NATS_URL)")
 	}
@@ -60,12 +70,15 @@ func (f *clusterFlags) connect(ctx context.Context) (*cluster, error) {
 	if err := withCreds(&f.nats); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	nc, err := broker.Connect(ctx, f.nats)
+	if f.nats.Logger == nil {
+		f.nats.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	nc, err := broker.ConnectRetry(ctx, f.nats, f.connectTimeout)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	st, err := store.Open(ctx, nc, store.Config{Client: true})
 	if err != nil {
 		nc.Close()
@@ -105,7 +118,7 @@ func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
 	defer stop()
 	// Submitted runs get the coordinator's --cwd: this directory means
 	// nothing on the workers.
-	c, err := f.connect(ctx)
+	c, err := f.connect(ctx, stdio.Err)
 	if err == nil {
 		defer c.close()
 		var code int

@@ -108,6 +108,10 @@ type Coordinator struct {
 
 	background context.Context // ends when the coordinator stops
 	stopBg     context.CancelFunc
+	taking     context.Context // ends when the coordinator stops taking queued runs
+	stopTaking context.CancelFunc
+	draining   atomic.Bool
+	idle       chan struct{} // closed when the last run ends; guarded by mu
 
 	alive    keepalive
 	subs     []actor.Subscription
@@ -265,6 +269,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.loops.Add(1)
 	go c.tick()
 	c.background, c.stopBg = context.WithCancel(context.Background())
+	c.taking, c.stopTaking = context.WithCancel(c.background)
 	if c.cfg.Store != nil {
 		c.loops.Add(1 + c.cfg.MaxRuns)
 		go c.watchApprovals(c.background)

@@ -52,7 +52,7 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 	rn.timeout = sub.Timeout
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state.Load() != 1 {
+	if !c.accepting() {
 		return nil, &wire.Error{Code: wire.CodeDraining, Message: "coordinator " + c.cfg.ID + " is stopping"}
 	}
 	if _, dup := c.runs[sub.RunID]; dup {
@@ -66,6 +66,10 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 func (c *Coordinator) close(rn *run) {
 	c.mu.Lock()
 	delete(c.runs, rn.id)
+	if len(c.runs) == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
 	c.mu.Unlock()
 	rn.cancel(nil)
 }

@@ -20,12 +20,14 @@ import (
 // consume takes submissions from the durable queue, one per run slot, for as
 // long as the coordinator runs. Each of Config.MaxRuns consumers holds at most
 // one run, so a busy coordinator leaves the rest of the queue to others.
+//
+// Runs go on in ctx; taking new ones stops with c.taking (Drain).
 func (c *Coordinator) consume(ctx context.Context) {
 	defer c.loops.Done()
-	for ctx.Err() == nil {
-		sub, err := c.cfg.Store.Next(ctx)
+	for c.taking.Err() == nil {
+		sub, err := c.cfg.Store.Next(c.taking)
 		if err != nil {
-			if ctx.Err() == nil {
+			if c.taking.Err() == nil {
 				c.cfg.Logger.Warn("queue", "err", err)
 				sleep(ctx, time.Second)
 			}
@@ -78,7 +80,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("refused queued run", "run_id", sub.RunID, "err", err)
-		if c.state.Load() != 1 {
+		if !c.accepting() {
 			s.Nak(ctx, 0)
 			return
 		}

@@ -223,6 +223,17 @@ func (s *Stack) waitWorkers(ctx context.Context, n int) error {
 	return nil
 }
 
+// Drain drains the coordinator (see coordinator.Drain: no new runs, the
+// running ones get grace to finish, the rest go back to the queue) while
+// local workers keep serving it, then stops everything like Stop.
+func (s *Stack) Drain(grace time.Duration) error {
+	var err error
+	if s.Coordinator != nil {
+		err = s.Coordinator.Drain(grace)
+	}
+	return errors.Join(err, s.Stop())
+}
+
 // Stop stops workers, then the coordinator, drains the connections and shuts
 // the server down. Safe to call twice.
 func (s *Stack) Stop() error {

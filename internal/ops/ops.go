@@ -1,7 +1,11 @@
 // Package ops is a process's operations listener: /healthz, /readyz and
 // /metrics on an address of its own, for processes that have no HTTP API
 // (workers) and for probes and scrapers that should not need the API's
-// token. It serves nothing that changes state.
+// token. It serves nothing that changes state. It also holds the client
+// side of those probes: Check, and the `healthcheck` command of each binary.
+//
+// /healthz answers 200 while the process is up. /readyz answers 200 when
+// the process can do its work, else 503 with the reason.
 package ops
 
 import (
