@@ -11,16 +11,32 @@ import (
 	"github.com/formica-run/formica/internal/envflag"
 )
 
-// candidates are tried in order until one is accepted by the flag and
-// differs from its default.
-var candidates = []string{"7", "3s", "nats://127.0.0.1:7", "env-value", "0"}
+// candidates are tried in order for a value the flag accepts.
+var candidates = []string{"7", "3s", "nats://127.0.0.1:7", "env-value", "0", "1G"}
+
+// recorder wraps a flag's value and records every Set, so the check works
+// for values whose String says nothing (flag.Func).
+type recorder struct {
+	flag.Value
+	sets []string
+}
+
+func (r *recorder) Set(s string) error {
+	r.sets = append(r.sets, s)
+	return r.Value.Set(s)
+}
+
+func (r *recorder) IsBoolFlag() bool {
+	b, ok := r.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
 
 // Check runs, for every flag of the sets newFS builds (each call must build
 // a fresh set with fresh variables), subtests proving that its variable
-// sets it, that the command line beats the variable, that --help names the
-// variable, and that flags without a variable (--version) ignore the
-// environment. It returns how many flags it checked, so a caller can assert
-// that its set is not empty.
+// sets it, that the command line beats the variable, that its own variable
+// beats an alias, that --help names the variable, and that flags without a
+// variable (--version) ignore the environment. It returns how many flags it
+// checked, so a caller can assert that its set is not empty.
 func Check(t *testing.T, newFS func() *flag.FlagSet) int {
 	t.Helper()
 	n := 0
@@ -32,68 +48,67 @@ func Check(t *testing.T, newFS func() *flag.FlagSet) int {
 }
 
 func checkFlag(t *testing.T, newFS func() *flag.FlagSet, name string) {
+	vals := accepted(newFS, name)
+	if len(vals) == 0 {
+		t.Fatalf("--%s accepts none of %q; extend envflagtest's candidates", name, candidates)
+	}
+	val := vals[0]
 	vars := envflag.Vars(name)
-	val, want := valueFor(t, newFS, name)
 	if len(vars) == 0 {
-		fs := parse(t, newFS, nil, map[string]string{envflag.Name(name): val})
-		if got, def := fs.Lookup(name).Value.String(), fs.Lookup(name).DefValue; got != def {
-			t.Fatalf("--%s has no variable, yet $%s set it to %q", name, envflag.Name(name), got)
+		if sets := parse(t, newFS, name, nil, map[string]string{envflag.Name(name): val}); len(sets) != 0 {
+			t.Fatalf("--%s has no variable, yet $%s set it to %q", name, envflag.Name(name), sets)
 		}
 		return
 	}
 	for _, v := range vars {
-		fs := parse(t, newFS, nil, map[string]string{v: val})
-		if got := fs.Lookup(name).Value.String(); got != want {
-			t.Errorf("$%s=%q: --%s = %q, want %q", v, val, name, got, want)
+		if sets := parse(t, newFS, name, nil, map[string]string{v: val}); len(sets) != 1 || sets[0] != val {
+			t.Errorf("$%s=%q: --%s was set %q, want once to %q", v, val, name, sets, val)
 		}
 	}
-	// The flag given on the command line, even as its default, wins.
-	def := newFS().Lookup(name).DefValue
-	fs := parse(t, newFS, []string{"--" + name + "=" + def}, map[string]string{vars[0]: val})
-	if got := fs.Lookup(name).Value.String(); got != def {
-		t.Errorf("--%s=%q and $%s=%q: got %q, want the flag's %q", name, def, vars[0], val, got, def)
+	// The flag on the command line wins: the variable sets nothing more.
+	if sets := parse(t, newFS, name, []string{"--" + name + "=" + val}, map[string]string{vars[0]: val}); len(sets) != 1 {
+		t.Errorf("--%s given and $%s set: the flag was set %q, want only by the command line", name, vars[0], sets)
 	}
 	// The own variable beats an alias.
-	if len(vars) > 1 {
-		env := map[string]string{vars[0]: val}
+	if len(vars) > 1 && len(vals) > 1 {
+		env := map[string]string{vars[0]: vals[0]}
 		for _, alias := range vars[1:] {
-			env[alias] = def
+			env[alias] = vals[1]
 		}
-		if got := parse(t, newFS, nil, env).Lookup(name).Value.String(); got != want {
-			t.Errorf("$%s and aliases: --%s = %q, want %q from $%s", vars[0], name, got, want, vars[0])
+		if sets := parse(t, newFS, name, nil, env); len(sets) != 1 || sets[0] != vals[0] {
+			t.Errorf("$%s and its aliases set: --%s was set %q, want once to $%s's %q", vars[0], name, sets, vars[0], vals[0])
 		}
 	}
-	fs = newFS()
+	fs := newFS()
 	envflag.Annotate(fs)
 	if usage := fs.Lookup(name).Usage; !strings.Contains(usage, "$"+vars[0]) {
 		t.Errorf("--%s usage %q does not name $%s", name, usage, vars[0])
 	}
 }
 
-// valueFor finds a value the flag accepts that differs from its default,
-// and what the flag then reads back.
-func valueFor(t *testing.T, newFS func() *flag.FlagSet, name string) (string, string) {
-	f := newFS().Lookup(name)
+// accepted are the candidate values the flag takes.
+func accepted(newFS func() *flag.FlagSet, name string) []string {
 	cands := candidates
-	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+	if (&recorder{Value: newFS().Lookup(name).Value}).IsBoolFlag() {
 		cands = []string{"true", "false"}
 	}
+	var ok []string
 	for _, c := range cands {
-		fs := newFS()
-		if err := fs.Set(name, c); err != nil {
-			continue
-		}
-		if got := fs.Lookup(name).Value.String(); got != f.DefValue {
-			return c, got
+		if newFS().Set(name, c) == nil {
+			ok = append(ok, c)
 		}
 	}
-	t.Fatalf("--%s: none of %q is accepted and differs from the default %q; extend envflagtest's candidates", name, cands, f.DefValue)
-	return "", ""
+	return ok
 }
 
-func parse(t *testing.T, newFS func() *flag.FlagSet, args []string, env map[string]string) *flag.FlagSet {
+// parse parses args into a fresh set, applies env, and returns what the
+// flag called name was set to.
+func parse(t *testing.T, newFS func() *flag.FlagSet, name string, args []string, env map[string]string) []string {
 	t.Helper()
 	fs := newFS()
+	f := fs.Lookup(name)
+	rec := &recorder{Value: f.Value}
+	f.Value = rec
 	envflag.Annotate(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse %q: %v", args, err)
@@ -102,5 +117,5 @@ func parse(t *testing.T, newFS func() *flag.FlagSet, args []string, env map[stri
 	if err := envflag.Apply(fs, lookup); err != nil {
 		t.Fatalf("apply %v: %v", env, err)
 	}
-	return fs
+	return rec.sets
 }
