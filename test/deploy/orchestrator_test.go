@@ -19,7 +19,15 @@ import (
 func TestWorkerStartedBeforeNATS(t *testing.T) {
 	ports := proc.FreePorts(t, 3)
 	natsURL, httpAddr := proc.NATSURL(ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	w := workerOn(t, "early", natsURL, "FORMICA_HTTP="+httpAddr)
+	// The worker's credentials come from the coordinator's data dir before
+	// either process runs.
+	dataDir := t.TempDir()
+	creds := filepath.Join(t.TempDir(), "early.creds")
+	issue := proc.Start(t, "coordinator creds", bin.coordinator, "creds", "--data-dir", dataDir, "--role", "worker", "--id", "early", "--out", creds)
+	if code := issue.Wait(t, startTimeout); code != 0 {
+		t.Fatalf("coordinator creds: exit %d", code)
+	}
+	w := workerOn(t, "early", natsURL, "FORMICA_HTTP="+httpAddr, "FORMICA_NATS_CREDS="+creds)
 	w.WaitLog(t, "nats not reachable yet, retrying", startTimeout)
 
 	check := func(args ...string) int {
@@ -35,7 +43,7 @@ func TestWorkerStartedBeforeNATS(t *testing.T) {
 
 	// The coordinator, with its embedded NATS server, comes up later.
 	c := proc.StartWith(t, proc.Options{}, "coordinator", bin.coordinator,
-		"--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--data-dir", dataDir, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--http", fmt.Sprintf("127.0.0.1:%d", ports[2]), "--heartbeat", "250ms")
 	c.WaitLog(t, "coordinator ready", startTimeout)
 	w.WaitLog(t, "worker ready", startTimeout)
