@@ -353,3 +353,42 @@ func TestRunSimDefaultShowsHelperTree(t *testing.T) {
 		}
 	}
 }
+
+// The root model comes from --model, else the spec's model, else
+// $FORMICA_MODEL: the environment variable, although it binds --model, stays
+// below the spec.
+func TestRunModelPrecedenceWithEnvironment(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	srv := openAIServer(t, func(req *chatRequest) reply {
+		mu.Lock()
+		asked = append(asked, req.Model)
+		mu.Unlock()
+		return reply{text: "done"}
+	})
+	specFile := filepath.Join(t.TempDir(), "agent.yaml")
+	os.WriteFile(specFile, []byte("name: pinned\nmodel: openai:spec-model\ninstructions: Answer.\n"), 0o644)
+	env := append(openAIEnv(srv), "FORMICA_MODEL=openai:env-model")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--agent", specFile}, "spec-model"},
+		{nil, "env-model"},
+		{[]string{"--agent", specFile, "--model", "openai:flag-model"}, "flag-model"},
+	} {
+		mu.Lock()
+		asked = nil
+		mu.Unlock()
+		args := append(append([]string{"run"}, c.args...), "--cwd", t.TempDir(), "hello")
+		if r := formica(t, env, args...); r.code != 0 {
+			t.Fatalf("formica %v: exit %d\n%s", args, r.code, r.stderr)
+		}
+		mu.Lock()
+		got := asked
+		mu.Unlock()
+		if len(got) == 0 || got[0] != c.want {
+			t.Errorf("formica %v with $FORMICA_MODEL: models asked %v, want %s", args, got, c.want)
+		}
+	}
+}

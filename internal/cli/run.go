@@ -44,6 +44,7 @@ import (
 type runFlags struct {
 	agentFile  string
 	model      string
+	envModel   string // --model from $FORMICA_MODEL: below the spec's model
 	maxDepth   int
 	maxThreads int
 	cwd        string
@@ -88,11 +89,22 @@ func runCommand(args []string, stdio Stdio) int {
 	if !ok {
 		return code
 	}
+	f.fromEnvironment(fs)
 	code, err := runOnce(f, positional, stdio)
 	if err != nil {
 		return report(stdio, "run", err)
 	}
 	return code
+}
+
+// fromEnvironment moves a --model that came from $FORMICA_MODEL, not the
+// command line, below the spec's own model.
+func (f *runFlags) fromEnvironment(fs *flag.FlagSet) {
+	given := false
+	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "model" })
+	if !given {
+		f.envModel, f.model = f.model, ""
+	}
 }
 
 func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
@@ -117,7 +129,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		file = *loaded
 	}
 	root := file.Agent
-	modelRef := chooseModel(f.model, root.Model, stdio.Err)
+	modelRef := chooseModel(f.model, root.Model, f.envModel, stdio.Err)
 	if f.model != "" {
 		root.Model = f.model
 	}
@@ -323,14 +335,14 @@ func readTask(positional []string, in io.Reader) (string, error) {
 
 // chooseModel picks the root model: --model, else the spec's, else
 // $FORMICA_MODEL, else the sim model with a notice saying how to set one.
-func chooseModel(flagRef, specRef string, stderr io.Writer) string {
+func chooseModel(flagRef, specRef, envRef string, stderr io.Writer) string {
 	switch {
 	case flagRef != "":
 		return flagRef
 	case specRef != "":
 		return specRef
-	case os.Getenv("FORMICA_MODEL") != "":
-		return os.Getenv("FORMICA_MODEL")
+	case envRef != "":
+		return envRef
 	}
 	fmt.Fprintln(stderr, "formica: no model configured, using the built-in sim model; set --model or FORMICA_MODEL (e.g. openai:gpt-4o with OPENAI_API_KEY)")
 	return providers.Sim

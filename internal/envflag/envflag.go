@@ -67,6 +67,11 @@ type LookupFunc func(name string) (string, bool)
 // Apply sets every flag that the command line did not set from the first of
 // its variables that is set (an empty value counts as set: it clears a
 // default). Call it after parsing. Errors name the variable and the flag.
+//
+// A value from the environment stands in for the default: fs.Visit still
+// lists only the flags given on the command line, for a program whose
+// precedence puts something between the two (formica run: --model, then
+// the spec's model, then $FORMICA_MODEL).
 func Apply(fs *flag.FlagSet, lookup LookupFunc) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -83,7 +88,7 @@ func Apply(fs *flag.FlagSet, lookup LookupFunc) error {
 			if !ok {
 				continue
 			}
-			if err := fs.Set(name, val); err != nil {
+			if err := fs.Lookup(name).Value.Set(val); err != nil {
 				errs = append(errs, fmt.Errorf("$%s: invalid value %q for flag --%s: %w", v, val, name, err))
 			}
 			break
