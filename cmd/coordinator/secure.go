@@ -66,17 +66,30 @@ func loopback(addr string) bool {
 // creds is `coordinator creds`: it writes a standard NATS credentials file
 // for a worker or a client, signed by the authority under --data-dir
 // (created when missing), which a running coordinator accepts at once.
+// With --nats-server-conf it writes instead the configuration an external
+// NATS server includes to trust that authority.
 func creds(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("coordinator creds", flag.ContinueOnError)
 	dataDir := fs.String("data-dir", "formica-data", "the coordinator's data `dir`")
 	roleName := fs.String("role", "", "worker or client (or coordinator, for a second coordinator on the same NATS)")
 	id := fs.String("id", "", "worker id (one word; the worker takes it as its --id), or the client's name (default client)")
 	out := fs.String("out", "", "write to `file` (mode 0600) instead of stdout")
+	serverConf := fs.Bool("nats-server-conf", false, "write the nats-server configuration that trusts these credentials (operator mode), for an external NATS cluster, instead of credentials")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if *serverConf {
+		if *roleName != "" || *id != "" {
+			return errors.New("--nats-server-conf takes no --role or --id")
+		}
+		a, err := auth.Open(*dataDir, true)
+		if err != nil {
+			return err
+		}
+		return writeOut(*out, stdout, []byte(a.ServerConfig()))
 	}
 	role, err := auth.ParseRole(*roleName)
 	if err != nil {
@@ -100,9 +113,14 @@ func creds(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *out == "" {
-		_, err = stdout.Write(data)
+	return writeOut(*out, stdout, data)
+}
+
+// writeOut writes data to the file out (mode 0600), or to stdout.
+func writeOut(out string, stdout io.Writer, data []byte) error {
+	if out == "" {
+		_, err := stdout.Write(data)
 		return err
 	}
-	return os.WriteFile(*out, data, 0o600)
+	return os.WriteFile(out, data, 0o600)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/dirlock"
 	"github.com/formica-run/formica/internal/envflag"
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
@@ -48,6 +49,7 @@ type options struct {
 	wc             worker.Config
 	grace          time.Duration
 	httpAddr       string
+	credsPool      string
 	logLevel       string
 	logFormat      string
 	mcpFile        string
@@ -65,6 +67,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
 	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage)
 	o.client.RegisterFlags(fs)
+	fs.StringVar(&o.credsPool, "nats-creds-pool", "", "`dir` of worker credentials files (*.creds): take the first one no other worker on this host holds (instead of --nats-creds), for replicas that scale")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "give up when NATS cannot be reached for this long at start-up (0: keep trying)")
 	fs.StringVar(&o.httpAddr, "http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
 	fs.StringVar(&o.wc.ID, "id", "", "worker id (one word); default host-random")
@@ -146,6 +149,18 @@ func run(args []string) error {
 	client := o.client
 	client.Name, client.Logger = "formica-worker", logger
 	wc := o.wc
+	if o.credsPool != "" {
+		if client.Creds != "" {
+			return errors.New("give --nats-creds or --nats-creds-pool, not both")
+		}
+		path, held, err := dirlock.TakeFree(o.credsPool, "*.creds")
+		if err != nil {
+			return fmt.Errorf("--nats-creds-pool: %w", err)
+		}
+		defer held.Release()
+		client.Creds = path
+		logger.Info("credentials taken from the pool", "creds", path)
+	}
 	if client.Creds != "" {
 		// The credentials name the worker: its subjects and its inbox.
 		id, err := auth.ReadCredsFile(client.Creds)

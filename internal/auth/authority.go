@@ -153,6 +153,25 @@ func (a *Authority) AccountJWT() string { return a.accountJWT }
 // SystemAccountJWT is the system account's JWT, for an external resolver.
 func (a *Authority) SystemAccountJWT() string { return a.systemJWT }
 
+// ServerConfig is the nats-server configuration that trusts this authority
+// as Configure does for the embedded server: operator mode, the system
+// account, and a memory resolver preloaded with both accounts. An external
+// NATS server or cluster includes it from its own configuration; then the
+// credentials of `coordinator creds` from the same data dir work there too.
+func (a *Authority) ServerConfig() string {
+	return fmt.Sprintf(`# The NATS trust of a Formica deployment (coordinator creds --nats-server-conf).
+# Include it from each server's configuration; it holds public keys and
+# signed JWTs only, no seed.
+operator: %s
+system_account: %s
+resolver: MEMORY
+resolver_preload: {
+  %s: %s
+  %s: %s
+}
+`, a.operatorJWT, a.systemPub, a.systemPub, a.systemJWT, a.accountPub, a.accountJWT)
+}
+
 func writeSecret(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

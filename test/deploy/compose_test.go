@@ -70,7 +70,9 @@ func TestComposeStack(t *testing.T) {
 		copyFile(t, filepath.Join(root, "deploy", f), filepath.Join(s.dir, f))
 	}
 	s.copyCompose()
-	s.run("sh", filepath.Join(s.dir, "init-env.sh"), s.dir)
+	// The credentials come from the release binary's `coordinator creds`.
+	s.runEnv([]string{"COORDINATOR=" + filepath.Join(s.dir, "images", "bin", "coordinator"), "FORMICA_MAX_WORKERS=3"},
+		"sh", filepath.Join(s.dir, "init-env.sh"), s.dir)
 	token, err := os.ReadFile(filepath.Join(s.dir, "secrets", "http-token"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +93,7 @@ func TestComposeStack(t *testing.T) {
 	s.compose(append([]string{"up", "-d"}, composeServices...)...)
 	s.waitWorkers(2)
 	s.checkHealth()
+	s.checkTrust()
 
 	// A run succeeds on the workers.
 	id := s.submit(map[string]any{"task": "Plan:\n- research\n- write"})
@@ -108,11 +111,34 @@ func TestComposeStack(t *testing.T) {
 		t.Fatalf("run %s after losing nats-2 and a worker: %s (%s)", id, r.Status, r.Error)
 	}
 
-	// Scale the workers to 3 and see them listed (the killed one restarts
-	// under a new id; the lost one leaves the list).
+	// Scale the workers to 3 and see them listed, each under the id of the
+	// credentials it took from the pool (the killed one, restarted, takes
+	// free ones again).
 	s.env = append(s.env, "FORMICA_WORKERS=3")
 	s.compose("up", "-d", "worker")
-	s.waitWorkers(3)
+	ids := s.waitWorkers(3)
+	for _, id := range ids {
+		if !regexp.MustCompile(`^worker-[1-3]$`).MatchString(id) {
+			t.Errorf("worker ids %v: want worker-1..3, from the credentials pool", ids)
+		}
+	}
+}
+
+// checkTrust shows the NATS cluster in operator mode: the CLI with the
+// client's credentials (the compose file's cli service) lists the runs, and
+// the same command without credentials is refused.
+func (s *stack) checkTrust() {
+	t := s.t
+	cmd := exec.CommandContext(s.ctx, "podman-compose", "-p", s.project, "-f", filepath.Join(s.dir, "compose.yml"), "run", "--rm", "cli", "runs")
+	cmd.Env = append(os.Environ(), s.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compose run cli runs (client credentials): %v\n%s", err, proc.Tail(string(out), 4<<10))
+	}
+	out, err := exec.CommandContext(s.ctx, "podman", "exec", "-e", "FORMICA_NATS_CREDS=", "-e", "FORMICA_CONNECT_TIMEOUT=2s",
+		s.container("coordinator-1", 1), "formica", "runs").CombinedOutput()
+	if err == nil || !strings.Contains(strings.ToLower(string(out)), "authorization violation") {
+		t.Fatalf("formica runs without credentials: %v, want an authorization violation\n%s", err, proc.Tail(string(out), 4<<10))
+	}
 }
 
 func (s *stack) buildImages(formicaImage, natsImage, busybox string) {
@@ -209,6 +235,15 @@ func (s *stack) runIn(dir, name string, args ...string) {
 	}
 }
 
+func (s *stack) runEnv(env []string, name string, args ...string) {
+	s.t.Helper()
+	cmd := exec.CommandContext(s.ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("%s %v: %v\n%s", name, args, err, proc.Tail(string(out), 8<<10))
+	}
+}
+
 // waitUntil polls cond every 250ms within the test's bound.
 func (s *stack) waitUntil(what string, cond func() bool) {
 	s.t.Helper()
@@ -243,12 +278,23 @@ func (s *stack) request(method, path string, body, out any) int {
 	return resp.StatusCode
 }
 
-func (s *stack) waitWorkers(n int) {
+// waitWorkers waits until GET /v1/workers lists n workers and returns
+// their ids.
+func (s *stack) waitWorkers(n int) []string {
 	s.t.Helper()
+	var ids []string
 	s.waitUntil(fmt.Sprintf("GET /v1/workers lists %d workers", n), func() bool {
 		var ws []struct{ ID string }
-		return s.request(http.MethodGet, "/v1/workers", nil, &ws) == http.StatusOK && len(ws) == n
+		if s.request(http.MethodGet, "/v1/workers", nil, &ws) != http.StatusOK || len(ws) != n {
+			return false
+		}
+		ids = ids[:0]
+		for _, w := range ws {
+			ids = append(ids, w.ID)
+		}
+		return true
 	})
+	return ids
 }
 
 // healthTest matches a compose healthcheck of the exec form.
