@@ -173,3 +173,38 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// Workers on one credentials pool each take a file no other holds: with
+// the pool's only file held, the next worker exits 1 saying so; once its
+// holder dies, the next worker takes it.
+// (No NATS server: the holders wait for it, holding their credentials.)
+func TestWorkerCredentialsPool(t *testing.T) {
+	dataDir, pool := t.TempDir(), t.TempDir()
+	issue := proc.Start(t, "coordinator creds", bin.coordinator, "creds", "--data-dir", dataDir, "--role", "worker", "--id", "pooled-1",
+		"--out", filepath.Join(pool, "pooled-1.creds"))
+	if code := issue.Wait(t, startTimeout); code != 0 {
+		t.Fatalf("coordinator creds: exit %d", code)
+	}
+	natsURL := proc.NATSURL(proc.FreePorts(t, 1)[0])
+	start := func(name string) *proc.Proc {
+		return proc.StartWith(t, proc.Options{Env: []string{"FORMICA_NATS=" + natsURL, "FORMICA_NATS_CREDS_POOL=" + pool}}, name, bin.worker)
+	}
+	holder := start("holder")
+	holder.WaitLog(t, "credentials taken from the pool", startTimeout)
+	holder.WaitLog(t, "nats not reachable yet, retrying", startTimeout)
+
+	second := start("second")
+	if code := second.Wait(t, startTimeout); code != 1 {
+		t.Fatalf("second worker on a pool of one: exit %d, want 1", code)
+	}
+	if !strings.Contains(second.Stderr.String(), "every file of the pool is in use") {
+		t.Fatalf("second worker's error does not say the pool is used up:\n%s", second.Stderr.String())
+	}
+
+	holder.Kill(t)
+	third := start("third")
+	third.WaitLog(t, "credentials taken from the pool", startTimeout)
+	if !strings.Contains(third.Stderr.String(), "pooled-1.creds") {
+		t.Fatalf("third worker did not take the freed credentials:\n%s", third.Stderr.String())
+	}
+}
