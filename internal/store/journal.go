@@ -168,6 +168,10 @@ func (s *Store) offloadEntry(kind journal.Kind, data []byte) ([]byte, error) {
 	return wire.Encode(wire.TypeJournalRef, journalRef{Kind: kind, Ref: ref})
 }
 
+// journalReadAttempts bounds the consumer creations of one journal read
+// (each bounded by nats.go to 10s, with a second between them).
+const journalReadAttempts = 2
+
 // ReadJournal returns the entries journaled for thread of run, in the order
 // they were stored, or the whole run's entries when thread is empty; none
 // for a thread that journaled nothing. Entries come back as written: filter
@@ -185,8 +189,13 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
+	// Each fetch of an ordered consumer (re)creates it on the server, and
+	// nats.go retries a failed creation without end, whatever ctx says (a
+	// node of the cluster just lost, say): bound the attempts so a read
+	// fails within its ctx's time rather than hang its thread's placement.
 	cons, err := s.js.OrderedConsumer(ctx, JournalStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxResetAttempts: journalReadAttempts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: journal of %s: %w", run, err)
