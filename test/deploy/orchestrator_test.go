@@ -89,8 +89,13 @@ func TestSecondCoordinatorOnLockedDataDir(t *testing.T) {
 	if msg := second.Stderr.String(); !strings.Contains(msg, "data directory in use") || !strings.Contains(msg, holder) {
 		t.Fatalf("second coordinator's error does not name the holder %q:\n%s", holder, msg)
 	}
-	if first.Exited() || getJSON(fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), nil) != 200 {
-		t.Fatalf("the first coordinator suffered: %s", first.Status())
+	// The first goes on: up, its NATS and store fine (not ready only for
+	// want of a worker, the first-hour rule).
+	api := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	var ready struct{ Error struct{ Message string } }
+	if first.Exited() || getJSON(api+"/healthz", nil) != 200 || getJSON(api+"/readyz", &ready) != 503 ||
+		!strings.Contains(ready.Error.Message, "no live worker") {
+		t.Fatalf("the first coordinator suffered: %s, /readyz: %+v", first.Status(), ready)
 	}
 }
 
