@@ -115,7 +115,13 @@ func TestCommandExitCodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := append([]string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}, tc.env...)
+			// formica run is a run of its own on this machine: given
+			// FORMICA_NATS (its --nats) it would run on the cluster instead.
+			var env []string
+			if len(tc.args) == 0 || tc.args[0] != "run" {
+				env = []string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}
+			}
+			env = append(env, tc.env...)
 			p := proc.StartWith(t, proc.Options{Env: env}, "formica "+tc.name, bin.formica, tc.args...)
 			code := p.Wait(t, cliTimeout)
 			stdout, stderr := p.Stdout.String(), p.Stderr.String()
