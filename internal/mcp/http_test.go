@@ -4,8 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -99,5 +105,47 @@ func TestUnknownServer(t *testing.T) {
 	_, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "r"}, []string{"github"})
 	if !errors.Is(err, mcp.ErrUnknownServer) || !strings.Contains(err.Error(), `"github" is not configured on this worker (its MCP servers: go)`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestCancelledStartIsNoCrash: threads that give up while a server is
+// starting do not use up its restart: the next call starts it and works.
+func TestCancelledStartIsNoCrash(t *testing.T) {
+	_, url := newGoServer(t)
+	var stalling atomic.Bool
+	stalling.Store(true)
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stalling.Load() {
+			// Every request of the handshake hangs. The SDK's requests
+			// outlive the caller's context: they are let go at cleanup.
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		target, _ := neturl.Parse(url)
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) })
+	p := newPool(t, map[string]any{"go": map[string]any{"url": hang.URL}}, nil)
+	defer p.Hold("r")()
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := p.ScopeTools(ctx, mcp.Scope{RunID: "r", Cwd: t.TempDir()}, []string{"go"})
+		cancel()
+		if err == nil {
+			t.Fatal("a start whose caller gave up succeeded")
+		}
+	}
+	stalling.Store(false)
+	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "r", Cwd: t.TempDir()}, []string{"go"})
+	if err != nil {
+		t.Fatalf("after two abandoned starts: %v", err)
+	}
+	if out, err := find(t, ts, "mcp__go__say").Run(ctxT(t), json.RawMessage(`{"text":"hi"}`)); err != nil || out != "said hi" {
+		t.Fatalf("say = %q, %v", out, err)
 	}
 }

@@ -105,6 +105,10 @@ func (s *session) ensure(ctx context.Context) (*conn, error) {
 		return nil, s.broken
 	}
 	c, err := s.start(ctx)
+	if err != nil && ctx.Err() != nil {
+		// The calling thread gave up: no fault of the server's.
+		return nil, fmt.Errorf("%w: %q not started: %w", ErrServer, s.name, context.Cause(ctx))
+	}
 	if err != nil {
 		s.crashes++
 		err = fmt.Errorf("%w: %q could not start: %w", ErrServer, s.name, err)
