@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,6 +57,9 @@ func checkRef(ref string) (sum string, err error) {
 	return sum, nil
 }
 
+// payloadReadTimeout bounds one payload read, the largest included.
+const payloadReadTimeout = 10 * time.Second
+
 // GetPayload returns the payload stored under ref, or ErrNotFound. A body
 // that does not match the hash its reference names is refused.
 func (s *Store) GetPayload(ctx context.Context, ref string) ([]byte, error) {
@@ -63,6 +67,10 @@ func (s *Store) GetPayload(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An object past its retention loses its chunks before its info, and a
+	// read in between waits for chunks that never come: bound it.
+	ctx, cancel := context.WithTimeout(ctx, payloadReadTimeout)
+	defer cancel()
 	data, err := s.transfers.GetBytes(ctx, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: payload %s", ErrNotFound, ref)
