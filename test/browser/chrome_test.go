@@ -63,7 +63,16 @@ func newPage(t *testing.T) *page {
 // do runs actions on the tab, failing the test on an error.
 func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
-	if err := chromedp.Do(p.ctx, steps...); err != nil {
+	var err error
+	// A live page re-renders as events arrive: a node found by a query can
+	// be replaced before the click reaches it, so such a step is tried again.
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = chromedp.Do(p.ctx, steps...); err == nil || !strings.Contains(err.Error(), "Could not find node") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
 		p.fail(what, err)
 	}
 }
