@@ -2,8 +2,9 @@ package auth
 
 import (
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/formica-run/formica/internal/ids"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -62,8 +63,8 @@ func (c Credentials) File() ([]byte, error) { return jwt.FormatUserConfig(c.JWT,
 // Issue creates credentials for role under id (a worker's id: one subject
 // token; a client's: a name), signed by the account's signing key.
 func (a *Authority) Issue(role Role, id string) (Credentials, error) {
-	if id == "" || strings.ContainsAny(id, ". *>\t\r\n") {
-		return Credentials{}, fmt.Errorf("auth: id %q must be one subject token", id)
+	if err := ids.CheckToken(id); err != nil {
+		return Credentials{}, fmt.Errorf("auth: id: %w", err)
 	}
 	kp, err := nkeys.CreateUser()
 	if err != nil {

@@ -12,10 +12,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/formica-run/formica/internal/ids"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -135,8 +136,8 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.ID == "" {
 		cfg.ID = cfg.NewID()
 	}
-	if strings.ContainsAny(cfg.ID, ". *>\t") {
-		return nil, fmt.Errorf("%w: id %q must be one subject token", ErrBadConfig, cfg.ID)
+	if err := ids.CheckToken(cfg.ID); err != nil {
+		return nil, fmt.Errorf("%w: id: %w", ErrBadConfig, err)
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval

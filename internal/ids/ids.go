@@ -8,6 +8,7 @@ package ids
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Max is the longest id.
@@ -44,4 +45,14 @@ func Check(id string) error {
 		shown = shown[:Max] + "…"
 	}
 	return fmt.Errorf("%w %q: want %s", ErrInvalid, shown, Rule)
+}
+
+// CheckToken is the looser rule for the names processes go by (worker and
+// coordinator ids, credential names): any text that is one NATS subject
+// token, so a name can sit in a subject without widening it.
+func CheckToken(id string) error {
+	if id == "" || strings.ContainsAny(id, ". *>\t\r\n") {
+		return fmt.Errorf("%w: %q must be one subject token", ErrInvalid, id)
+	}
+	return nil
 }

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/formica-run/formica/internal/ids"
+
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -119,8 +121,8 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.ID == "" {
 		cfg.ID = NewID()
 	}
-	if strings.ContainsAny(cfg.ID, ". *>\t") {
-		return nil, fmt.Errorf("%w: id %q must be one subject token", ErrBadConfig, cfg.ID)
+	if err := ids.CheckToken(cfg.ID); err != nil {
+		return nil, fmt.Errorf("%w: id: %w", ErrBadConfig, err)
 	}
 	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader, MayCarryRef: wire.MayCarryRef})
 	if err != nil {
