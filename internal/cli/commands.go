@@ -174,6 +174,9 @@ func getCommand(args []string, stdio Stdio) int {
 			} else if r.TraceID != "" {
 				fmt.Fprintf(w, "trace\t%s\n", r.TraceID)
 			}
+			if len(r.Budget) > 0 {
+				fmt.Fprintf(w, "budget\t%s\n", budgetLine(r.Budget))
+			}
 			w.Flush()
 			for _, l := range treeLines(r, time.Now()) {
 				fmt.Fprintln(stdio.Out, "  "+l)
@@ -351,4 +354,21 @@ func oneLine(s string, n int) string {
 		return s[:n-1] + "…"
 	}
 	return s
+}
+
+// budgetLine is a budget's use as "tokens 123/1000, spawns 3/10, ...".
+func budgetLine(u limits.Use) string {
+	var parts []string
+	for _, k := range []limits.Kind{limits.KindTokens, limits.KindInputTokens, limits.KindOutputTokens, limits.KindDuration, limits.KindSpawns} {
+		a, ok := u[k]
+		if !ok {
+			continue
+		}
+		if k == limits.KindDuration {
+			parts = append(parts, fmt.Sprintf("%s %s/%s", k, time.Duration(a.Used)*time.Millisecond, time.Duration(a.Limit)*time.Millisecond))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %d/%d", k, a.Used, a.Limit))
+	}
+	return strings.Join(parts, ", ")
 }

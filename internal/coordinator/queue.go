@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
@@ -101,6 +103,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		}
 		r.Attempts++
 		r.Status, r.StartedAt, r.Coordinator = event.Running, c.cfg.Now(), c.cfg.ID
+		r.Budget = rn.budget.Root().Use()
 		return nil
 	})
 	if errors.Is(err, errCancelRequested) {
@@ -122,7 +125,9 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	}
 
 	begun := time.Now()
+	stopLive := c.liveBudget(ctx, sub.RunID, rn)
 	rec := c.execute(rn, sub, started.Attempts > 1)
+	stopLive()
 	if errors.Is(context.Cause(rn.ctx), errStopping) {
 		c.cfg.Logger.Info("run handed back to the queue", "run_id", sub.RunID, "trace_id", rec.TraceID)
 		// Shutting down: hand the run to the next coordinator untouched.
@@ -175,6 +180,48 @@ func (c *Coordinator) endQueued(ctx context.Context, s *store.Submission, status
 		c.cfg.Logger.Warn("ack run", "run_id", s.Sub.RunID, "err", err)
 	}
 }
+
+// budgetEvery is how often a running run's record shows its budget use.
+const budgetEvery = 2 * time.Second
+
+// liveBudget keeps the budget use in the record of a running run up to
+// date, every budgetEvery while it changes, until stop is called.
+func (c *Coordinator) liveBudget(ctx context.Context, id string, rn *run) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(budgetEvery)
+		defer t.Stop()
+		last := rn.budget.Root().Use()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			use := rn.budget.Root().Use()
+			if maps.Equal(use, last) {
+				continue
+			}
+			last = use
+			_, err := c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+				if r.Status != event.Running {
+					return errNotRunning
+				}
+				r.Budget = use
+				return nil
+			})
+			if err != nil && !errors.Is(err, errNotRunning) {
+				c.cfg.Logger.Warn("budget use in the run record", "run_id", id, "err", err)
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+var errNotRunning = errors.New("run no longer running")
 
 // retryLater gives a submission back to the queue after a store error, or,
 // on its last delivery, fails the run for good: a message past its last

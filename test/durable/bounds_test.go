@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/test/proc"
 )
 
@@ -115,4 +117,32 @@ func TestDeadlinesFreeRunSlots(t *testing.T) {
 		t.Fatalf("run with timeout: %s %q", r.Status, r.Error)
 	}
 	t.Logf("a 500ms deadline ended its run in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestBudgetUseLiveAndFinal follows a submitted run's record: while it
+// runs, the record shows its budget use (spawns here), and its final record
+// shows the tokens used against the limit, the same as its usage.
+func TestBudgetUseLiveAndFinal(t *testing.T) {
+	c := startCoord(t, coordOpts{})
+	c.startWorker("w1", 8)
+	id := c.submit(map[string]any{"task": "Three:\n- a\n- b\n- c", "agent": simAgent(4000),
+		"budget": map[string]any{"tokens": 1_000_000, "spawns": 10}})
+	var live record.Run
+	proc.WaitUntil(t, runTimeout, "the running record shows three spawns", func() bool {
+		live = record.Run{}
+		return c.getJSON("/v1/runs/"+id, &live) == http.StatusOK && live.Status == event.Running &&
+			live.Budget[limits.KindSpawns] == limits.Amount{Used: 3, Limit: 10}
+	})
+	if a := live.Budget[limits.KindTokens]; a.Limit != 1_000_000 {
+		t.Fatalf("live budget %+v", live.Budget)
+	}
+	r := c.waitFinal(id)
+	tokens := r.Usage.InputTokens + r.Usage.OutputTokens
+	if r.Status != event.Succeeded || r.Budget[limits.KindTokens] != (limits.Amount{Used: tokens, Limit: 1_000_000}) {
+		t.Fatalf("final: %s, budget %+v, usage %+v", r.Status, r.Budget, r.Usage)
+	}
+	g := c.cli("get", id)
+	if g.code != 0 || !strings.Contains(g.stdout, fmt.Sprintf("tokens %d/1000000", tokens)) {
+		t.Fatalf("formica get: %d\n%s", g.code, g.stdout)
+	}
 }
