@@ -191,7 +191,9 @@ func run(args []string) error {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail and threads keep no journal", "err", err)
 	} else {
 		wc.Offloader = st
-		wc.Journal = func(run, thread, token string) runner.ThreadJournal { return st.Journal(run, thread, token, false) }
+		wc.Journal = func(run, thread, token string) runner.ThreadJournal {
+			return st.Journal(run, thread, token, false).Batched()
+		}
 	}
 	w, err := worker.New(wc)
 	if err != nil {

@@ -145,7 +145,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			Metrics: cfg.Metrics, MCP: cfg.MCP}
 		if st := s.Store; st != nil {
 			wc.Offloader = st
-			wc.Journal = func(run, thread, token string) runner.ThreadJournal { return st.Journal(run, thread, token, false) }
+			wc.Journal = func(run, thread, token string) runner.ThreadJournal {
+				return st.Journal(run, thread, token, false).Batched()
+			}
 		}
 		w, err := worker.New(wc)
 		if err != nil {

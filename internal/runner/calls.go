@@ -127,8 +127,19 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 	}
 	if ctx.Err() == nil {
 		// A helper's tokens go with the result: reused, they count again.
-		st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
-			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: sp.usage})
+		e := journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
+			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: sp.usage}
+		if sp.succeeded {
+			// The helper's journaled end holds this result durably already
+			// (a parent that runs again gets it from there), so the next
+			// model call need not wait for this entry to be stored.
+			st.recordLazy(e)
+		} else {
+			st.record(e)
+		}
+		// Sent now, not held: sibling calls may run long, and a result
+		// stored is a call not run again.
+		st.j.Flush()
 	}
 
 	e := st.th.event(event.ToolResult)
@@ -217,6 +228,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 	if decided && ctx.Err() == nil {
 		st.record(journal.Entry{Kind: journal.KindApproval, Turn: turn, CallID: callID, Tool: name, Arguments: req.Arguments,
 			Allow: ap.Allow, Reason: ap.Reason})
+		st.j.Flush() // sent now: the call may run long, and nobody is to be asked twice
 	}
 	if !ap.Allow {
 		return tools.NotApprovedText(name, ap.Reason), false
@@ -230,9 +242,10 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 // call's journal entry that the helper did not succeed, usage what its
 // subtree spent.
 type threadSpawner struct {
-	st     *threadState
-	failed bool
-	usage  model.Usage
+	st        *threadState
+	failed    bool
+	succeeded bool // a helper answered and succeeded: its end is journaled
+	usage     model.Usage
 }
 
 func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.HelperResult, error) {
@@ -264,6 +277,7 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 	}
 	st.addHelper(res.Usage)
 	s.usage = res.Usage
+	s.succeeded = res.Status == event.Succeeded
 	if res.Status != event.Succeeded {
 		s.failed = true
 		reason := res.Error

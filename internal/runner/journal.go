@@ -16,10 +16,13 @@ type Journal interface {
 	Open(th *Thread) ThreadJournal
 }
 
-// ThreadJournal is one thread's journal. Append must not block on storage;
-// Sync waits until everything appended so far is stored.
+// ThreadJournal is one thread's journal. Append must not block on storage
+// (it may hold entries to store several at once); Flush starts storing what
+// was appended without waiting; Sync waits until everything appended so far
+// is stored.
 type ThreadJournal interface {
 	Append(e journal.Entry)
+	Flush()
 	Sync(ctx context.Context) error
 }
 
@@ -27,6 +30,7 @@ type ThreadJournal interface {
 type noJournal struct{}
 
 func (noJournal) Append(journal.Entry)       {}
+func (noJournal) Flush()                     {}
 func (noJournal) Sync(context.Context) error { return nil }
 
 // endSyncTimeout bounds the wait for a thread's end to be stored, even when
@@ -34,24 +38,32 @@ func (noJournal) Sync(context.Context) error { return nil }
 const endSyncTimeout = 10 * time.Second
 
 func (st *threadState) record(e journal.Entry) {
-	if e.Time.IsZero() {
-		e.Time = st.r.cfg.Now()
-	}
-	st.j.Append(e)
+	st.recordLazy(e)
 	st.mu.Lock()
 	st.unsynced = true
 	st.mu.Unlock()
 }
 
+// recordLazy appends e without making the next sync wait for it: later
+// work does not depend on it being stored.
+func (st *threadState) recordLazy(e journal.Entry) {
+	if e.Time.IsZero() {
+		e.Time = st.r.cfg.Now()
+	}
+	st.j.Append(e)
+}
+
 // sync makes what the thread journaled durable before work that depends on
-// it. A journal that cannot store only costs that guarantee: the work goes
-// on, and the step is at-least-once.
+// it, and starts storing (without waiting) what nothing depends on. A
+// journal that cannot store only costs that guarantee: the work goes on,
+// and the step is at-least-once.
 func (st *threadState) sync(ctx context.Context) {
 	st.mu.Lock()
 	need := st.unsynced
 	st.unsynced = false
 	st.mu.Unlock()
 	if !need {
+		st.j.Flush()
 		return
 	}
 	if err := st.j.Sync(ctx); err != nil && ctx.Err() == nil {

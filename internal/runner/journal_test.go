@@ -24,6 +24,7 @@ type memJournal struct {
 	mu      sync.Mutex
 	entries map[string][]journal.Entry
 	syncs   int
+	log     map[string][]string // per thread: the kinds appended, and "sync"
 }
 
 func (m *memJournal) Open(th *Thread) ThreadJournal { return &memThread{m: m, id: th.ID} }
@@ -45,14 +46,78 @@ func (t *memThread) Append(e journal.Entry) {
 		t.m.entries = map[string][]journal.Entry{}
 	}
 	t.m.entries[t.id] = append(t.m.entries[t.id], e)
+	t.m.logf(t.id, string(e.Kind))
+	t.m.mu.Unlock()
+}
+
+func (t *memThread) Flush() {
+	t.m.mu.Lock()
+	t.m.logf(t.id, "flush")
 	t.m.mu.Unlock()
 }
 
 func (t *memThread) Sync(context.Context) error {
 	t.m.mu.Lock()
 	t.m.syncs++
+	t.m.logf(t.id, "sync")
 	t.m.mu.Unlock()
 	return nil
+}
+
+func (m *memJournal) logf(id, what string) {
+	if m.log == nil {
+		m.log = map[string][]string{}
+	}
+	m.log[id] = append(m.log[id], what)
+}
+
+// TestJournalSyncsOnlyWhatLaterWorkNeeds: a tool result is stored before
+// the model call that sees it and a model response before its tool calls,
+// but neither the start nor a helper's result (its own journaled end holds
+// it) makes the next model call wait: they are flushed, without waiting, to
+// be seen. The end is always synced.
+func TestJournalSyncsOnlyWhatLaterWorkNeeds(t *testing.T) {
+	counter := &tools.Func{ToolName: "count", Desc: "counts", Parameters: json.RawMessage(`{"type":"object"}`),
+		Fn: func(context.Context, json.RawMessage) (string, error) { return "ran", nil }}
+	root := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		results := 0
+		for _, m := range req.Messages {
+			if m.Role == model.RoleTool {
+				results++
+			}
+		}
+		switch results {
+		case 0:
+			return calls(spawnCall("call_1", "h", "help")), nil
+		case 1:
+			return calls(call("call_2", "count", map[string]int{})), nil
+		}
+		return text("done"), nil
+	}}
+	helper := &fakeModel{fn: func(context.Context, model.Request) (model.Response, error) { return text("helped"), nil }}
+	j := &memJournal{}
+	r, err := New(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root",
+		Tools: []tools.Tool{counter}, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := generalAgent()
+	a.Tools = append(a.Tools, "count")
+	a.Helper = spec.Helper{Model: "fake:helper"}
+	res := run(t, r, RunRequest{ID: "run", Task: "go", Agent: a, Limits: limitsFor(4)})
+	if res.Status != event.Succeeded {
+		t.Fatalf("run: %+v", res.Result)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	want := []string{"start", "flush", "model", "sync", "tool", "flush", "flush", "model", "sync", "tool", "flush", "sync", "model", "end", "sync"}
+	if diff := cmp.Diff(want, j.log[res.RootID]); diff != "" {
+		t.Errorf("root's journal writes (-want +got):\n%s", diff)
+	}
+	helperID := journal.ThreadID("run", res.RootID, journal.CallKey(0, "call_1"))
+	if diff := cmp.Diff([]string{"start", "flush", "model", "end", "sync"}, j.log[helperID]); diff != "" {
+		t.Errorf("helper's journal writes (-want +got):\n%s", diff)
+	}
 }
 
 func TestReplayReusesModelResponsesAndToolResults(t *testing.T) {

@@ -109,7 +109,9 @@ func (st *threadState) run(ctx context.Context) (res Result, fromJournal bool) {
 	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: st.th.Task})
 	if !st.replay.Started() {
 		a := st.agent
-		st.record(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
+		// Nothing depends on the start being stored: it is flushed as
+		// the first model call starts, without waiting.
+		st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
 			Task: st.th.Task, Spec: &a, Model: st.ref.String()})
 	}
 	return st.loop(ctx), false

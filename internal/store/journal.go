@@ -47,6 +47,10 @@ func SubjectJournal(run, thread string, byCoordinator bool) string {
 // journalAckTimeout bounds how long one journal write may wait for its ack.
 const journalAckTimeout = 10 * time.Second
 
+// journalReadIdle is how long the server keeps a journal reader's consumer
+// once it stops asking for entries.
+const journalReadIdle = 5 * time.Second
+
 // journalStreamConfig is the journal stream of cfg.
 func journalStreamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
@@ -63,17 +67,32 @@ func journalStreamConfig(cfg Config) jetstream.StreamConfig {
 
 // JournalWriter appends the entries of one thread, pipelined: Append
 // publishes at once without waiting, Sync waits until every entry appended
-// so far is stored. It is safe for concurrent use (parallel tool calls).
+// so far is stored. Batched, Append keeps entries until the next Sync,
+// which stores them in one message. It is safe for concurrent use
+// (parallel tool calls).
 type JournalWriter struct {
 	s       *Store
 	run     string
 	thread  string
 	subject string
 	digest  string
+	batched bool
 
 	mu      sync.Mutex
+	held    [][]byte // encoded entries a batched writer holds until Sync
 	pending []jetstream.PubAckFuture
 	err     error
+}
+
+// Batched makes Append hold entries until the next Flush or Sync, which
+// publishes them as one message: a thread's entries between two points
+// where they must be stored, or be seen, cost one stored message, not one
+// each. Only a writer whose user always ends with a Sync (the runner's, at
+// a thread's end) may be batched; what it holds is lost with its process,
+// as an entry not yet synced may be anyway.
+func (w *JournalWriter) Batched() *JournalWriter {
+	w.batched = true
+	return w
 }
 
 // Journal returns the writer of thread's journal in run. placement is the
@@ -98,14 +117,51 @@ func (w *JournalWriter) Append(e journal.Entry) {
 		w.fail(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
 		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.batched {
+		w.held = append(w.held, data)
+		return
+	}
+	w.publish(data)
+}
+
+// journalBatch is the body of a message holding several entries, each
+// encoded as it would be alone (an entry or a reference).
+type journalBatch struct {
+	Entries [][]byte `msgpack:"e"`
+}
+
+// flush publishes the held entries: one message, or one each if together
+// they are over a message. w.mu is held.
+func (w *JournalWriter) flush() {
+	held := w.held
+	w.held = nil
+	switch len(held) {
+	case 0:
+		return
+	case 1:
+		w.publish(held[0])
+		return
+	}
+	data, err := wire.Encode(wire.TypeJournalBatch, journalBatch{Entries: held})
+	if err != nil || len(data) > w.s.maxValue() {
+		for _, d := range held {
+			w.publish(d)
+		}
+		return
+	}
+	w.publish(data)
+}
+
+// publish sends one message without waiting for its ack. w.mu is held.
+func (w *JournalWriter) publish(data []byte) {
 	msg := &nats.Msg{Subject: w.subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(wire.HeaderRun, w.run)
 	msg.Header.Set(wire.HeaderThread, w.thread)
 	if w.digest != "" {
 		msg.Header.Set(HeaderPlacement, w.digest)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	f, err := w.s.jjs.PublishMsgAsync(msg, jetstream.WithExpectStream(JournalStream))
 	if err != nil {
 		w.setErr(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
@@ -126,10 +182,18 @@ func (w *JournalWriter) setErr(err error) {
 	}
 }
 
+// Flush starts storing what a batched writer holds, without waiting.
+func (w *JournalWriter) Flush() {
+	w.mu.Lock()
+	w.flush()
+	w.mu.Unlock()
+}
+
 // Sync waits until every entry appended so far is stored, and returns the
 // first error since the last Sync.
 func (w *JournalWriter) Sync(ctx context.Context) error {
 	w.mu.Lock()
+	w.flush()
 	pending, err := w.pending, w.err
 	w.pending, w.err = nil, nil
 	w.mu.Unlock()
@@ -193,9 +257,12 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 	// nats.go retries a failed creation without end, whatever ctx says (a
 	// node of the cluster just lost, say): bound the attempts so a read
 	// fails within its ctx's time rather than hang its thread's placement.
+	// The consumer is gone soon after the read: transcripts read often
+	// (a page that polls) leave no pile of idle consumers on the server.
 	cons, err := s.js.OrderedConsumer(ctx, JournalStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxResetAttempts: journalReadAttempts,
+		MaxResetAttempts:  journalReadAttempts,
+		InactiveThreshold: journalReadIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: journal of %s: %w", run, err)
@@ -217,7 +284,7 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 		if err != nil {
 			return nil, fmt.Errorf("store: journal of %s: %w", run, err)
 		}
-		if e, ok := s.decodeEntry(ctx, msg); ok {
+		for _, e := range s.decodeEntries(ctx, msg) {
 			e.Seq = meta.Sequence.Stream
 			out = append(out, e)
 		}
@@ -227,11 +294,38 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 	}
 }
 
-// decodeEntry reads one stored entry; one that does not decode is logged
+// maxBatch bounds the entries one stored message may hold.
+const maxBatch = 1024
+
+// decodeEntries reads the entries of one stored message: one, or a batch
+// (they share the message's sequence). One that does not decode is logged
 // and skipped.
-func (s *Store) decodeEntry(ctx context.Context, msg jetstream.Msg) (journal.Entry, bool) {
-	var e journal.Entry
+func (s *Store) decodeEntries(ctx context.Context, msg jetstream.Msg) []journal.Entry {
 	data := msg.Data()
+	env, err := wire.Decode(data)
+	if err != nil || env.Type != wire.TypeJournalBatch {
+		if e, ok := s.decodeEntry(ctx, msg, data); ok {
+			return []journal.Entry{e}
+		}
+		return nil
+	}
+	var b journalBatch
+	if err := wire.DecodeAs(data, wire.TypeJournalBatch, &b); err != nil || len(b.Entries) > maxBatch {
+		s.log.Warn("store: bad journal batch", "subject", msg.Subject(), "err", err, "entries", len(b.Entries))
+		return nil
+	}
+	out := make([]journal.Entry, 0, len(b.Entries))
+	for _, d := range b.Entries {
+		if e, ok := s.decodeEntry(ctx, msg, d); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// decodeEntry reads one entry of msg, encoded in data.
+func (s *Store) decodeEntry(ctx context.Context, msg jetstream.Msg, data []byte) (journal.Entry, bool) {
+	var e journal.Entry
 	if env, err := wire.Decode(data); err == nil && env.Type == wire.TypeJournalRef {
 		var ref journalRef
 		if err := wire.DecodeAs(data, wire.TypeJournalRef, &ref); err != nil {

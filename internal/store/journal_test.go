@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,76 +11,105 @@ import (
 	"github.com/formica-run/formica/internal/model"
 )
 
+// TestJournalAppendSyncRead writes a thread's entries (one message each,
+// or batched: held until Sync and stored as one message), a large one, a
+// forged placement's and another thread's, and reads them back.
 func TestJournalAppendSyncRead(t *testing.T) {
 	s, _ := openStore(t, Config{})
-	ctx := ctxT(t, 20*time.Second)
-	run, thread := "run-1", "thread-1"
-
-	coord := s.Journal(run, thread, "tok-1", true)
-	coord.Append(journal.Entry{Kind: journal.KindPlacement, Worker: "w1", Attempt: 1})
-	if err := coord.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w := s.Journal(run, thread, "tok-1", false)
-	w.Append(journal.Entry{Kind: journal.KindStart, Task: "do it", Thread: &journal.ThreadInfo{ID: thread, Name: "root", Path: "root"}})
-	big := strings.Repeat("x", 2<<20) // over the NATS max payload: through the object store
-	w.Append(journal.Entry{Kind: journal.KindModel, Message: &model.Message{Role: model.RoleAssistant, Content: big}})
-	w.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Succeeded, Output: "done"})
-	if err := w.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// A placement nobody journaled: its entries must not count.
-	forged := s.Journal(run, thread, "tok-forged", false)
-	forged.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Succeeded, Output: "planted"})
-	// Another thread of the run.
-	other := s.Journal(run, "thread-2", "", true)
-	other.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Failed})
-	if err := forged.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	got, err := s.ReadJournal(ctx, run, thread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 5 {
-		t.Fatalf("read %d entries, want 5", len(got))
-	}
-	if !got[0].ByCoordinator || got[1].ByCoordinator || got[1].Placement != journal.Digest("tok-1") {
-		t.Errorf("writers: %+v %+v", got[0], got[1])
-	}
-	if got[2].Message == nil || got[2].Message.Content != big {
-		t.Errorf("large entry did not come back whole")
-	}
-	trusted := journal.Trusted(got)
-	if len(trusted) != 4 {
-		t.Fatalf("trusted %d entries, want 4 (the forged end dropped)", len(trusted))
-	}
-	end, ok := journal.NewReplay(trusted).Finished()
-	if !ok || end.Output != "done" {
-		t.Errorf("finished = %+v, %v; want the placement's own end", end, ok)
-	}
-	for _, e := range got {
-		if strings.Contains(e.Placement, "tok-") {
-			t.Errorf("a placement token entered the journal: %q", e.Placement)
+	for i, batched := range []bool{false, true} {
+		run := fmt.Sprintf("run-%d", i)
+		writer := func(w *JournalWriter) *JournalWriter {
+			if batched {
+				return w.Batched()
+			}
+			return w
 		}
-	}
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			thread := "thread-1"
 
-	all, err := s.ReadJournal(ctx, run, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != 6 || all[5].ThreadID != "thread-2" {
-		t.Fatalf("whole run: %d entries (last of %q), want 6", len(all), all[len(all)-1].ThreadID)
-	}
-	none, err := s.ReadJournal(ctx, "run-unknown", "")
-	if err != nil || len(none) != 0 {
-		t.Fatalf("unknown run: %v, %v", none, err)
-	}
-	if _, err := s.ReadJournal(ctx, "bad.run", ""); err == nil {
-		t.Error("a run id with a dot was accepted")
+			coord := s.Journal(run, thread, "tok-1", true)
+			coord.Append(journal.Entry{Kind: journal.KindPlacement, Worker: "w1", Attempt: 1})
+			if err := coord.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			w := writer(s.Journal(run, thread, "tok-1", false))
+			w.Append(journal.Entry{Kind: journal.KindStart, Task: "do it", Thread: &journal.ThreadInfo{ID: thread, Name: "root", Path: "root"}})
+			big := strings.Repeat("x", 2<<20) // over the NATS max payload: through the object store
+			w.Append(journal.Entry{Kind: journal.KindModel, Message: &model.Message{Role: model.RoleAssistant, Content: big}})
+			w.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Succeeded, Output: "done"})
+			if batched {
+				// A batched writer holds its entries until Sync.
+				if held, err := s.ReadJournal(ctx, run, thread); err != nil || len(held) != 1 {
+					t.Fatalf("before Sync: %d entries (%v), want the placement alone", len(held), err)
+				}
+			}
+			if err := w.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// A placement nobody journaled: its entries must not count.
+			forged := writer(s.Journal(run, thread, "tok-forged", false))
+			forged.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Succeeded, Output: "planted"})
+			// Another thread of the run.
+			other := s.Journal(run, "thread-2", "", true)
+			other.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Failed})
+			if err := forged.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			got, err := s.ReadJournal(ctx, run, thread)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 5 {
+				t.Fatalf("read %d entries, want 5", len(got))
+			}
+			if batched && (got[1].Seq != got[3].Seq || got[0].Seq == got[1].Seq) {
+				t.Errorf("batched entries in messages %d, %d, %d; want the thread's three in one", got[1].Seq, got[2].Seq, got[3].Seq)
+			}
+			if !got[0].ByCoordinator || got[1].ByCoordinator || got[1].Placement != journal.Digest("tok-1") {
+				t.Errorf("writers: %+v %+v", got[0], got[1])
+			}
+			if got[2].Message == nil || got[2].Message.Content != big {
+				t.Errorf("large entry did not come back whole")
+			}
+			trusted := journal.Trusted(got)
+			if len(trusted) != 4 {
+				t.Fatalf("trusted %d entries, want 4 (the forged end dropped)", len(trusted))
+			}
+			end, ok := journal.NewReplay(trusted).Finished()
+			if !ok || end.Output != "done" {
+				t.Errorf("finished = %+v, %v; want the placement's own end", end, ok)
+			}
+			for _, e := range got {
+				if strings.Contains(e.Placement, "tok-") {
+					t.Errorf("a placement token entered the journal: %q", e.Placement)
+				}
+			}
+
+			all, err := s.ReadJournal(ctx, run, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			other2 := 0
+			for _, e := range all {
+				if e.ThreadID == "thread-2" {
+					other2++
+				}
+			}
+			if len(all) != 6 || other2 != 1 {
+				t.Fatalf("whole run: %d entries (%d of thread-2), want 6 (1)", len(all), other2)
+			}
+			none, err := s.ReadJournal(ctx, run+"-unknown", "")
+			if err != nil || len(none) != 0 {
+				t.Fatalf("unknown run: %v, %v", none, err)
+			}
+			if _, err := s.ReadJournal(ctx, "bad.run", ""); err == nil {
+				t.Error("a run id with a dot was accepted")
+			}
+		})
 	}
 }

@@ -41,6 +41,7 @@ const (
 	TypeOK               Type = "ok"
 	TypeJournalEntry     Type = "journal.entry"
 	TypeJournalRef       Type = "journal.ref"
+	TypeJournalBatch     Type = "journal.batch"
 )
 
 // Envelope wraps every body with its type and the protocol version, so a
