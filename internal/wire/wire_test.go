@@ -8,6 +8,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -102,6 +104,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeCoordHeartbeat, CoordHeartbeat{ID: "c", Epoch: "e", Fenced: []Fenced{{Worker: "w", ThreadID: "t", Attempt: 1}}}))
 	f.Add(MustEncode(TypeRunSubmit, RunSubmit{RunID: "r", Task: "t"}))
 	f.Add(ErrorBody(errors.New("x")))
+	entry := MustEncode(TypeJournalEntry, journal.Entry{Kind: journal.KindModel, Turn: 1,
+		Message: &model.Message{Role: model.RoleAssistant, Content: "hi", ToolCalls: []model.ToolCall{{ID: "c", Name: "bash"}}}})
+	f.Add(entry)
+	f.Add(MustEncode(TypeJournalBatch, journalBatch{Entries: [][]byte{entry, entry}}))
 	f.Add([]byte{0x83, 0xa1, 't'})
 	for _, b := range bombs() {
 		f.Add(b)
@@ -118,9 +124,19 @@ func FuzzDecode(f *testing.F) {
 			TypeApprovalDecision: &tools.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{},
+			TypeJournalEntry: &journal.Entry{}, TypeJournalBatch: &journalBatch{},
 		}
 		for typ, v := range targets {
 			_ = env.Into(typ, v)
+		}
+		// A worker's journal batch holds entries encoded alone.
+		var b journalBatch
+		if env.Into(TypeJournalBatch, &b) == nil {
+			for _, d := range b.Entries {
+				if e, err := Decode(d); err == nil {
+					_ = e.Into(TypeJournalEntry, &journal.Entry{})
+				}
+			}
 		}
 	})
 }
@@ -135,4 +151,9 @@ func BenchmarkEncodeDecodeExec(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// journalBatch has the shape of the store's journal batch body.
+type journalBatch struct {
+	Entries [][]byte `msgpack:"e"`
 }
