@@ -187,12 +187,12 @@ func run(args []string) error {
 	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
 	wc.Metrics = mx
 	// Results larger than the NATS max payload travel through the object store.
-	if st, err := store.OpenTransfers(ctx, nc); err != nil {
+	if st, err := store.OpenTransfers(ctx, nc, store.Config{Logger: logger, JournalFailed: mx.JournalWriteFailed}); err != nil {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail and threads keep no journal", "err", err)
 	} else {
 		wc.Offloader = st
 		wc.Journal = func(run, thread, token string) runner.ThreadJournal {
-			return st.Journal(run, thread, token, false).Batched()
+			return st.Journal(run, thread, token, false).Batched(store.JournalLinger)
 		}
 	}
 	w, err := worker.New(wc)

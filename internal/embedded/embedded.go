@@ -113,6 +113,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			if sc.Logger == nil {
 				sc.Logger = cfg.Logger
 			}
+			if sc.JournalFailed == nil && cfg.Metrics != nil {
+				sc.JournalFailed = cfg.Metrics.JournalWriteFailed
+			}
 			if s.Store, err = store.Open(ctx, nc, sc); err != nil {
 				return nil, err
 			}
@@ -146,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if st := s.Store; st != nil {
 			wc.Offloader = st
 			wc.Journal = func(run, thread, token string) runner.ThreadJournal {
-				return st.Journal(run, thread, token, false).Batched()
+				return st.Journal(run, thread, token, false).Batched(store.JournalLinger)
 			}
 		}
 		w, err := worker.New(wc)

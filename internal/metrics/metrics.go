@@ -85,6 +85,7 @@ type Metrics struct {
 
 	journalReplays     prometheus.Counter
 	journalReusedTotal prometheus.Counter
+	journalWriteErrors prometheus.Counter
 
 	modelRequests *prometheus.CounterVec
 	modelDuration *prometheus.HistogramVec
@@ -137,6 +138,7 @@ func New() *Metrics {
 
 	m.journalReplays = f.counter("formica_journal_replays_total", "Placements of threads that replay journaled work (run delivered again or resumed, worker lost).")
 	m.journalReusedTotal = f.counter("formica_journal_threads_reused_total", "Finished threads answered from the journal without being placed.")
+	m.journalWriteErrors = f.counter("formica_journal_write_errors_total", "Journal writes that were not stored (no ack in time, or refused); the work went on.")
 
 	m.modelRequests = f.counterVec("formica_model_requests_total", "Model calls, by provider, model and outcome (ok, error).", "provider", "model", "outcome")
 	m.modelDuration = f.histogramVec("formica_model_request_duration_seconds", "Model call latency, retries included.", callBuckets, "provider", "model")

@@ -55,6 +55,7 @@ func TestExposition(t *testing.T) {
 	m.FleetLoad(func() Load { return Load{Live: 2, Slots: 8, Used: 3, Parked: 1} })
 	m.ModelCall("anthropic", "claude", time.Second, 5, 7, errors.New("x"))
 	m.ThreadReused()
+	m.JournalWriteFailed()
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -64,7 +65,7 @@ func TestExposition(t *testing.T) {
 		`formica_model_requests_total{model="claude",outcome="error",provider="anthropic"} 1`,
 		`formica_model_tokens_total{direction="output",model="claude",provider="anthropic"} 7`,
 		`formica_spawns_refused_total{reason="depth"} 0`, `formica_build_info{`, `go_goroutines`,
-		`formica_journal_replays_total 0`, `formica_journal_threads_reused_total 1`,
+		`formica_journal_replays_total 0`, `formica_journal_threads_reused_total 1`, `formica_journal_write_errors_total 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in:\n%s", want, text)

@@ -63,6 +63,13 @@ func (m *Metrics) ThreadReused() {
 	}
 }
 
+// JournalWriteFailed counts a journal write that was not stored.
+func (m *Metrics) JournalWriteFailed() {
+	if m != nil {
+		m.journalWriteErrors.Inc()
+	}
+}
+
 // SpawnAdmitted counts an admitted helper, live until HelperEnded.
 func (m *Metrics) SpawnAdmitted() {
 	if m != nil {

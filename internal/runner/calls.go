@@ -132,14 +132,15 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 		if sp.succeeded {
 			// The helper's journaled end holds this result durably already
 			// (a parent that runs again gets it from there), so the next
-			// model call need not wait for this entry to be stored.
+			// model call need not wait for this entry to be stored: it goes
+			// with the response of that call.
 			st.recordLazy(e)
 		} else {
 			st.record(e)
+			// Sent now, not held: sibling calls may run long, and a
+			// result stored is a call not run again.
+			st.j.Flush()
 		}
-		// Sent now, not held: sibling calls may run long, and a result
-		// stored is a call not run again.
-		st.j.Flush()
 	}
 
 	e := st.th.event(event.ToolResult)

@@ -16,10 +16,10 @@ type Journal interface {
 	Open(th *Thread) ThreadJournal
 }
 
-// ThreadJournal is one thread's journal. Append must not block on storage
-// (it may hold entries to store several at once); Flush starts storing what
-// was appended without waiting; Sync waits until everything appended so far
-// is stored.
+// ThreadJournal is one thread's journal. Append must not block on storage;
+// it may hold entries for a bounded time, to store several at once, before
+// it sends them on its own. Flush sends what was appended now, without
+// waiting; Sync waits until everything appended so far is stored.
 type ThreadJournal interface {
 	Append(e journal.Entry)
 	Flush()
@@ -45,7 +45,8 @@ func (st *threadState) record(e journal.Entry) {
 }
 
 // recordLazy appends e without making the next sync wait for it: later
-// work does not depend on it being stored.
+// work does not depend on it being stored, and the journal sends it when it
+// sends the next entry that is waited for, or on its own soon after.
 func (st *threadState) recordLazy(e journal.Entry) {
 	if e.Time.IsZero() {
 		e.Time = st.r.cfg.Now()
@@ -54,16 +55,15 @@ func (st *threadState) recordLazy(e journal.Entry) {
 }
 
 // sync makes what the thread journaled durable before work that depends on
-// it, and starts storing (without waiting) what nothing depends on. A
-// journal that cannot store only costs that guarantee: the work goes on,
-// and the step is at-least-once.
+// it; what nothing depends on is left to go with the next entry that is
+// waited for (or on its own, soon). A journal that cannot store only costs
+// that guarantee: the work goes on, and the step is at-least-once.
 func (st *threadState) sync(ctx context.Context) {
 	st.mu.Lock()
 	need := st.unsynced
 	st.unsynced = false
 	st.mu.Unlock()
 	if !need {
-		st.j.Flush()
 		return
 	}
 	if err := st.j.Sync(ctx); err != nil && ctx.Err() == nil {

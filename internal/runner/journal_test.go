@@ -74,8 +74,9 @@ func (m *memJournal) logf(id, what string) {
 // TestJournalSyncsOnlyWhatLaterWorkNeeds: a tool result is stored before
 // the model call that sees it and a model response before its tool calls,
 // but neither the start nor a helper's result (its own journaled end holds
-// it) makes the next model call wait: they are flushed, without waiting, to
-// be seen. The end is always synced.
+// it) makes the next model call wait, nor is sent on its own: they go with
+// the next response stored (the journal sends them itself if that is
+// slow). Other tool results are sent at once. The end is always synced.
 func TestJournalSyncsOnlyWhatLaterWorkNeeds(t *testing.T) {
 	counter := &tools.Func{ToolName: "count", Desc: "counts", Parameters: json.RawMessage(`{"type":"object"}`),
 		Fn: func(context.Context, json.RawMessage) (string, error) { return "ran", nil }}
@@ -110,12 +111,12 @@ func TestJournalSyncsOnlyWhatLaterWorkNeeds(t *testing.T) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	want := []string{"start", "flush", "model", "sync", "tool", "flush", "flush", "model", "sync", "tool", "flush", "sync", "model", "end", "sync"}
+	want := []string{"start", "model", "sync", "tool", "model", "sync", "tool", "flush", "sync", "model", "end", "sync"}
 	if diff := cmp.Diff(want, j.log[res.RootID]); diff != "" {
 		t.Errorf("root's journal writes (-want +got):\n%s", diff)
 	}
 	helperID := journal.ThreadID("run", res.RootID, journal.CallKey(0, "call_1"))
-	if diff := cmp.Diff([]string{"start", "flush", "model", "end", "sync"}, j.log[helperID]); diff != "" {
+	if diff := cmp.Diff([]string{"start", "model", "end", "sync"}, j.log[helperID]); diff != "" {
 		t.Errorf("helper's journal writes (-want +got):\n%s", diff)
 	}
 }

@@ -109,8 +109,8 @@ func (st *threadState) run(ctx context.Context) (res Result, fromJournal bool) {
 	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: st.th.Task})
 	if !st.replay.Started() {
 		a := st.agent
-		// Nothing depends on the start being stored: it is flushed as
-		// the first model call starts, without waiting.
+		// Nothing depends on the start being stored: it goes with the
+		// first model response, or on its own if that response is slow.
 		st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
 			Task: st.th.Task, Spec: &a, Model: st.ref.String()})
 	}

@@ -47,6 +47,41 @@ func SubjectJournal(run, thread string, byCoordinator bool) string {
 // journalAckTimeout bounds how long one journal write may wait for its ack.
 const journalAckTimeout = 10 * time.Second
 
+// journalMaxPending bounds the journal writes of one connection not yet
+// acked: past it, a write waits (briefly) for acks, then fails.
+const journalMaxPending = 4096
+
+// journalPublisher is the JetStream context of the journal's pipelined
+// writes: acks are awaited only where a writer syncs, and every write that
+// fails, awaited or not, is logged and counted (Config.JournalFailed).
+func (s *Store) journalPublisher(nc *nats.Conn) (jetstream.JetStream, error) {
+	jjs, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(journalMaxPending),
+		jetstream.WithPublishAsyncTimeout(journalAckTimeout),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, msg *nats.Msg, err error) { s.journalFailed(msg, err) }))
+	if err != nil {
+		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	return jjs, nil
+}
+
+// journalFailed reports a journal write that was not stored.
+func (s *Store) journalFailed(msg *nats.Msg, err error) {
+	run, thread := "", ""
+	if msg != nil && msg.Header != nil {
+		run, thread = msg.Header.Get(wire.HeaderRun), msg.Header.Get(wire.HeaderThread)
+	}
+	s.log.Warn("store: journal write failed", "run_id", run, "thread_id", thread, "err", err)
+	if s.cfg.JournalFailed != nil {
+		s.cfg.JournalFailed()
+	}
+}
+
+// JournalLinger is how long a worker's batched writer holds an entry before
+// it sends it on its own (Batched): what a thread appends is in its
+// transcript at most this long after it happened, and entries appended
+// within it cost one stored message together.
+const JournalLinger = 200 * time.Millisecond
+
 // journalReadIdle is how long the server keeps a journal reader's consumer
 // once it stops asking for entries.
 const journalReadIdle = 5 * time.Second
@@ -67,31 +102,32 @@ func journalStreamConfig(cfg Config) jetstream.StreamConfig {
 
 // JournalWriter appends the entries of one thread, pipelined: Append
 // publishes at once without waiting, Sync waits until every entry appended
-// so far is stored. Batched, Append keeps entries until the next Sync,
-// which stores them in one message. It is safe for concurrent use
-// (parallel tool calls).
+// so far is stored. Batched, Append keeps entries until the next Flush or
+// Sync, or for its linger at most, and sends them in one message. It is safe
+// for concurrent use (parallel tool calls).
 type JournalWriter struct {
 	s       *Store
 	run     string
 	thread  string
 	subject string
 	digest  string
-	batched bool
+	batched time.Duration // the linger of a batched writer; 0: not batched
 
 	mu      sync.Mutex
-	held    [][]byte // encoded entries a batched writer holds until Sync
+	held    [][]byte    // encoded entries a batched writer holds until Sync
+	linger  *time.Timer // sends what is held once JournalLinger is over
 	pending []jetstream.PubAckFuture
 	err     error
 }
 
-// Batched makes Append hold entries until the next Flush or Sync, which
-// publishes them as one message: a thread's entries between two points
-// where they must be stored, or be seen, cost one stored message, not one
-// each. Only a writer whose user always ends with a Sync (the runner's, at
-// a thread's end) may be batched; what it holds is lost with its process,
-// as an entry not yet synced may be anyway.
-func (w *JournalWriter) Batched() *JournalWriter {
-	w.batched = true
+// Batched makes Append hold entries until the next Flush or Sync, or until
+// linger (> 0; JournalLinger for a worker) has passed since the first of
+// them, and then publishes them as one message: a thread's entries between
+// two points where they must be stored cost one stored message, not one
+// each, and none waits longer than linger to be seen. What a batched writer
+// holds is lost with its process, as an entry not yet synced may be anyway.
+func (w *JournalWriter) Batched(linger time.Duration) *JournalWriter {
+	w.batched = max(linger, time.Millisecond)
 	return w
 }
 
@@ -106,24 +142,30 @@ func (s *Store) Journal(run, thread, placement string, byCoordinator bool) *Jour
 // Append queues e. An entry larger than one NATS message is stored in the
 // object store first and journaled by reference.
 func (w *JournalWriter) Append(e journal.Entry) {
-	if e.Time.IsZero() {
-		e.Time = w.s.cfg.Now()
-	}
-	data, err := wire.Encode(wire.TypeJournalEntry, e)
-	if err == nil && len(data) > w.s.maxValue() {
-		data, err = w.s.offloadEntry(e.Kind, data)
-	}
+	data, err := w.s.encodeEntry(e)
 	if err != nil {
 		w.fail(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.batched {
+	if w.batched > 0 {
 		w.held = append(w.held, data)
+		if len(w.held) == 1 {
+			w.armLinger()
+		}
 		return
 	}
 	w.publish(data)
+}
+
+// armLinger starts the wait after which held entries are sent. w.mu is held.
+func (w *JournalWriter) armLinger() {
+	if w.linger == nil {
+		w.linger = time.AfterFunc(w.batched, w.Flush)
+		return
+	}
+	w.linger.Reset(w.batched)
 }
 
 // journalBatch is the body of a message holding several entries, each
@@ -137,6 +179,9 @@ type journalBatch struct {
 func (w *JournalWriter) flush() {
 	held := w.held
 	w.held = nil
+	if len(held) > 0 && w.linger != nil {
+		w.linger.Stop()
+	}
 	switch len(held) {
 	case 0:
 		return
@@ -156,18 +201,42 @@ func (w *JournalWriter) flush() {
 
 // publish sends one message without waiting for its ack. w.mu is held.
 func (w *JournalWriter) publish(data []byte) {
-	msg := &nats.Msg{Subject: w.subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(wire.HeaderRun, w.run)
-	msg.Header.Set(wire.HeaderThread, w.thread)
-	if w.digest != "" {
-		msg.Header.Set(HeaderPlacement, w.digest)
-	}
-	f, err := w.s.jjs.PublishMsgAsync(msg, jetstream.WithExpectStream(JournalStream))
+	f, err := w.s.publishEntry(w.subject, w.run, w.thread, w.digest, data)
 	if err != nil {
 		w.setErr(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
 		return
 	}
 	w.pending = append(w.pending, f)
+}
+
+// encodeEntry encodes e for the journal, timed now if it is not: through
+// the object store, by reference, if it is larger than one NATS message.
+func (s *Store) encodeEntry(e journal.Entry) ([]byte, error) {
+	if e.Time.IsZero() {
+		e.Time = s.cfg.Now()
+	}
+	data, err := wire.Encode(wire.TypeJournalEntry, e)
+	if err == nil && len(data) > s.maxValue() {
+		data, err = s.offloadEntry(e.Kind, data)
+	}
+	return data, err
+}
+
+// publishEntry sends one journal message to subject without waiting for its
+// ack; digest is the writer's placement digest, if any. A failure is
+// reported (journalFailed) and returned.
+func (s *Store) publishEntry(subject, run, thread, digest string, data []byte) (jetstream.PubAckFuture, error) {
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderRun, run)
+	msg.Header.Set(wire.HeaderThread, thread)
+	if digest != "" {
+		msg.Header.Set(HeaderPlacement, digest)
+	}
+	f, err := s.jjs.PublishMsgAsync(msg, jetstream.WithExpectStream(JournalStream))
+	if err != nil {
+		s.journalFailed(msg, err)
+	}
+	return f, err
 }
 
 func (w *JournalWriter) fail(err error) {

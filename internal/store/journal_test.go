@@ -6,10 +6,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 )
+
+// TestJournalBatchedSendsWithinItsLinger: a batched writer that is never
+// synced or flushed still stores what it holds, in one message, once its
+// linger is over, and again for what it is given after that.
+func TestJournalBatchedSendsWithinItsLinger(t *testing.T) {
+	s, _ := openStore(t, Config{})
+	ctx := ctxT(t, 20*time.Second)
+	run, thread := "run-linger", "thread-1"
+	// Stored messages as the stream delivers them, one at a time.
+	cons, err := s.js.OrderedConsumer(ctx, JournalStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{SubjectJournal(run, thread, false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func(what string) []journal.Entry {
+		t.Helper()
+		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("waiting for %s to be stored: %v", what, err)
+		}
+		return s.decodeEntries(ctx, msg)
+	}
+	w := s.Journal(run, thread, "tok-1", false).Batched(10 * time.Millisecond)
+	w.Append(journal.Entry{Kind: journal.KindStart, Task: "do it"})
+	w.Append(journal.Entry{Kind: journal.KindTool, CallID: "c1", Result: "ran"})
+	if got := stored("the held entries"); len(got) != 2 || got[0].Kind != journal.KindStart || got[1].Result != "ran" {
+		t.Errorf("first message holds %+v; want the start and the tool result, in order", got)
+	}
+	w.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Succeeded})
+	if got := stored("the end"); len(got) != 1 || got[0].Kind != journal.KindEnd {
+		t.Errorf("second message holds %+v; want the end", got)
+	}
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestJournalAppendSyncRead writes a thread's entries (one message each,
 // or batched: held until Sync and stored as one message), a large one, a
@@ -20,7 +58,7 @@ func TestJournalAppendSyncRead(t *testing.T) {
 		run := fmt.Sprintf("run-%d", i)
 		writer := func(w *JournalWriter) *JournalWriter {
 			if batched {
-				return w.Batched()
+				return w.Batched(time.Hour) // held until Sync, however slow this test runs
 			}
 			return w
 		}
@@ -111,5 +149,30 @@ func TestJournalAppendSyncRead(t *testing.T) {
 				t.Error("a run id with a dot was accepted")
 			}
 		})
+	}
+}
+
+// TestJournalWriteFailuresAreCounted: a write the stream does not store
+// (here: the journal stream is gone) is reported to JournalFailed, whether
+// its writer waits for it or not.
+func TestJournalWriteFailuresAreCounted(t *testing.T) {
+	failed := make(chan struct{}, 8)
+	s, _ := openStore(t, Config{JournalFailed: func() { failed <- struct{}{} }})
+	ctx := ctxT(t, 20*time.Second)
+	if err := s.js.DeleteStream(ctx, JournalStream); err != nil {
+		t.Fatal(err)
+	}
+	waited := s.Journal("run-x", "thread-1", "tok-1", false)
+	waited.Append(journal.Entry{Kind: journal.KindStart, Task: "do it"})
+	if err := waited.Sync(ctx); err == nil {
+		t.Error("Sync reported no error for an entry that was not stored")
+	}
+	s.Journal("run-x", "thread-2", "", true).Append(journal.Entry{Kind: journal.KindPlacement, Worker: "w1"})
+	for i := range 2 {
+		select {
+		case <-failed:
+		case <-ctx.Done():
+			t.Fatalf("JournalFailed told of %d failures, want 2 (one waited for, one not)", i)
+		}
 	}
 }

@@ -115,6 +115,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for record and approval times; nil means time.Now.
 	Now func() time.Time
+	// JournalFailed, when set, is told of each journal write that failed
+	// (no ack in time, or refused): the work goes on, and the entry's step
+	// is at-least-once. Failures are logged either way.
+	JournalFailed func()
 	// Client opens the store for a client of the cluster (the CLI, a
 	// worker): streams and buckets that exist are used as they are, so a
 	// client never overrides the settings (AckWait, Replicas, ...) of the
@@ -194,11 +198,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: jetstream: %w", err)
 	}
-	jjs, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(journalAckTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("store: jetstream: %w", err)
+	s := &Store{nc: nc, js: js, cfg: cfg, log: cfg.Logger}
+	if s.jjs, err = s.journalPublisher(nc); err != nil {
+		return nil, err
 	}
-	s := &Store{nc: nc, js: js, jjs: jjs, cfg: cfg, log: cfg.Logger}
 	r := cfg.Replicas
 	streams := []jetstream.StreamConfig{{
 		Name:        QueueStream,
@@ -316,17 +319,21 @@ func (s *Store) openBuckets(ctx context.Context) error {
 // OpenTransfers returns an Offloader over the transfers object store alone,
 // made by a coordinator: what a worker, whose credentials allow no other
 // JetStream use, needs for bodies over the NATS max payload. It also writes
-// its threads' journals (Journal), publishing to their subjects.
-func OpenTransfers(ctx context.Context, nc *nats.Conn) (*Store, error) {
+// its threads' journals (Journal), publishing to their subjects. Of cfg it
+// uses Logger and JournalFailed.
+func OpenTransfers(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("store: jetstream: %w", err)
 	}
-	jjs, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(journalAckTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("store: jetstream: %w", err)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{nc: nc, js: js, jjs: jjs, log: slog.New(slog.DiscardHandler), cfg: Config{Now: time.Now}}
+	s := &Store{nc: nc, js: js, log: log, cfg: Config{Now: time.Now, Logger: log, JournalFailed: cfg.JournalFailed}}
+	if s.jjs, err = s.journalPublisher(nc); err != nil {
+		return nil, err
+	}
 	if s.transfers, err = js.ObjectStore(ctx, TransfersBucket); err != nil {
 		return nil, fmt.Errorf("store: object store %s: %w", TransfersBucket, err)
 	}
