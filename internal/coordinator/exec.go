@@ -52,7 +52,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 		placements++
 		// Placed before the request is sent: the worker may spawn at once.
 		tok := r.place(t, wid, placements)
-		c.journalPlacement(t, wid, placements, tok)
+		c.journalPlacement(r, t, wid, placements, tok)
 		t.replay = c.replayOf(r, t, reread)
 		replays := c.accountReplay(r, t)
 		res, out := c.execOn(ctx, r, t, wid, placements, tok)

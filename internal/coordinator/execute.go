@@ -50,6 +50,9 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 	budget.Spawns = c.cfg.Ceilings.Spawns(budget)
 	rn := newRun(sub.RunID, ledger, limits.NewTree(budget, c.cfg.Now), sub.Approver)
 	rn.timeout = sub.Timeout
+	if c.cfg.Store != nil {
+		rn.journal = c.cfg.Store.RunJournal(sub.RunID)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.accepting() {
@@ -114,7 +117,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 		c.publish(end)
 	}
 	if !reported {
-		c.journalEnd(t, res)
+		c.journalEnd(rn, t, res)
 	}
 	// The root has ended, but a cancelled tree may still be winding down:
 	// stop what is left and let it report, so the record is final.
@@ -122,6 +125,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 		rn.cancel(errors.New("the run has ended"))
 	}
 	rn.settle(settleTimeout)
+	c.syncJournal(rn)
 	res = runOutcome(rn, res)
 	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
 		Status: res.Status, Reason: res.Error, Output: event.Clip(res.Output, maxEventOutput), Usage: res.Usage})

@@ -140,7 +140,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		e.ThreadID, e.Reason, e.CallID = "", string(refusal.Reason), eventCallID(req.CallID)
 		c.emit(rn, e)
 		c.cfg.Metrics.SpawnRefused(string(refusal.Reason))
-		c.journalSpawn(journal.KindRefusal, th, req.CallID, string(refusal.Reason))
+		c.journalSpawn(rn, journal.KindRefusal, th, req.CallID, string(refusal.Reason))
 		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
 		return nil
 	}
@@ -164,7 +164,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(req.CallID) // the parent's call: siblings show in call order
 	c.emit(rn, spawned)
-	c.journalSpawn(journal.KindSpawn, th, req.CallID, "")
+	c.journalSpawn(rn, journal.KindSpawn, th, req.CallID, "")
 	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
 	return &admittedSpawn{rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress)}
@@ -179,13 +179,13 @@ func eventCallID(callKey string) string {
 
 // journalSpawn journals a spawn or refusal of helper th on its parent's
 // journal.
-func (c *Coordinator) journalSpawn(kind journal.Kind, th runner.Thread, callKey, reason string) {
+func (c *Coordinator) journalSpawn(rn *run, kind journal.Kind, th runner.Thread, callKey, reason string) {
 	turn, callID := journal.ParseCallKey(callKey)
 	e := journal.Entry{Kind: kind, Turn: turn, CallID: callID, Name: th.Name, Task: th.Task, Reason: reason}
 	if kind == journal.KindSpawn {
 		e.Child = th.ID
 	}
-	c.coordJournal(th.RunID, th.ParentID, "", e)
+	c.coordJournal(rn, th.ParentID, "", e)
 }
 
 // attachSpawn answers a parent's spawn with the end of helper t, which an
@@ -224,7 +224,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, c
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(callKey)
 	c.emit(rn, spawned)
-	c.journalSpawn(journal.KindSpawn, th, callKey, "")
+	c.journalSpawn(rn, journal.KindSpawn, th, callKey, "")
 	e := threadEvent(event.ThreadFinished, th)
 	e.Status, e.Usage, e.Reason = res.Status, res.Own, "reused from the journal"
 	c.emit(rn, e)
@@ -247,7 +247,7 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 	sp.slot.Release()
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(t.admitted), true)
 	if !reported {
-		c.journalEnd(t, res)
+		c.journalEnd(rn, t, res)
 	}
 	if w := rn.unparkParent(sp.parent); w != "" {
 		c.registry.unpark(w)
@@ -437,8 +437,8 @@ func (c *Coordinator) emit(rn *run, e event.Event) {
 // journalEnd journals the end of a thread no worker reported (lost, never
 // placed, cancelled before it ran); a worker that ran it to its end has
 // journaled that itself.
-func (c *Coordinator) journalEnd(t *threadRec, res runner.Result) {
-	c.coordJournal(t.thread.RunID, t.thread.ID, "", journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output,
+func (c *Coordinator) journalEnd(rn *run, t *threadRec, res runner.Result) {
+	c.coordJournal(rn, t.thread.ID, "", journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output,
 		Error: res.Error, Usage: res.Usage, Own: res.Own})
 }
 

@@ -21,20 +21,38 @@ import (
 // journalReadTimeout bounds reading one journal back.
 const journalReadTimeout = 30 * time.Second
 
-// coordJournal appends e to thread's coordinator journal, without waiting:
-// nothing the coordinator does next depends on it being stored.
-func (c *Coordinator) coordJournal(run, thread, token string, e journal.Entry) {
-	if c.cfg.Store == nil {
+// journalSyncTimeout bounds the wait for a run's journal at its end.
+const journalSyncTimeout = 10 * time.Second
+
+// coordJournal appends e to thread's coordinator journal in rn, without
+// waiting: nothing the coordinator does next depends on it being stored,
+// until the run ends (syncJournal).
+func (c *Coordinator) coordJournal(rn *run, thread, token string, e journal.Entry) {
+	if rn.journal == nil {
 		return
 	}
 	e.Time = c.cfg.Now()
-	c.cfg.Store.Journal(run, thread, token, true).Append(e)
+	rn.journal.Append(thread, token, e)
+}
+
+// syncJournal waits until what the coordinator journaled for rn is stored,
+// before its record is final: a run resumed later finds every placement,
+// so the work done under each counts.
+func (c *Coordinator) syncJournal(rn *run) {
+	if rn.journal == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), journalSyncTimeout)
+	defer cancel()
+	if err := rn.journal.Sync(ctx); err != nil {
+		c.cfg.Logger.Warn("journal", "run_id", rn.id, "err", err)
+	}
 }
 
 // journalPlacement journals placement attempt of t on worker wid under its
 // token (as a digest): the thread's entries written under it count.
-func (c *Coordinator) journalPlacement(t *threadRec, wid string, attempt int, token string) {
-	c.coordJournal(t.thread.RunID, t.thread.ID, token, journal.Entry{Kind: journal.KindPlacement, Worker: wid, Attempt: attempt})
+func (c *Coordinator) journalPlacement(rn *run, t *threadRec, wid string, attempt int, token string) {
+	c.coordJournal(rn, t.thread.ID, token, journal.Entry{Kind: journal.KindPlacement, Worker: wid, Attempt: attempt})
 }
 
 // loadRunJournal reads a run's whole journal once, when the run is executed

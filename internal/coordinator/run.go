@@ -10,6 +10,7 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/store"
 )
 
 // run is one run this coordinator owns: its ledger, its thread tree and its
@@ -26,6 +27,9 @@ type run struct {
 	// trace is the submission's trace headers: the root thread's spans
 	// nest under the span that submitted the run.
 	trace map[string]string
+	// journal writes the coordinator's journal entries of the run; nil
+	// without a store.
+	journal *store.RunJournal
 
 	mu      sync.Mutex
 	threads map[string]*threadRec
