@@ -215,7 +215,7 @@ func (s *Store) encodeEntry(e journal.Entry) ([]byte, error) {
 	if e.Time.IsZero() {
 		e.Time = s.cfg.Now()
 	}
-	data, err := wire.Encode(wire.TypeJournalEntry, e)
+	data, err := wire.Encode(wire.TypeJournalEntry, &e) // by pointer: no copy of e to encode
 	if err == nil && len(data) > s.maxValue() {
 		data, err = s.offloadEntry(e.Kind, data)
 	}
