@@ -140,7 +140,6 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		e.ThreadID, e.Reason, e.CallID = "", string(refusal.Reason), eventCallID(req.CallID)
 		c.emit(rn, e)
 		c.cfg.Metrics.SpawnRefused(string(refusal.Reason))
-		c.journalSpawn(rn, journal.KindRefusal, th, req.CallID, string(refusal.Reason))
 		r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
 		return nil
 	}
@@ -164,7 +163,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(req.CallID) // the parent's call: siblings show in call order
 	c.emit(rn, spawned)
-	c.journalSpawn(rn, journal.KindSpawn, th, req.CallID, "")
+	// The parent journals the spawn, told of it by this progress.
 	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
 	return &admittedSpawn{rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress)}
@@ -177,15 +176,12 @@ func eventCallID(callKey string) string {
 	return id
 }
 
-// journalSpawn journals a spawn or refusal of helper th on its parent's
-// journal.
-func (c *Coordinator) journalSpawn(rn *run, kind journal.Kind, th runner.Thread, callKey, reason string) {
+// journalReused journals, on the parent's journal, that its call callKey
+// was answered by helper th, which had finished in an earlier execution
+// (a parent journals the spawns it is told of itself, and the refusals).
+func (c *Coordinator) journalReused(rn *run, th runner.Thread, callKey string) {
 	turn, callID := journal.ParseCallKey(callKey)
-	e := journal.Entry{Kind: kind, Turn: turn, CallID: callID, Name: th.Name, Task: th.Task, Reason: reason}
-	if kind == journal.KindSpawn {
-		e.Child = th.ID
-	}
-	c.coordJournal(rn, th.ParentID, "", e)
+	c.coordJournal(rn, th.ParentID, "", journal.Entry{Kind: journal.KindSpawn, Turn: turn, CallID: callID, Name: th.Name, Task: th.Task, Child: th.ID})
 }
 
 // attachSpawn answers a parent's spawn with the end of helper t, which an
@@ -224,7 +220,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, c
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(callKey)
 	c.emit(rn, spawned)
-	c.journalSpawn(rn, journal.KindSpawn, th, callKey, "")
+	c.journalReused(rn, th, callKey)
 	e := threadEvent(event.ThreadFinished, th)
 	e.Status, e.Usage, e.Reason = res.Status, res.Own, "reused from the journal"
 	c.emit(rn, e)

@@ -255,13 +255,20 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 	if m := meterFrom(ctx); m != nil {
 		spent = m.Park()
 	}
+	callKey := tools.CallIDFrom(ctx)
+	turn, callID := journal.ParseCallKey(callKey)
 	res, err := st.r.spawner.Spawn(ctx, SpawnRequest{
+		Admitted: func(child string) {
+			// Nothing waits for it: it goes with the call's result, or
+			// on its own while the helper runs long.
+			st.recordLazy(journal.Entry{Kind: journal.KindSpawn, Turn: turn, CallID: callID, Name: name, Task: task, Child: child})
+		},
 		ParentSpent: spent,
 		RunID:       st.th.RunID,
 		ParentID:    st.th.ID,
 		ParentDepth: st.th.Depth,
 		ParentPath:  st.th.Path,
-		CallID:      tools.CallIDFrom(ctx),
+		CallID:      callKey,
 		Handoffs:    st.handedTo,
 		Name:        name,
 		Task:        task,
@@ -271,7 +278,9 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 	})
 	if err != nil {
 		var refusal *limits.Refusal
-		if !errors.As(err, &refusal) {
+		if errors.As(err, &refusal) {
+			st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: turn, CallID: callID, Name: name, Task: task, Reason: string(refusal.Reason)})
+		} else {
 			s.failed = true
 		}
 		return tools.HelperResult{}, err

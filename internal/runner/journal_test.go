@@ -111,13 +111,59 @@ func TestJournalSyncsOnlyWhatLaterWorkNeeds(t *testing.T) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	want := []string{"start", "model", "sync", "tool", "model", "sync", "tool", "flush", "sync", "model", "end", "sync"}
+	want := []string{"start", "model", "sync", "spawn", "tool", "model", "sync", "tool", "flush", "sync", "model", "end", "sync"}
 	if diff := cmp.Diff(want, j.log[res.RootID]); diff != "" {
 		t.Errorf("root's journal writes (-want +got):\n%s", diff)
 	}
 	helperID := journal.ThreadID("run", res.RootID, journal.CallKey(0, "call_1"))
 	if diff := cmp.Diff([]string{"start", "model", "end", "sync"}, j.log[helperID]); diff != "" {
 		t.Errorf("helper's journal writes (-want +got):\n%s", diff)
+	}
+	// The parent journals its spawn: the call, the helper's id.
+	for _, e := range j.entries[res.RootID] {
+		if e.Kind == journal.KindSpawn && (e.Turn != 0 || e.CallID != "call_1" || e.Child != helperID || e.Name != "h" || e.Task != "help") {
+			t.Errorf("spawn entry %+v; want turn 0, call_1, child %s, h, help", e, helperID)
+		}
+	}
+}
+
+// TestJournalRefusedSpawn: a spawn the limits refuse is journaled by its
+// parent as a refusal with the reason, and no spawn.
+func TestJournalRefusedSpawn(t *testing.T) {
+	root := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if !hasToolResults(req) {
+			return calls(spawnCall("call_1", "h", "help")), nil
+		}
+		return text("root done"), nil
+	}}
+	helper := &fakeModel{fn: func(_ context.Context, req model.Request) (model.Response, error) {
+		if !hasToolResults(req) {
+			return calls(spawnCall("call_1", "deep", "go deeper")), nil // depth 2: past the limit
+		}
+		return text("helped alone"), nil
+	}}
+	j := &memJournal{}
+	r, err := New(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root", Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := generalAgent()
+	a.Helper = spec.Helper{Model: "fake:helper"}
+	res := run(t, r, RunRequest{ID: "run", Task: "go", Agent: a, Limits: limits.Config{MaxDepth: 1, MaxThreads: 4}})
+	if res.Status != event.Succeeded {
+		t.Fatalf("run: %+v", res.Result)
+	}
+	helperID := journal.ThreadID("run", res.RootID, journal.CallKey(0, "call_1"))
+	var kinds []journal.Kind
+	for _, e := range j.of(helperID) {
+		kinds = append(kinds, e.Kind)
+		if e.Kind == journal.KindRefusal && (e.CallID != "call_1" || e.Reason != string(limits.ReasonDepth) || e.Name != "deep") {
+			t.Errorf("refusal entry %+v; want call_1, reason depth, name deep", e)
+		}
+	}
+	want := []journal.Kind{journal.KindStart, journal.KindModel, journal.KindRefusal, journal.KindTool, journal.KindModel, journal.KindEnd}
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("helper's entries (-want +got):\n%s", diff)
 	}
 }
 

@@ -45,5 +45,6 @@ func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res Result, err er
 		defer func() { m.lease.Close(res.Own.InputTokens, res.Own.OutputTokens) }()
 	}
 	l.r.emit(th.event(event.ThreadSpawned))
+	req.ReportAdmitted(th.ID)
 	return l.r.RunThread(ctx, th), nil
 }

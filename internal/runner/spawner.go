@@ -35,6 +35,18 @@ type SpawnRequest struct {
 	// budget grant: the parent gives its grant back while it waits, and
 	// the run's owner settles this.
 	ParentSpent model.Usage
+	// Admitted, when set, is called once the helper is admitted, with its
+	// thread id, before the spawner waits for its end: the parent journals
+	// the spawn. Not sent anywhere.
+	Admitted func(child string)
+}
+
+// ReportAdmitted calls the request's Admitted hook, if any: a spawner calls
+// it once it knows the helper was admitted, and its id.
+func (r *SpawnRequest) ReportAdmitted(child string) {
+	if r.Admitted != nil {
+		r.Admitted(child)
+	}
 }
 
 // HelperThread derives, from the parent thread as its owner holds it, the

@@ -51,8 +51,9 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
 			var p wire.Progress
-			if wire.DecodeAs(m.Data, wire.TypeProgress, &p) == nil && p.ThreadID != "" {
+			if wire.DecodeAs(m.Data, wire.TypeProgress, &p) == nil && p.ThreadID != "" && child == "" {
 				child = p.ThreadID
+				req.ReportAdmitted(child)
 			}
 		case wire.TypeSpawnResult:
 			var res wire.SpawnResult

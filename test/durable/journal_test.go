@@ -166,6 +166,18 @@ func TestJournalCoordinatorKilledMidFanOut(t *testing.T) {
 	// The transcripts are the conversations the model server saw.
 	tr, _ := c.transcript(id, root)
 	sameConversation(t, "root", tr, srv.last(rootTask), rec.Output)
+	// The root journaled each spawn with the helper's id.
+	spawned := map[string]string{}
+	for _, e := range tr.Entries {
+		if e.Kind == journal.KindSpawn {
+			spawned[e.Name] = e.Child
+		}
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if want := c.threadNamed(id, n).ID; spawned[n] != want {
+			t.Errorf("the root's journal has helper %s spawned as %q, want %s", n, spawned[n], want)
+		}
+	}
 	a := c.threadNamed(id, "a")
 	if a.Path != "formica/a" || a.Status != event.Succeeded {
 		t.Errorf("thread a listed as %+v", a)
