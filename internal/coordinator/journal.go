@@ -13,8 +13,9 @@ import (
 
 // The coordinator's part of the journal (package journal): it journals each
 // placement of a thread under the placement's token (so replay counts only
-// what a placement it made wrote), each spawn and refusal on the parent's
-// journal, and the end of a thread no worker reported. It reads journals
+// what a placement it made wrote), the end of a thread no worker reported,
+// and the spawn of a helper it answers from the journal (a parent journals
+// its other spawns and refusals itself). It reads journals
 // back when a thread runs again: every thread of a run delivered again or
 // resumed, and a thread placed again after its worker was lost.
 

@@ -5,8 +5,8 @@
 // already did, and the transcript read back from it.
 //
 // It holds no NATS code: the store package keeps the stream, the runner
-// writes and replays entries, the coordinator journals placements and
-// spawns, and the API reads transcripts.
+// writes and replays entries, the coordinator journals placements, and the
+// API reads transcripts.
 package journal
 
 import (
@@ -23,8 +23,9 @@ import (
 type Kind string
 
 // Every kind of entry. Threads write start, model, tool, approval,
-// correction, handoff and end; the coordinator writes placement, spawn,
-// refusal and the end of a thread no worker reported.
+// correction, handoff, spawn, refusal and end; the coordinator writes
+// placement, the end of a thread no worker reported, and the spawn of a
+// helper it answers from that helper's journal.
 const (
 	KindStart      Kind = "start"
 	KindModel      Kind = "model"
