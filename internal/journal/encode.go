@@ -122,3 +122,29 @@ func (w *writer) check(err error) {
 }
 
 func (w *writer) key(k string) { w.check(w.enc.EncodeString(k)) }
+
+var _ msgpack.CustomEncoder = ThreadInfo{}
+
+// EncodeMsgpack writes t as the map its msgpack tags describe (every start
+// entry carries one).
+func (t ThreadInfo) EncodeMsgpack(enc *msgpack.Encoder) error {
+	n := 4
+	if t.ParentID != "" {
+		n++
+	}
+	w := writer{enc: enc}
+	w.check(enc.EncodeMapLen(n))
+	w.key("id")
+	w.check(enc.EncodeString(t.ID))
+	if t.ParentID != "" {
+		w.key("parent_id")
+		w.check(enc.EncodeString(t.ParentID))
+	}
+	w.key("name")
+	w.check(enc.EncodeString(t.Name))
+	w.key("path")
+	w.check(enc.EncodeString(t.Path))
+	w.key("depth")
+	w.check(enc.EncodeInt(int64(t.Depth)))
+	return w.err
+}

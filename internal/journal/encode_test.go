@@ -92,6 +92,35 @@ func TestEncodeMatchesTheTags(t *testing.T) {
 	}
 }
 
+// plainThread is ThreadInfo without its encoder.
+type plainThread ThreadInfo
+
+func TestEncodeThreadInfoMatchesTheTags(t *testing.T) {
+	for _, ti := range []ThreadInfo{{ID: "t", ParentID: "p", Name: "n", Path: "root/n", Depth: 2}, {ID: "root", Name: "root", Path: "root"}} {
+		custom, err := msgpack.Marshal(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reflective, err := msgpack.Marshal(plainThread(ti))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want ThreadInfo
+		if err := msgpack.Unmarshal(custom, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := msgpack.Unmarshal(reflective, (*plainThread)(&want)); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" || got != ti {
+			t.Errorf("decoded (-reflective +custom):\n%s", diff)
+		}
+	}
+	if n := reflect.TypeOf(ThreadInfo{}).NumField(); n != 5 {
+		t.Errorf("ThreadInfo has %d fields; EncodeMsgpack writes 5", n)
+	}
+}
+
 func BenchmarkEncodeEntry(b *testing.B) {
 	e := Entry{Kind: KindModel, Time: time.Now(), Turn: 3, Model: "sim", Usage: model.Usage{InputTokens: 500, OutputTokens: 3},
 		LatencyMS: 1, Message: &model.Message{Role: model.RoleAssistant, Content: "done"}}

@@ -67,8 +67,10 @@ func (s *Store) journalPublisher(nc *nats.Conn) (jetstream.JetStream, error) {
 // journalFailed reports a journal write that was not stored.
 func (s *Store) journalFailed(msg *nats.Msg, err error) {
 	run, thread := "", ""
-	if msg != nil && msg.Header != nil {
-		run, thread = msg.Header.Get(wire.HeaderRun), msg.Header.Get(wire.HeaderThread)
+	if msg != nil {
+		if parts := strings.Split(msg.Subject, "."); len(parts) == 5 {
+			run, thread = parts[2], parts[3]
+		}
 	}
 	s.log.Warn("store: journal write failed", "run_id", run, "thread_id", thread, "err", err)
 	if s.cfg.JournalFailed != nil {
@@ -226,11 +228,11 @@ func (s *Store) encodeEntry(e journal.Entry) ([]byte, error) {
 // ack; digest is the writer's placement digest, if any. A failure is
 // reported (journalFailed) and returned.
 func (s *Store) publishEntry(subject, run, thread, digest string, data []byte) (jetstream.PubAckFuture, error) {
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(wire.HeaderRun, run)
-	msg.Header.Set(wire.HeaderThread, thread)
+	// The subject names the run and the thread: only the digest goes in
+	// a header.
+	msg := &nats.Msg{Subject: subject, Data: data}
 	if digest != "" {
-		msg.Header.Set(HeaderPlacement, digest)
+		msg.Header = nats.Header{HeaderPlacement: []string{digest}}
 	}
 	f, err := s.jjs.PublishMsgAsync(msg, jetstream.WithExpectStream(JournalStream))
 	if err != nil {
@@ -269,8 +271,8 @@ func (w *JournalWriter) Sync(ctx context.Context) error {
 	if len(pending) == 0 {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, journalAckTimeout)
-	defer cancel()
+	// Each write fails on its own once journalAckTimeout has passed without
+	// its ack (the publisher's async timeout): the wait is bounded.
 	for _, f := range pending {
 		select {
 		case <-f.Ok():

@@ -54,8 +54,9 @@ func (j *RunJournal) Append(thread, placement string, e journal.Entry) {
 	}
 }
 
-// Sync waits, at most journalAckTimeout, until every entry appended so far
-// is stored, and reports the latest write's failure if it failed.
+// Sync waits, at most journalAckTimeout (the write's own ack timeout),
+// until every entry appended so far is stored, and reports the latest
+// write's failure if it failed.
 func (j *RunJournal) Sync(ctx context.Context) error {
 	j.mu.Lock()
 	f := j.last
@@ -64,8 +65,6 @@ func (j *RunJournal) Sync(ctx context.Context) error {
 	if f == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, journalAckTimeout)
-	defer cancel()
 	select {
 	case <-f.Ok():
 		return nil
