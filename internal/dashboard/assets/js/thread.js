@@ -145,7 +145,7 @@ function renderTranscript(t, runId) {
         out.push(row(h('strong', null, 'approval '), `${en.tool || ''}: ${en.allow ? 'allowed' : 'denied'}`, en.reason ? ` (${en.reason})` : ''));
         break;
       case 'spawn':
-        out.push(row(h('strong', null, 'spawned '), en.child ? link(en.child, en.name || en.child) : (en.name || '')));
+        out.push(row(h('strong', null, 'spawned '), en.child_id ? link(en.child_id, en.name || en.child_id) : (en.name || '')));
         break;
       case 'refusal':
         out.push(row(h('strong', null, 'refused '), `${en.name || ''}: ${en.reason || ''}`));
