@@ -3,6 +3,8 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -159,5 +161,112 @@ func TestDurationBudgetOverOpenAIWire(t *testing.T) {
 	}
 	if failed == 0 || len(rec.Threads) >= 20 {
 		t.Fatalf("%d of %d threads failed with the duration", failed, len(rec.Threads))
+	}
+}
+
+// TestHelperBudgetOverOpenAIWire gives every helper a budget of 50 tokens
+// (helper.budget in the agent spec; the run itself has none). The root
+// starts two helpers at once: "a" heads a chain seven helpers deep (13
+// model calls, 195 tokens) and "b" a chain of two (3 calls, 45 tokens). a's
+// subtree stops within one call (15 tokens) past its 50 and a fails with
+// the budget's reason; b and its helper finish, and so does the run, with
+// b's answer and a's failure shown to the root exactly.
+func TestHelperBudgetOverOpenAIWire(t *testing.T) {
+	var mu sync.Mutex
+	var rootResults []string
+	srv := openAIServer(t, func(req *chatRequest) reply {
+		task := req.task()
+		if res := req.results(); len(res) > 0 {
+			if task == "split" {
+				mu.Lock()
+				rootResults = append(rootResults, res...)
+				mu.Unlock()
+			}
+			return reply{text: strings.Join(res, "\n")}
+		}
+		if task == "split" {
+			return reply{calls: [][2]string{{"a", "depth-0"}, {"b", "depth-5"}}}
+		}
+		var n int
+		fmt.Sscanf(task, "depth-%d", &n)
+		if n >= 6 {
+			return reply{text: "bottom"}
+		}
+		return reply{calls: [][2]string{{fmt.Sprintf("d%d", n+1), fmt.Sprintf("depth-%d", n+1)}}}
+	})
+	spec := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(spec, []byte("name: root\ntools: [agent]\nhelper:\n  budget: {tokens: 50}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := formica(t, openAIEnv(srv), "run", "--model", "openai:test-model", "--json", "--cwd", t.TempDir(),
+		"--agent", spec, "--agent-max-depth", "8", "split")
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	var rec struct {
+		budgetRecord
+		Threads []struct {
+			ID       string `json:"id"`
+			ParentID string `json:"parent_id"`
+			Name     string `json:"name"`
+			Status   string `json:"status"`
+			Error    string `json:"error"`
+			Usage    struct {
+				InputTokens  int64 `json:"input_tokens"`
+				OutputTokens int64 `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"threads"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, r.stdout)
+	}
+	want := "Helper a failed: budget exhausted (tokens)\nbottom"
+	if rec.Status != "succeeded" || rec.Output != want {
+		t.Fatalf("run: %s %q, output %q, want %q", rec.Status, rec.Error, rec.Output, want)
+	}
+	mu.Lock()
+	got := strings.Join(rootResults, "\n")
+	mu.Unlock()
+	if got != want {
+		t.Fatalf("the root was shown %q, want %q", got, want)
+	}
+	if _, ok := rec.Budget["tokens"]; ok {
+		t.Fatalf("the run's own budget shows tokens: %+v", rec.Budget)
+	}
+	// Each subtree's tokens, summed from the threads' own usage.
+	parent := map[string]string{}
+	name := map[string]string{}
+	for _, th := range rec.Threads {
+		parent[th.ID], name[th.ID] = th.ParentID, th.Name
+	}
+	head := func(id string) string { // the root's helper above id
+		for parent[id] != "" && parent[parent[id]] != "" {
+			id = parent[id]
+		}
+		return name[id]
+	}
+	spent := map[string]int64{}
+	for _, th := range rec.Threads {
+		if th.ParentID == "" {
+			continue
+		}
+		h := head(th.ID)
+		spent[h] += th.Usage.InputTokens + th.Usage.OutputTokens
+		switch {
+		case h == "b" && th.Status != "succeeded":
+			t.Errorf("b's subtree: thread %s %s %q", th.Name, th.Status, th.Error)
+		case h == "a" && th.Status == "succeeded":
+			t.Errorf("a's subtree: thread %s succeeded past the budget", th.Name)
+		}
+		if th.Name == "a" && (th.Status != "failed" || th.Error != "budget exhausted (tokens)") {
+			t.Errorf("a: %s %q", th.Status, th.Error)
+		}
+	}
+	t.Logf("tokens spent: a's subtree %d, b's %d (budget 50 each)", spent["a"], spent["b"])
+	if spent["b"] != 3*perCall {
+		t.Errorf("b's subtree spent %d tokens, want %d", spent["b"], 3*perCall)
+	}
+	if spent["a"] < 50 || spent["a"] > 50+perCall {
+		t.Errorf("a's subtree spent %d tokens on a budget of 50: past one call of %d", spent["a"], perCall)
 	}
 }
