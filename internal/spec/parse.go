@@ -34,9 +34,14 @@ func Load(path string) (*File, error) {
 // Unknown keys are found by walking the YAML tree against the Go types rather
 // than through yaml.v3's KnownFields, because the output_schema fields are
 // free-form JSON Schema and are decoded separately.
+//
+// A spec is at most MaxBytes, MaxNodes (aliases expanded) and MaxDepth.
 func Parse(data []byte, filename string) (*File, error) {
 	if filename == "" {
 		filename = "spec"
+	}
+	if err := checkSize(data, filename); err != nil {
+		return nil, err
 	}
 	root, err := parseNode(data, filename)
 	if err != nil {
@@ -74,6 +79,9 @@ func parseNode(data []byte, filename string) (*yaml.Node, error) {
 			return nil, yamlError(err, filename)
 		}
 		return nil, &posError{file: filename, line: extra.Line, msg: "more than one YAML document"}
+	}
+	if err := checkExpansion(&doc, filename); err != nil {
+		return nil, err
 	}
 	root := resolve(&doc)
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {

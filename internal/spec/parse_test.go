@@ -232,6 +232,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"name":"a","output_schema":{"type":"object"},"agents":[{"name":"b"}],"handoffs":["b"]}`))
 	f.Add([]byte("name: a\nharness: {permissions: {default: ask, rules: [{tool: bash, match: 'git *', decision: allow}]}}\n"))
 	f.Add([]byte("&x name: *x\n"))
+	f.Add([]byte(aliasBomb(3)))
+	f.Add([]byte("name: x\nmodel_args: {a: " + strings.Repeat("[", 80) + strings.Repeat("]", 80) + "}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data, "fuzz.yaml")
 		if err == nil && file.Name == "" {
