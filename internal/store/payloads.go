@@ -41,7 +41,11 @@ const payloadPrefix = "payloads/"
 func (s *Store) PutPayload(ctx context.Context, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	ref := payloadPrefix + uuid.NewString() + "." + hex.EncodeToString(sum[:])
-	if _, err := s.transfers.PutBytes(ctx, ref, data); err != nil {
+	ob, err := s.transferStore(ctx)
+	if err != nil {
+		return "", fmt.Errorf("store: put payload: %w", err)
+	}
+	if _, err := ob.PutBytes(ctx, ref, data); err != nil {
 		return "", fmt.Errorf("store: put payload: %w", err)
 	}
 	return ref, nil
@@ -71,7 +75,11 @@ func (s *Store) GetPayload(ctx context.Context, ref string) ([]byte, error) {
 	// read in between waits for chunks that never come: bound it.
 	ctx, cancel := context.WithTimeout(ctx, payloadReadTimeout)
 	defer cancel()
-	data, err := s.transfers.GetBytes(ctx, ref)
+	ob, err := s.transferStore(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
+	}
+	data, err := ob.GetBytes(ctx, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: payload %s", ErrNotFound, ref)
 	}
@@ -92,7 +100,11 @@ func (s *Store) DeletePayload(ctx context.Context, ref string) error {
 	if _, err := checkRef(ref); err != nil {
 		return err
 	}
-	if err := s.transfers.Delete(ctx, ref); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+	ob, err := s.transferStore(ctx)
+	if err != nil {
+		return fmt.Errorf("store: delete payload %s: %w", ref, err)
+	}
+	if err := ob.Delete(ctx, ref); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("store: delete payload %s: %w", ref, err)
 	}
 	return nil

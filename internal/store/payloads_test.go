@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/formica-run/formica/internal/broker/brokertest"
 )
 
 func TestPayloadRoundTrip(t *testing.T) {
@@ -58,5 +62,39 @@ func TestPayloadRoundTrip(t *testing.T) {
 		if err := s.DeletePayload(ctx, bad); err == nil {
 			t.Errorf("DeletePayload(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestTransfersBeforeTheCoordinator opens a worker's transfers store on a
+// JetStream where no coordinator has made the bucket yet (a worker started
+// first): the store opens, payload calls fail while the bucket is missing,
+// and once a coordinator's store is open the same worker store puts, gets
+// and deletes payloads, with no restart.
+func TestTransfersBeforeTheCoordinator(t *testing.T) {
+	srv := brokertest.Start(t)
+	ctx := ctxT(t, 30*time.Second)
+	w, err := OpenTransfers(ctx, connect(t, srv), Config{})
+	if err != nil {
+		t.Fatalf("OpenTransfers before any coordinator: %v", err)
+	}
+	if _, err := w.PutPayload(ctx, []byte("early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("PutPayload without a bucket: %v, want ErrBucketNotFound", err)
+	}
+	if _, err := Open(ctx, connect(t, srv), Config{}); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("late"), 1<<19)
+	ref, err := w.PutPayload(ctx, data)
+	if err != nil {
+		t.Fatalf("PutPayload once the coordinator made the bucket: %v", err)
+	}
+	if got, err := w.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("GetPayload: %d bytes, %v", len(got), err)
+	}
+	if err := w.DeletePayload(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.GetPayload(ctx, ref); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetPayload after delete: %v", err)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -177,6 +178,9 @@ type Store struct {
 	runs      jetstream.KeyValue
 	approvals jetstream.KeyValue
 	payloads  jetstream.ObjectStore
+	// transfers is set by Open, or by the first use that finds it (see
+	// transferStore); tmu guards it.
+	tmu       sync.Mutex
 	transfers jetstream.ObjectStore
 	// indexStream is the run index (see ListPage).
 	indexStream jetstream.Stream
@@ -321,6 +325,12 @@ func (s *Store) openBuckets(ctx context.Context) error {
 // JetStream use, needs for bodies over the NATS max payload. It also writes
 // its threads' journals (Journal), publishing to their subjects. Of cfg it
 // uses Logger and JournalFailed.
+//
+// A worker may start before any coordinator has made the bucket (an
+// orchestrator gives no start order), or while JetStream is not ready yet:
+// then the store is returned all the same and each payload call looks the
+// bucket up again, bounded by its own ctx, until one finds it. No thread
+// reaches a worker before its coordinator's store is open.
 func OpenTransfers(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -334,10 +344,27 @@ func OpenTransfers(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, erro
 	if s.jjs, err = s.journalPublisher(nc); err != nil {
 		return nil, err
 	}
-	if s.transfers, err = js.ObjectStore(ctx, TransfersBucket); err != nil {
-		return nil, fmt.Errorf("store: object store %s: %w", TransfersBucket, err)
+	if _, err := s.transferStore(ctx); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !transient(err) {
+		return nil, err
 	}
 	return s, nil
+}
+
+// transferStore is the transfers object store, looked up on first use by a
+// store that did not make it (OpenTransfers) and again on every use until
+// found.
+func (s *Store) transferStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	if s.transfers != nil {
+		return s.transfers, nil
+	}
+	ob, err := s.js.ObjectStore(ctx, TransfersBucket)
+	if err != nil {
+		return nil, fmt.Errorf("store: object store %s: %w", TransfersBucket, err)
+	}
+	s.transfers = ob
+	return ob, nil
 }
 
 // ensure returns the asset called name: for a client, the existing one as
