@@ -82,7 +82,10 @@ type Queue struct{ Pending, AckPending uint64 }
 const queueScrapeTimeout = 2 * time.Second
 
 // queueCollector asks the queue's consumer at scrape time, so an idle
-// coordinator makes no requests between scrapes.
+// coordinator makes no requests between scrapes. A queue that does not
+// answer within queueScrapeTimeout (JetStream busy with a burst) leaves its
+// two gauges out of that scrape: failing it would fail every other metric
+// with it, and the scrape answer 500, just when the load is worth seeing.
 type queueCollector struct {
 	pending, ackPending *prometheus.Desc
 
@@ -111,7 +114,6 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	q, err := fn(ctx)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.pending, err)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(q.Pending))

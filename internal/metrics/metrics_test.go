@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -78,5 +80,19 @@ func TestExposition(t *testing.T) {
 				t.Errorf("metric %s outside the formica_ namespace", name)
 			}
 		}
+	}
+}
+
+// TestScrapeWithoutTheQueue: a queue that does not answer leaves its gauges
+// out, and the scrape still serves every other metric with 200.
+func TestScrapeWithoutTheQueue(t *testing.T) {
+	m := New()
+	m.QueueDepth(func(context.Context) (Queue, error) { return Queue{}, context.DeadlineExceeded })
+	m.RunSubmitted()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK || !strings.Contains(body, "formica_runs_submitted_total 1") || strings.Contains(body, "formica_queue_pending_messages") {
+		t.Fatalf("scrape with the queue not answering: %d\n%s", rec.Code, body)
 	}
 }
