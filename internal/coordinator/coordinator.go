@@ -42,6 +42,9 @@ const (
 	DefaultRunTimeout = time.Hour
 	// MissedHeartbeats of silence mean a peer is lost.
 	MissedHeartbeats = 3
+	// SilencePatience bounds how long a placement may stay silent while its
+	// worker's heartbeats keep coming (see execOn).
+	SilencePatience = time.Minute
 )
 
 // Config configures a Coordinator; zero values mean defaults.
@@ -267,8 +270,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		return err
 	}
 	c.heartbeat()
-	c.loops.Add(1)
+	c.loops.Add(2)
 	go c.tick()
+	go c.keepAlive()
 	c.background, c.stopBg = context.WithCancel(context.Background())
 	c.taking, c.stopTaking = context.WithCancel(c.background)
 	if c.cfg.Store != nil {
@@ -328,7 +332,7 @@ func (c *Coordinator) liveRuns() int {
 // Workers lists the live workers.
 func (c *Coordinator) Workers() []WorkerInfo { return c.registry.list() }
 
-// tick heartbeats, sends progress on long requests, and sweeps lost workers.
+// tick heartbeats and sweeps lost workers.
 func (c *Coordinator) tick() {
 	defer c.loops.Done()
 	t := time.NewTicker(c.cfg.HeartbeatInterval)
@@ -340,10 +344,28 @@ func (c *Coordinator) tick() {
 		case <-t.C:
 		}
 		c.heartbeat()
-		c.alive.ping()
 		for _, id := range c.registry.sweep(MissedHeartbeats) {
 			c.workerLost(id, "no heartbeat")
 		}
+	}
+}
+
+// keepAlive sends progress on every long request in flight once per
+// interval. It has a loop of its own: with thousands of spawns in flight a
+// round of progress can outlast an interval on a busy machine, and the
+// heartbeat, which every worker's lease hangs on, must not wait for it (a
+// late round only delays the next one).
+func (c *Coordinator) keepAlive() {
+	defer c.loops.Done()
+	t := time.NewTicker(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.alive.ping()
 	}
 }
 

@@ -131,12 +131,28 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		return runner.Result{}, gone
 	}
 	defer call.Close()
-	idle := MissedHeartbeats * c.registry.interval(wid)
-	// Only the placement's own messages prove the worker alive: silence is
-	// measured from the last of them, whatever else arrives.
+	interval := c.registry.interval(wid)
+	idle := MissedHeartbeats * interval
+	incarnation := c.registry.incarnation(wid)
+	// Only the placement's own messages prove the thread alive: silence is
+	// measured from the last of them, whatever else arrives. A silent
+	// placement on a worker whose own heartbeats keep coming (same
+	// incarnation) is given SilencePatience before it is presumed lost: a
+	// worker hosting thousands of threads on a busy machine sends their
+	// progress late, and is not lost.
 	heard := time.Now()
+	patient := false
 	for {
-		reply, err := call.Next(ctx, max(time.Millisecond, idle-time.Since(heard)))
+		wait := idle - time.Since(heard)
+		if patient {
+			wait = interval
+		}
+		reply, err := call.Next(ctx, max(time.Millisecond, wait))
+		patient = errors.Is(err, actor.ErrSilent) && ctx.Err() == nil && time.Since(heard) < SilencePatience &&
+			c.registry.alive(wid, incarnation, MissedHeartbeats)
+		if patient {
+			continue
+		}
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:

@@ -43,6 +43,9 @@ type workerState struct {
 	// cooling keeps a worker that answered busy out of placement until its
 	// next heartbeat says how loaded it really is.
 	cooling bool
+	// started names the worker's incarnation (its heartbeat's Started): a
+	// worker restarted under the same id knows nothing of earlier placements.
+	started time.Time
 }
 
 // registry tracks live workers and places threads on them: the least loaded
@@ -84,8 +87,28 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 		w.interval = time.Second
 	}
 	w.cooling = false
+	w.started = hb.Started
 	g.dispatchLocked()
 	return !ok
+}
+
+// incarnation is worker id's start time, as its heartbeats give it.
+func (g *registry) incarnation(id string) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w, ok := g.workers[id]; ok {
+		return w.started
+	}
+	return time.Time{}
+}
+
+// alive reports whether worker id, in the incarnation started, was heard
+// from within missed heartbeat intervals.
+func (g *registry) alive(id string, started time.Time, missed int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w, ok := g.workers[id]
+	return ok && w.started.Equal(started) && g.now().Sub(w.info.LastSeen) <= time.Duration(missed)*w.interval
 }
 
 // sweep forgets workers silent for missed heartbeats and returns their ids.

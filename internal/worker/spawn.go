@@ -37,8 +37,13 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 	}
 	defer call.Close()
 	child := ""
+	heard := time.Now()
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
+		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && w.patient(coord, heard) {
+			continue
+		}
+		heard = time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
 				if child != "" {
@@ -113,6 +118,27 @@ func (w *Worker) unpark(ctx context.Context, id string) {
 		h.hasSlot = true
 	}
 	w.mu.Unlock()
+}
+
+// SpawnPatience bounds how long a spawn call may hear nothing while its
+// coordinator's heartbeats keep coming: a coordinator admitting thousands of
+// spawns at once (one model turn of a wide fan-out) answers the last ones
+// seconds late, and a busy coordinator is not a lost one. Past it, or as
+// soon as the coordinator itself goes silent, the call is given up.
+const SpawnPatience = time.Minute
+
+// patient says whether a spawn call that has heard nothing since heard
+// should go on waiting: its coordinator was heard from within the loss
+// window, and the call's silence is within SpawnPatience.
+func (w *Worker) patient(coord string, heard time.Time) bool {
+	now := time.Now()
+	if now.Sub(heard) >= SpawnPatience {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.coords[coord]
+	return c != nil && c.fresh(now)
 }
 
 // silence is how long a coordinator may say nothing before it is presumed lost.
