@@ -16,7 +16,6 @@ import (
 
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -98,7 +97,7 @@ func startCluster(ctx context.Context, tcp bool, workers, slots int, set Setting
 		mx = metrics.New()
 	}
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, Workers: workers, Slots: slots,
-		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: coordinator.Config{Ceilings: benchCeilings}, Durable: journal,
+		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: benchCoordinator, Durable: journal,
 		Metrics: mx})
 	if err != nil {
 		return nil, err

@@ -90,12 +90,18 @@ func RoleMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // benchmarks measure the spawn path, not the coordinator's ceilings.
 var benchCeilings = limits.Ceilings{MaxThreads: 1 << 20, MaxDepth: 64, MaxSpawns: 1 << 24, MaxTaskBytes: 64 << 20}
 
+// benchCoordinator is the coordinator the scenarios run: ceilings raised,
+// and workers' slots not capped (the default cap of 256 per worker held the
+// memory scenario's 10,000 helpers to 4 × 256 placed, so it never got
+// them all live and timed out).
+var benchCoordinator = coordinator.Config{Ceilings: benchCeilings, MaxWorkerSlots: 1 << 20}
+
 func serveRole(role, url, id, name string, workers, slots int, stdin io.Reader, stdout io.Writer) error {
 	if url == "" || id == "" || (role != RoleCoordinator && role != RoleWorkers) || (role == RoleWorkers && name == "") {
 		return fmt.Errorf("%w: need --role coordinator|workers, --nats, --id, and --name for workers", ErrBadConfig)
 	}
 	connect := func(n string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(n)) }
-	cfg := embedded.Config{Connect: connect, NoCoordinator: role == RoleWorkers, Coordinator: coordinator.Config{Ceilings: benchCeilings}}
+	cfg := embedded.Config{Connect: connect, NoCoordinator: role == RoleWorkers, Coordinator: benchCoordinator}
 	stack, err := embedded.Start(context.Background(), cfg)
 	if err != nil {
 		return err
