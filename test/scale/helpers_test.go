@@ -136,3 +136,21 @@ func listTask(n int) string {
 }
 
 const kib = 1024.0
+
+// pollEvery is how often the test asks the processes: a scrape of /metrics
+// stops the world of a process for its memory statistics, so asking every
+// few milliseconds, as proc.WaitUntil does, would load what it measures.
+const pollEvery = 250 * time.Millisecond
+
+// every polls cond every pollEvery until it holds, failing with what after
+// timeout.
+func every(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(pollEvery)
+	}
+}

@@ -13,14 +13,14 @@ import (
 	"github.com/formica-run/formica/test/proc"
 )
 
-// Figures BENCHMARKS.md records ("10,000 helpers in real processes"): the
-// growth of heap and goroutine stacks per live helper, read after
-// collections, of a coordinator process with its JetStream store and
-// journals, and of its four worker processes together (the helpers' own
-// side and the parent's side of each call).
+// Figures BENCHMARKS.md records ("Memory per live helper, measured
+// again"): heap and goroutine stacks per live helper after collections, in
+// the bench's coordinator, in the worker hosting a helper and in the
+// parent's worker for its side of the call.
 const (
-	coordPerHelper   = 28.7 * kib
-	workersPerHelper = 57.0 * kib
+	coordPerHelper  = 21.0 * kib
+	helperPerHelper = 25.3 * kib
+	parentPerHelper = 12.2 * kib
 )
 
 // TestTenThousandHelpers runs one parent fanning out to 10,000 helpers at
@@ -29,23 +29,21 @@ const (
 // 10,000 helpers are live (each waits in its sim model call); then the run
 // must finish, succeeded, with every helper's answer.
 //
-// The bound. BENCHMARKS.md records per live helper 28.7 KiB in the
-// coordinator and 57.0 KiB over the workers, measured as this test measures:
-// the growth from a warmed-up start of what the Go runtime reports through
-// /metrics, heap allocated (go_memstats_heap_alloc_bytes) plus stacks in use
-// (go_memstats_stack_inuse_bytes), read in each process right after its
-// second collection since all helpers were live (the first collection
-// shrinks the stacks the burst grew, the second frees what the first only
-// marked). Each side must stay within
-//
-//	helpers × recorded figure × 1.25 + 16 MiB
-//
-// the quarter for what a reading taken just after a collection still holds
-// (garbage allocated since, which varies with when the collection ran), the
-// 16 MiB for the allocator's and the runtime's own bookkeeping. The
-// coordinator's bound is 366 MiB, the workers' 712 MiB. (The bench's
-// figures, 21.0 KiB in its coordinator and 37.5 KiB over its workers, have
-// no store or journal behind them; BENCHMARKS.md says what the rest is.)
+// The bound. BENCHMARKS.md records per live helper 21.0 KiB in the
+// coordinator, 25.3 KiB in the worker hosting the helper and 12.2 KiB in
+// the parent's worker, heap plus stacks after forced collections. The test
+// reads what the Go runtime of each process reports through /metrics, heap
+// allocated (go_memstats_heap_alloc_bytes) plus stacks in use
+// (go_memstats_stack_inuse_bytes), right after the process's first
+// collection since all helpers were live (it frees the burst's garbage and
+// shrinks the stacks the burst grew; the processes run with GOGC=25 so one
+// comes within seconds), less the same figures after a warm-up run. The
+// coordinator must stay within helpers × 21.0 KiB × 1.5 + 16 MiB (324 MiB),
+// the four workers together within helpers × (25.3 + 12.2) KiB × 1.5 +
+// 16 MiB (565 MiB): the half covers what one collection leaves that the
+// bench's two forced ones do not (garbage allocated since, stacks not
+// scanned small enough to halve) and the journals, which the bench's stacks
+// do not keep; the 16 MiB the allocator's and the runtime's bookkeeping.
 //
 // Before the fixes that made this test pass, the run did not get that far
 // on this machine kind: the parent's worker presumed the coordinator lost
@@ -66,16 +64,25 @@ func TestTenThousandHelpers(t *testing.T) {
 	// must have started before the first ends.
 	const latency = 45 * time.Second
 
+	// A loss window of three 2 s heartbeats: on a shared 2-core machine
+	// (load average 15-21 from other suites) processes hosting thousands of
+	// threads were seen unscheduled for over 3 s, which the default 1 s
+	// heartbeat counts as lost. It also halves the liveness traffic, one
+	// progress message per live helper per heartbeat each way.
+	const heartbeat = "2s"
 	url := startNATS(t)
-	var env []string
+	// Collections come often enough to read after one while the helpers
+	// wait (at the default GOGC=100 an idle worker may go a minute without).
+	env := []string{"GOGC=25"}
 	coord := start(t, "coordinator", bin.coordinator, "coordinator ready", env,
 		"--nats", url, "--id", "c1", "--data-dir", t.TempDir(), "--cwd", t.TempDir(),
 		"--max-agent-threads", strconv.Itoa(helpers), "--max-spawns", strconv.Itoa(helpers),
-		"--max-task-bytes", strconv.Itoa(len(listTask(helpers))+1024), "--max-worker-slots", strconv.Itoa(slots))
+		"--max-task-bytes", strconv.Itoa(len(listTask(helpers))+1024), "--max-worker-slots", strconv.Itoa(slots),
+		"--heartbeat", heartbeat)
 	var ws []process
 	for i := range workers {
 		ws = append(ws, start(t, fmt.Sprintf("worker w%d", i+1), bin.worker, "worker ready", env,
-			"--nats", url, "--id", fmt.Sprintf("w%d", i+1), "--slots", strconv.Itoa(slots), "--sandbox", "off"))
+			"--nats", url, "--id", fmt.Sprintf("w%d", i+1), "--slots", strconv.Itoa(slots), "--sandbox", "off", "--heartbeat", heartbeat))
 	}
 	proc.WaitUntil(t, 30*time.Second, "the coordinator lists every worker", func() bool {
 		var list []struct{ ID string }
@@ -95,7 +102,7 @@ func TestTenThousandHelpers(t *testing.T) {
 	}
 	final := func(id string, within time.Duration) record.Run {
 		var r record.Run
-		proc.WaitUntil(t, within, "run "+id+" ends", func() bool {
+		every(t, within, "run "+id+" ends", func() bool {
 			r = record.Run{}
 			return getJSON(coord.api+"/v1/runs/"+id, &r) == 200 && r.Status.Final()
 		})
@@ -123,7 +130,7 @@ func TestTenThousandHelpers(t *testing.T) {
 	begun := time.Now()
 	id := submit(helpers, latency.Milliseconds())
 	var during []map[string]float64
-	proc.WaitUntil(t, latency-5*time.Second, fmt.Sprintf("all %d helpers live", helpers), func() bool {
+	every(t, latency-5*time.Second, fmt.Sprintf("all %d helpers live", helpers), func() bool {
 		during = read()
 		used := 0.0
 		for _, m := range during[1:] {
@@ -133,13 +140,13 @@ func TestTenThousandHelpers(t *testing.T) {
 	})
 	live := time.Now()
 	t.Logf("%d helpers live %v after the submission", helpers, live.Sub(begun).Round(time.Millisecond))
-	// The figures are taken after collections: wait, in each process, for
-	// two collections to end while every helper is still live (the first
-	// shrinks the stacks the burst grew, the second frees what the first
-	// only marked), and read the process right after.
+	// The figures are taken after a collection: wait, in each process, for
+	// a collection to end while every helper is still live (it frees the
+	// burst's garbage and shrinks the stacks the burst grew), and read the
+	// process right after.
 	after := make([]map[string]float64, len(all))
 	gcs := func(m map[string]float64) float64 { return m["go_gc_duration_seconds_count"] }
-	proc.WaitUntil(t, latency-time.Since(begun)-5*time.Second, "two collections in every process while the helpers are live", func() bool {
+	every(t, latency-time.Since(begun)-5*time.Second, "a collection in every process while the helpers are live", func() bool {
 		done := true
 		for i, p := range all {
 			if after[i] != nil {
@@ -149,7 +156,7 @@ func TestTenThousandHelpers(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", p.p.Name, err)
 			}
-			if gcs(m) >= gcs(during[i])+2 {
+			if gcs(m) >= gcs(during[i])+1 {
 				after[i] = m
 			} else {
 				done = false
@@ -168,7 +175,7 @@ func TestTenThousandHelpers(t *testing.T) {
 	n := float64(helpers)
 	const slack = 16 << 20
 	check := func(who string, heap, stack, perHelper float64) {
-		bound := n*perHelper*1.25 + slack
+		bound := n*perHelper*1.5 + slack
 		t.Logf("%s: heap +%.1f MiB, stacks +%.1f MiB after collections: %.1f KiB per live helper (recorded %.1f KiB); bound %.1f MiB",
 			who, heap/(1<<20), stack/(1<<20), (heap+stack)/n/kib, perHelper/kib, bound/(1<<20))
 		if heap+stack > bound {
@@ -181,7 +188,7 @@ func TestTenThousandHelpers(t *testing.T) {
 		wheap += grew(i+1, "go_memstats_heap_alloc_bytes")
 		wstack += grew(i+1, "go_memstats_stack_inuse_bytes")
 	}
-	check("workers", wheap, wstack, workersPerHelper)
+	check("workers", wheap, wstack, helperPerHelper+parentPerHelper)
 	for i, p := range all {
 		t.Logf("%s: resident %.1f MiB → %.1f MiB, goroutines %.0f → %.0f, heap %.1f → %.1f MiB, stacks %.1f → %.1f MiB", p.p.Name,
 			before[i]["process_resident_memory_bytes"]/(1<<20), after[i]["process_resident_memory_bytes"]/(1<<20),
