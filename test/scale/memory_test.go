@@ -38,12 +38,15 @@ const (
 // collection since all helpers were live (it frees the burst's garbage and
 // shrinks the stacks the burst grew; the processes run with GOGC=25 so one
 // comes within seconds), less the same figures after a warm-up run. The
-// coordinator must stay within helpers × 21.0 KiB × 1.5 + 16 MiB (324 MiB),
-// the four workers together within helpers × (25.3 + 12.2) KiB × 1.5 +
-// 16 MiB (565 MiB): the half covers what one collection leaves that the
-// bench's two forced ones do not (garbage allocated since, stacks not
-// scanned small enough to halve) and the journals, which the bench's stacks
-// do not keep; the 16 MiB the allocator's and the runtime's bookkeeping.
+// coordinator must stay within helpers × 21.0 KiB × 1.5 + 16 MiB (324 MiB):
+// the half covers what one collection leaves that the bench's two forced
+// ones do not (garbage allocated since, stacks not scanned small enough to
+// halve), the 16 MiB the allocator's and the runtime's bookkeeping. The four
+// workers together must stay within helpers × (25.3 + 12.2) KiB × 2 +
+// 16 MiB (748 MiB): besides that half they keep what the bench's workers,
+// which have no journal, do not: each thread's journal writer, and the
+// parent's 10,000 calls, whose goroutines a journaled spawn keeps at 16 KiB
+// stacks (measured 38.8–53.9 KiB per helper against the bench's 37.5).
 //
 // Before the fixes that made this test pass, the run did not get that far
 // on this machine kind: the parent's worker presumed the coordinator lost
@@ -174,21 +177,21 @@ func TestTenThousandHelpers(t *testing.T) {
 	grew := func(i int, name string) float64 { return after[i][name] - before[i][name] }
 	n := float64(helpers)
 	const slack = 16 << 20
-	check := func(who string, heap, stack, perHelper float64) {
-		bound := n*perHelper*1.5 + slack
+	check := func(who string, heap, stack, perHelper, factor float64) {
+		bound := n*perHelper*factor + slack
 		t.Logf("%s: heap +%.1f MiB, stacks +%.1f MiB after collections: %.1f KiB per live helper (recorded %.1f KiB); bound %.1f MiB",
 			who, heap/(1<<20), stack/(1<<20), (heap+stack)/n/kib, perHelper/kib, bound/(1<<20))
 		if heap+stack > bound {
 			t.Errorf("%s grew by %.1f MiB for %d live helpers, past the bound of %.1f MiB", who, (heap+stack)/(1<<20), helpers, bound/(1<<20))
 		}
 	}
-	check("coordinator", grew(0, "go_memstats_heap_alloc_bytes"), grew(0, "go_memstats_stack_inuse_bytes"), coordPerHelper)
+	check("coordinator", grew(0, "go_memstats_heap_alloc_bytes"), grew(0, "go_memstats_stack_inuse_bytes"), coordPerHelper, 1.5)
 	var wheap, wstack float64
 	for i := range ws {
 		wheap += grew(i+1, "go_memstats_heap_alloc_bytes")
 		wstack += grew(i+1, "go_memstats_stack_inuse_bytes")
 	}
-	check("workers", wheap, wstack, helperPerHelper+parentPerHelper)
+	check("workers", wheap, wstack, helperPerHelper+parentPerHelper, 2)
 	for i, p := range all {
 		t.Logf("%s: resident %.1f MiB → %.1f MiB, goroutines %.0f → %.0f, heap %.1f → %.1f MiB, stacks %.1f → %.1f MiB", p.p.Name,
 			before[i]["process_resident_memory_bytes"]/(1<<20), after[i]["process_resident_memory_bytes"]/(1<<20),
