@@ -5,8 +5,11 @@
 //
 // Spans go to the global tracer provider: a no-op until package export
 // installs one from the standard OTEL_* environment. Code that starts spans
-// adds attributes only when the span records, so tracing off costs a
-// context lookup per span and nothing else.
+// adds attributes only when the span records. With no provider installed and
+// no trace to carry on (no valid span context in ctx), a span start returns
+// ctx as it is and the shared no-op span: tracing off costs a context lookup
+// per span and allocates nothing (the global no-op tracer would allocate a
+// span, a context and the span's name at every start).
 //
 // A trace crosses processes in NATS headers: traceparent and tracestate
 // (W3C Trace Context), written lower-case and read case-insensitively.
@@ -89,10 +92,37 @@ func CaptureContent() bool { return captureContent }
 // Tracer is Formica's tracer on the global provider.
 func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
 
+// defaultProvider is the global provider as it is before anything installs
+// one: otel.SetTracerProvider replaces it.
+var defaultProvider = otel.GetTracerProvider()
+
+// noSpan is the shared span of an untraced context.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// Span start options, built once: a variadic option passed to an interface
+// method is allocated at every call.
+var (
+	kindProducer = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+	kindInternal = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+	kindClient   = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
+
+// start starts span "op name" (or "op" without a name), or returns ctx and
+// the no-op span when nothing would record or carry it.
+func start(ctx context.Context, op, name string, opts []trace.SpanStartOption) (context.Context, trace.Span) {
+	if otel.GetTracerProvider() == defaultProvider && !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, noSpan
+	}
+	if name != "" {
+		op += " " + name
+	}
+	return Tracer().Start(ctx, op, opts...)
+}
+
 // StartSubmit starts a run's root span where it is submitted (PRODUCER:
 // the run goes on elsewhere, after the span may have ended).
 func StartSubmit(ctx context.Context, runID string) (context.Context, trace.Span) {
-	ctx, span := Tracer().Start(ctx, SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := start(ctx, SpanSubmit, "", kindProducer)
 	if span.IsRecording() {
 		span.SetAttributes(AttrRunID.String(runID), AttrConversation.String(runID))
 	}
@@ -109,7 +139,7 @@ type Agent struct {
 // StartInvokeAgent starts a thread's span, a child of whatever ctx carries
 // (its parent's execute_tool agent span, or the run's submission).
 func StartInvokeAgent(ctx context.Context, a Agent) (context.Context, trace.Span) {
-	ctx, span := Tracer().Start(ctx, OpInvokeAgent+" "+a.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := start(ctx, OpInvokeAgent, a.Name, kindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpInvokeAgent), AttrAgentName.String(a.Name), AttrAgentID.String(a.ThreadID),
 			AttrConversation.String(a.RunID), AttrRunID.String(a.RunID), AttrThreadDepth.Int(a.Depth),
@@ -139,7 +169,7 @@ func StartChat(ctx context.Context, provider, model string) (context.Context, tr
 	if model == "" {
 		model = provider
 	}
-	ctx, span := Tracer().Start(ctx, OpChat+" "+model, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := start(ctx, OpChat, model, kindClient)
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpChat), AttrProvider.String(provider), AttrRequestModel.String(model))
 	}
@@ -166,7 +196,7 @@ func EndChat(span trace.Span, model string, finish string, input, output int64, 
 
 // StartTool starts a tool call's span.
 func StartTool(ctx context.Context, tool, callID, args string) (context.Context, trace.Span) {
-	ctx, span := Tracer().Start(ctx, OpExecuteTool+" "+tool, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := start(ctx, OpExecuteTool, tool, kindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpExecuteTool), AttrToolName.String(tool), AttrToolCallID.String(callID))
 		if captureContent {

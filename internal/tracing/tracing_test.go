@@ -80,3 +80,27 @@ func TestSpanNamesAndNesting(t *testing.T) {
 		t.Errorf("failed thread's span status %+v", byName["invoke_agent formica"].Status())
 	}
 }
+
+// With no provider installed, spans cost nothing on the spawn path, and a
+// trace that arrived from another process is still carried on.
+func TestTracingOffAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		actx, agent := tracing.StartInvokeAgent(ctx, tracing.Agent{Name: "a", ThreadID: "t1", RunID: "r1"})
+		cctx, chat := tracing.StartChat(actx, "sim", "")
+		tracing.EndChat(chat, "", "stop", 1, 1, nil)
+		_, tool := tracing.StartTool(cctx, "agent", "call_1", "{}")
+		tracing.EndTool(tool, "ok", "done")
+		tracing.EndInvokeAgent(agent, 1, 1, "succeeded", "")
+	})
+	if allocs != 0 {
+		t.Errorf("untraced spans allocate %v times", allocs)
+	}
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	remote := tracing.Extract(ctx, map[string]string{tracing.HeaderTraceparent: parent})
+	tctx, tool := tracing.StartTool(remote, "agent", "call_1", "{}")
+	defer tool.End()
+	if got, want := tracing.TraceID(tctx), "0af7651916cd43dd8448eb211c80319c"; got != want {
+		t.Errorf("carried trace %q, want %q", got, want)
+	}
+}
