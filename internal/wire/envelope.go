@@ -152,9 +152,9 @@ func DecodeAs(data []byte, want Type, v any) error {
 	if err := Check(data); err != nil {
 		return err
 	}
-	dec := msgpack.GetDecoder()
-	defer msgpack.PutDecoder(dec)
-	dec.Reset(bytes.NewReader(data))
+	d := getDecoder(data)
+	defer putDecoder(d)
+	dec := d.dec
 	bad := func(err error) error {
 		return &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
 	}
@@ -210,6 +210,29 @@ func DecodeAs(data []byte, want Type, v any) error {
 		return nil
 	}
 	return env.Into(want, v)
+}
+
+// decoder is a pooled msgpack decoder with the reader it reads from, so a
+// decode allocates neither.
+type decoder struct {
+	rd  bytes.Reader
+	dec *msgpack.Decoder
+}
+
+var decoders = sync.Pool{New: func() any { return &decoder{dec: msgpack.NewDecoder(nil)} }}
+
+func getDecoder(data []byte) *decoder {
+	d := decoders.Get().(*decoder)
+	d.rd.Reset(data)
+	d.dec.Reset(&d.rd)
+	return d
+}
+
+// putDecoder pools d without keeping the message it read alive.
+func putDecoder(d *decoder) {
+	d.rd.Reset(nil)
+	d.dec.ResetReader(nil)
+	decoders.Put(d)
 }
 
 // Code classifies an error that crosses the wire.
