@@ -80,8 +80,10 @@ func (a *threadActor) run(self actor.PID) {
 	ctx, span := tracing.StartInvokeAgent(a.ctx, tracing.Agent{Name: a.th.Name, ThreadID: a.th.ID, RunID: a.th.RunID,
 		Path: a.th.Path, Worker: a.w.cfg.ID, Provider: provider, Model: name, Depth: a.th.Depth, Attempt: a.attempt})
 	log := a.w.cfg.Logger
-	log.DebugContext(ctx, "thread started", "run_id", a.th.RunID, "thread_id", a.th.ID, "name", a.th.Name,
-		"depth", a.th.Depth, "attempt", a.attempt)
+	if log.Enabled(ctx, slog.LevelDebug) {
+		log.DebugContext(ctx, "thread started", "run_id", a.th.RunID, "thread_id", a.th.ID, "name", a.th.Name,
+			"depth", a.th.Depth, "attempt", a.attempt)
+	}
 	res := a.w.runner.RunThread(ctx, a.th)
 	if log.Enabled(ctx, slog.LevelInfo) {
 		log.LogAttrs(ctx, slog.LevelInfo, "thread finished", slog.String("run_id", a.th.RunID), slog.String("thread_id", a.th.ID),
@@ -116,10 +118,14 @@ func modelOf(ref string) (provider, name string) {
 // for the connection and no store to offload it to) becomes a failure that
 // says so, rather than silence that would be taken for a lost worker.
 func (w *Worker) replyResult(r actor.Replier, id, token string, res runner.Result) {
-	// A result over the NATS max payload is uploaded before it is sent,
-	// which may outlast the coordinator's patience: progress goes on meanwhile.
-	defer w.keepAlive(r, id, token)()
-	err := r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res}))
+	m := wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res})
+	if !w.tr.Inline(len(m.Data)) {
+		// A result over the NATS max payload is uploaded before it is sent,
+		// which may outlast the coordinator's patience: progress goes on
+		// meanwhile.
+		defer w.keepAlive(r, id, token)()
+	}
+	err := r.Reply(m)
 	if err == nil {
 		return
 	}

@@ -29,8 +29,7 @@ const offloadTimeout = 30 * time.Second
 // offload replaces a body too large for the connection by a reference, when
 // the transport has an Offloader. Smaller messages pass untouched.
 func (t *Transport) offload(m actor.Msg) (actor.Msg, error) {
-	limit := int(t.nc.MaxPayload()) - offloadHeadroom
-	if t.cfg.Offloader == nil || len(m.Data) <= limit {
+	if t.Inline(len(m.Data)) {
 		return m, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offloadTimeout)
@@ -45,6 +44,13 @@ func (t *Transport) offload(m actor.Msg) (actor.Msg, error) {
 	}
 	h[PayloadHeader] = ref
 	return actor.Msg{Type: m.Type, Header: h, Data: nil}, nil
+}
+
+// Inline reports whether a body of n bytes goes in the message itself, so
+// that sending it is a publish, never an upload to the Offloader (which may
+// take a while).
+func (t *Transport) Inline(n int) bool {
+	return t.cfg.Offloader == nil || n <= int(t.nc.MaxPayload())-offloadHeadroom
 }
 
 // resolve fetches an offloaded body. It runs on the reader's goroutine, never
