@@ -15,9 +15,10 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
-// hosted is one thread on this worker.
+// hosted is one thread on this worker: its placement, the cancel function
+// of its context (set before anyone can name the thread, so no cancel is
+// ever lost) and the reply inbox of its placement.
 type hosted struct {
-	pid    actor.PID
 	thread runner.Thread
 	coord  string
 	// epoch, attempt and token are the placement's (ExecRequest); fenced
@@ -31,72 +32,50 @@ type hosted struct {
 	// holds an execution slot (not while it waits on helpers).
 	spawning int
 	hasSlot  bool
-}
 
-// Control messages of a thread actor.
-type (
-	progressTick struct{}
-	cancelThread struct{ cause error }
-	threadDone   struct{ res runner.Result }
-)
-
-// threadActor serialises everything said about one thread to its coordinator:
-// progress while it runs, then exactly one final result.
-type threadActor struct {
-	w      *Worker
-	th     runner.Thread
-	token  string
+	// reply is the placement's inbox. sendMu orders what goes there:
+	// progress while the thread runs, then exactly one final result, never
+	// progress after it (ended).
 	reply  actor.Replier
-	cancel context.CancelCauseFunc
-	ctx    context.Context
-	done   bool
-	// attempt is the placement's number, for the thread's span.
-	attempt int
+	sendMu sync.Mutex
+	ended  bool
 }
 
-func (a *threadActor) Receive(c *actor.Context) {
-	switch m := c.Message().(type) {
-	case actor.Started:
-		go a.run(c.Self())
-	case progressTick:
-		if !a.done {
-			a.reply.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: a.th.ID, Token: a.token}))
-		}
-	case cancelThread:
-		a.cancel(m.cause)
-	case threadDone:
-		a.done = true
-		a.w.replyResult(a.reply, a.th.ID, a.token, m.res)
-		c.Engine().Stop(c.Self())
-	case actor.Stopped:
-		a.cancel(errors.New("thread actor stopped"))
+// progress tells the coordinator the thread goes on, unless its result is
+// on its way.
+func (h *hosted) progress() {
+	h.sendMu.Lock()
+	defer h.sendMu.Unlock()
+	if !h.ended {
+		h.reply.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: h.thread.ID, Token: h.token}))
 	}
 }
 
-// run executes the agent loop holding the slot taken at admission, and
-// reports the end to the actor.
-func (a *threadActor) run(self actor.PID) {
-	provider, name := modelOf(a.th.Agent.Model)
-	ctx, span := tracing.StartInvokeAgent(a.ctx, tracing.Agent{Name: a.th.Name, ThreadID: a.th.ID, RunID: a.th.RunID,
-		Path: a.th.Path, Worker: a.w.cfg.ID, Provider: provider, Model: name, Depth: a.th.Depth, Attempt: a.attempt})
-	log := a.w.cfg.Logger
+// run executes the agent loop holding the slot taken at admission, then
+// frees the slot and sends the result.
+func (w *Worker) run(ctx context.Context, h *hosted) {
+	th := &h.thread
+	provider, name := modelOf(th.Agent.Model)
+	ctx, span := tracing.StartInvokeAgent(ctx, tracing.Agent{Name: th.Name, ThreadID: th.ID, RunID: th.RunID,
+		Path: th.Path, Worker: w.cfg.ID, Provider: provider, Model: name, Depth: th.Depth, Attempt: h.attempt})
+	log := w.cfg.Logger
 	if log.Enabled(ctx, slog.LevelDebug) {
-		log.DebugContext(ctx, "thread started", "run_id", a.th.RunID, "thread_id", a.th.ID, "name", a.th.Name,
-			"depth", a.th.Depth, "attempt", a.attempt)
+		log.DebugContext(ctx, "thread started", "run_id", th.RunID, "thread_id", th.ID, "name", th.Name,
+			"depth", th.Depth, "attempt", h.attempt)
 	}
-	res := a.w.runner.RunThread(ctx, a.th)
+	res := w.runner.RunThread(ctx, *th)
 	if log.Enabled(ctx, slog.LevelInfo) {
-		log.LogAttrs(ctx, slog.LevelInfo, "thread finished", slog.String("run_id", a.th.RunID), slog.String("thread_id", a.th.ID),
-			slog.String("name", a.th.Name), slog.String("status", string(res.Status)),
+		log.LogAttrs(ctx, slog.LevelInfo, "thread finished", slog.String("run_id", th.RunID), slog.String("thread_id", th.ID),
+			slog.String("name", th.Name), slog.String("status", string(res.Status)),
 			slog.Int64("input_tokens", res.Own.InputTokens), slog.Int64("output_tokens", res.Own.OutputTokens))
 	}
 	tracing.EndInvokeAgent(span, res.Own.InputTokens, res.Own.OutputTokens, string(res.Status), res.Error)
-	a.w.finish(a.th.ID)
-	a.cancel(nil)
-	if err := a.w.engine.Send(self, threadDone{res: res}); err != nil {
-		// The actor is gone (engine stopping): answer directly.
-		a.w.replyResult(a.reply, a.th.ID, a.token, res)
-	}
+	w.finish(th.ID)
+	h.cancel(nil)
+	h.sendMu.Lock()
+	h.ended = true
+	h.sendMu.Unlock()
+	w.replyResult(h.reply, th.ID, h.token, res)
 }
 
 // modelOf splits a model reference for the span: "openai:gpt-4o" is
@@ -182,8 +161,8 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 		base = runner.WithMeter(base, m)
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	a := &threadActor{w: w, th: th, token: req.Token, reply: r, cancel: cancel, ctx: ctx, attempt: req.Attempt}
-	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token, cancel: cancel, hasSlot: true}
+	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token,
+		cancel: cancel, hasSlot: true, reply: r}
 
 	w.mu.Lock()
 	if _, dup := w.threads[th.ID]; dup {
@@ -208,25 +187,9 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 	w.mu.Unlock()
 
 	r.Reply(wire.Message(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))
-	pid, err := w.engine.Spawn(th.ID, a)
-	if errors.Is(err, actor.ErrExists) {
-		// The actor of an earlier placement of the thread is still
-		// stopping here: place it elsewhere, as for a thread still hosted.
-		w.finish(th.ID)
-		cancel(err)
-		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
-		return
-	}
-	if err != nil {
-		w.finish(th.ID)
-		cancel(err)
-		r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: th.ID, Worker: w.cfg.ID, Token: req.Token,
-			Result: runner.Result{Status: event.Failed, Error: "worker could not host the thread: " + err.Error()}}))
-		return
-	}
-	w.mu.Lock()
-	h.pid = pid
-	w.mu.Unlock()
+	// A cancel from now on, even before the thread's goroutine runs, finds
+	// the thread's cancel function in w.threads.
+	go w.run(ctx, h)
 }
 
 // finish forgets a thread and frees its slot if it holds one.
@@ -256,15 +219,15 @@ func (w *Worker) handleCancel(_ context.Context, m actor.Msg, r actor.Replier) {
 		cause = errors.New("cancelled by the coordinator")
 	}
 	w.mu.Lock()
-	var pids []actor.PID
+	var cancels []context.CancelCauseFunc
 	for _, id := range c.ThreadIDs {
-		if h, ok := w.threads[id]; ok && !h.pid.IsZero() {
-			pids = append(pids, h.pid)
+		if h, ok := w.threads[id]; ok {
+			cancels = append(cancels, h.cancel)
 		}
 	}
 	w.mu.Unlock()
-	for _, pid := range pids {
-		w.engine.Send(pid, cancelThread{cause: cause})
+	for _, cancel := range cancels {
+		cancel(cause)
 	}
 	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 }

@@ -83,14 +83,14 @@ func (w *Worker) guard(_ context.Context, th *runner.Thread) error {
 			err = fmt.Errorf("%w: coordinator %s not heard from for %v", errLapsed, h.coord, now.Sub(c.sent).Round(time.Millisecond))
 		}
 	}
-	var pid actor.PID
+	var cancel context.CancelCauseFunc
 	if h != nil && err != nil {
 		h.fenced = true
-		pid = h.pid
+		cancel = h.cancel
 	}
 	w.mu.Unlock()
-	if err != nil && !pid.IsZero() {
-		w.engine.Send(pid, cancelThread{cause: err})
+	if cancel != nil {
+		cancel(err)
 	}
 	return err
 }
@@ -100,15 +100,15 @@ func (w *Worker) guard(_ context.Context, th *runner.Thread) error {
 func (w *Worker) fenceThread(id string, attempt int, reason string) {
 	w.mu.Lock()
 	h := w.threads[id]
-	var pid actor.PID
+	var cancel context.CancelCauseFunc
 	if h != nil && (attempt == 0 || h.attempt <= attempt) {
 		h.fenced = true
-		pid = h.pid
+		cancel = h.cancel
 	}
 	w.mu.Unlock()
-	if !pid.IsZero() {
+	if cancel != nil {
 		w.cfg.Logger.Warn("placement superseded: cancelling thread", "thread_id", id, "reason", reason)
-		w.engine.Send(pid, cancelThread{cause: fmt.Errorf("%w: %s", errLapsed, reason)})
+		cancel(fmt.Errorf("%w: %s", errLapsed, reason))
 	}
 }
 

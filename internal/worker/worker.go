@@ -2,11 +2,12 @@
 // coordinators over NATS, accepts threads placed on it, runs their agent loops
 // with its own tools and model credentials, and reports back.
 //
-// Each hosted thread is an actor: its control messages (progress ticks,
-// cancellation, its end) are handled one at a time, so a thread's final reply
-// is always its last. The agent loop itself runs on its own goroutine and
-// holds one of the worker's slots while it executes — but not while it waits
-// for its helpers, so parents never starve the fleet.
+// Each hosted thread is a record (hosted) with the cancel function of its
+// context, set before the thread can be named, so a cancel is never lost;
+// its progress and its one final reply are ordered by the record, so the
+// final reply is always its last. The agent loop runs on its own goroutine
+// and holds one of the worker's slots while it executes — but not while it
+// waits for its helpers, so parents never starve the fleet.
 package worker
 
 import (
@@ -83,7 +84,6 @@ type Worker struct {
 	host   string
 	tr     *natstransport.Transport
 	runner *runner.Runner
-	engine *actor.Engine
 	slots  chan struct{}
 
 	mu      sync.Mutex
@@ -136,7 +136,6 @@ func New(cfg Config) (*Worker, error) {
 		threads: map[string]*hosted{},
 		coords:  map[string]*coordSeen{},
 		stop:    make(chan struct{}),
-		engine:  actor.NewEngine(actor.EngineConfig{Address: wire.SubjectExec(cfg.ID), Logger: cfg.Logger}),
 	}
 	models := cfg.Models
 	if !cfg.AllowScripted {
@@ -278,9 +277,7 @@ func (w *Worker) stopSubs() error {
 		errs = append(errs, s.Unsubscribe())
 	}
 	if w.state.Load() == 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, w.engine.Shutdown(ctx), w.tr.Close())
-		cancel()
+		errs = append(errs, w.tr.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -310,17 +307,21 @@ func (w *Worker) tick() {
 		w.heartbeat(context.Background())
 		w.mu.Lock()
 		now := time.Now()
+		live := make([]*hosted, 0, len(w.threads))
 		var orphans []*hosted
 		for _, h := range w.threads {
-			w.engine.Send(h.pid, progressTick{})
+			live = append(live, h)
 			if c := w.coords[h.coord]; c != nil && !c.fresh(now) {
 				h.fenced = true
 				orphans = append(orphans, h)
 			}
 		}
 		w.mu.Unlock()
+		for _, h := range live {
+			h.progress()
+		}
 		for _, h := range orphans {
-			w.engine.Send(h.pid, cancelThread{cause: fmt.Errorf("%w: coordinator %s went silent", errLapsed, h.coord)})
+			h.cancel(fmt.Errorf("%w: coordinator %s went silent", errLapsed, h.coord))
 		}
 	}
 }
@@ -380,13 +381,13 @@ func (w *Worker) seeCoordinator(id, epoch string, uptime, interval time.Duration
 
 func (w *Worker) cancelAll(cause error) {
 	w.mu.Lock()
-	pids := make([]actor.PID, 0, len(w.threads))
+	cancels := make([]context.CancelCauseFunc, 0, len(w.threads))
 	for _, h := range w.threads {
-		pids = append(pids, h.pid)
+		cancels = append(cancels, h.cancel)
 	}
 	w.mu.Unlock()
-	for _, pid := range pids {
-		w.engine.Send(pid, cancelThread{cause: cause})
+	for _, cancel := range cancels {
+		cancel(cause)
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package ring is the FIFO behind actor mailboxes and serve queues.
+// Package ring is the FIFO behind serve queues.
 //
 // It grows by doubling and hands its buffer back once drained, so an idle
 // owner (an actor waiting for mail, a quiet subscription) keeps at most a
