@@ -10,7 +10,9 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 )
 
-// TypeHeader carries actor.Msg.Type, so receivers route without decoding.
+// TypeHeader carries actor.Msg.Type, so receivers route without decoding,
+// unless the body names its type itself (bodyType): then the message goes
+// without it, and with no other header NATS has no header to write or parse.
 const TypeHeader = "Formica-Type"
 
 // NATS status replies (no responders) arrive with these; nats.go parses the
@@ -33,7 +35,8 @@ var headerPool = sync.Pool{New: func() any { return make(nats.Header, 4) }}
 // headers. Reserved names are refused: nats.go reads Status and Description
 // as the server's status, and Nats- belongs to the server.
 func getHeader(m actor.Msg) (nats.Header, error) {
-	if m.Type == "" && len(m.Header) == 0 {
+	typed := m.Type != "" && bodyType(m.Data) != m.Type
+	if !typed && len(m.Header) == 0 {
 		return nil, nil
 	}
 	h := headerPool.Get().(nats.Header)
@@ -44,7 +47,7 @@ func getHeader(m actor.Msg) (nats.Header, error) {
 		}
 		h[k] = append(h[k][:0], v)
 	}
-	if m.Type != "" {
+	if typed {
 		h[TypeHeader] = append(h[TypeHeader][:0], m.Type)
 	}
 	return h, nil
@@ -68,11 +71,15 @@ func reserved(k string) bool {
 
 // fromNats converts a received message. It allocates a header map only when
 // the message carries headers besides the type; of repeated values the
-// first wins. An empty body is nil, as it was sent.
+// first wins. An empty body is nil, as it was sent. Without a type header
+// the type is the one the body names.
 func fromNats(m *nats.Msg) actor.Msg {
 	var out actor.Msg
 	if len(m.Data) > 0 {
 		out.Data = m.Data
+	}
+	if len(m.Header[TypeHeader]) == 0 {
+		out.Type = bodyType(m.Data)
 	}
 	if len(m.Header) == 0 {
 		return out
@@ -100,5 +107,47 @@ func isNoResponders(m *nats.Msg) bool {
 
 // isProgress reads the type without converting the message.
 func isProgress(m *nats.Msg) bool {
-	return m.Header.Get(TypeHeader) == actor.TypeProgress
+	t := m.Header.Get(TypeHeader)
+	if t == "" {
+		t = bodyType(m.Data)
+	}
+	return t == actor.TypeProgress
 }
+
+// bodyType is the type a body names itself, or "": a msgpack map whose
+// first entry is "t" with a string of under 32 bytes, which is how every
+// Formica message begins (wire.Encode writes the envelope's type first).
+// Names are interned, so reading one allocates nothing.
+func bodyType(data []byte) string {
+	if len(data) < 4 || data[0]&0xf0 != 0x80 || data[1] != 0xa1 || data[2] != 't' || data[3]&0xe0 != 0xa0 {
+		return ""
+	}
+	n := int(data[3] & 0x1f)
+	if len(data) < 4+n {
+		return ""
+	}
+	b := data[4 : 4+n]
+	typeNames.mu.RLock()
+	name, ok := typeNames.m[string(b)]
+	typeNames.mu.RUnlock()
+	if ok {
+		return name
+	}
+	name = string(b)
+	typeNames.mu.Lock()
+	if len(typeNames.m) < maxTypeNames {
+		typeNames.m[name] = name
+	}
+	typeNames.mu.Unlock()
+	return name
+}
+
+// typeNames interns the message types seen, up to maxTypeNames of them (a
+// peer sending made-up types costs an allocation per message past that,
+// not memory).
+var typeNames = struct {
+	mu sync.RWMutex
+	m  map[string]string
+}{m: map[string]string{}}
+
+const maxTypeNames = 128
