@@ -14,7 +14,6 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 )
@@ -272,7 +271,7 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 		Handoffs:    st.handedTo,
 		Name:        name,
 		Task:        task,
-		Agent:       spec.HelperSpec(st.agent, name),
+		Parent:      st.agent,
 		Cwd:         st.th.Cwd,
 		Permissions: st.permStack,
 	})

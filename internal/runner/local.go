@@ -40,7 +40,7 @@ func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res Result, err er
 			l.r.emit(e)
 			return Result{}, ref
 		}
-		m := l.r.newLocalMeter(node.Child(req.Agent.Helper.Budget))
+		m := l.r.newLocalMeter(node.Child(th.Agent.Helper.Budget))
 		ctx = WithMeter(ctx, m)
 		defer func() { m.lease.Close(res.Own.InputTokens, res.Own.OutputTokens) }()
 	}

@@ -25,10 +25,13 @@ type SpawnRequest struct {
 	// (journal.ThreadID), so the same call always maps to the same helper.
 	CallID string
 	// Handoffs are the agents the parent handed off to, in order.
-	Handoffs    []string
-	Name        string
-	Task        string
-	Agent       spec.Agent
+	Handoffs []string
+	Name     string
+	Task     string
+	// Parent is the agent the parent runs as: the helper's spec derives
+	// from its template (spec.HelperSpec) where the helper is made, which
+	// for a remote spawner is the coordinator, from the parent it holds.
+	Parent      spec.Agent
 	Cwd         string
 	Permissions tools.Permissions
 	// ParentSpent is what the parent's model calls spent since its last
@@ -98,7 +101,7 @@ func (r *SpawnRequest) Thread(id string) Thread {
 		Path:        r.ParentPath + "/" + r.Name,
 		Name:        r.Name,
 		Task:        r.Task,
-		Agent:       r.Agent,
+		Agent:       spec.HelperSpec(r.Parent, r.Name),
 		Cwd:         r.Cwd,
 		Permissions: r.Permissions,
 	}
