@@ -76,14 +76,24 @@ func (c *Coordinator) finishDirect(rec record.Run) {
 	c.finishRecord(ctx, rec.RunID, c.final(rec))
 }
 
-// handleSpawn admits, places and waits for one helper, then answers its parent.
+// handleSpawn admits, places and waits for one helper, then answers its
+// parent. The parent hears from this coordinator from the start: admission
+// may take a while under a storm of spawns, and an admitted spawn's own
+// keep-alive (naming the helper) replaces this one.
 func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replier) {
+	arrival := c.alive.add(r, progressPing)
 	sp := c.admitSpawn(m, r)
+	c.alive.remove(arrival)
 	if sp == nil {
 		return
 	}
 	c.superviseSpawn(sp, r)
 }
+
+// progressPing is the keep-alive of a request whose requester needs no
+// more than to know this coordinator is alive. Messages are never changed
+// once built, so one serves all.
+var progressPing = wire.Message(wire.TypeProgress, wire.Progress{})
 
 // admittedSpawn is a helper admitted by admitSpawn, on the heap: the
 // goroutine that waits for the helper keeps only small frames on its stack,
