@@ -129,6 +129,9 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>",
 			"$JS.API.ACCOUNT.PURGE.>", "$JS.API.META.>", "$JS.API.SERVER.>",
 			"$O."+store.TransfersBucket+".>",
+			// Decisions go to a coordinator (SubjectApprovalDecide), which
+			// records them: the approvals bucket has one writer.
+			"$KV."+store.ApprovalsBucket+".>",
 		)
 		p.Sub.Allow.Add(wire.EventsAll, wire.SubjectApprover("*"), InboxPrefix(Client, id)+".>")
 		// An approver answers with progress and then its decision.

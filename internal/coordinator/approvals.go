@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // holdApproval keeps an `ask` of a queued run (nobody is attached to answer
@@ -77,4 +79,38 @@ func (c *Coordinator) watchApprovals(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// deniedByUser is the reason of a person's denial.
+const deniedByUser = "denied by a user"
+
+// handleDecide records a person's decision on a held approval, whichever
+// coordinator holds it (that one's watch hands it to the waiting thread).
+// It is the only way a decision enters: the HTTP API and the CLI both ask
+// here, and clients have no write access to the approvals bucket.
+func (c *Coordinator) handleDecide(_ context.Context, m actor.Msg, r actor.Replier) {
+	var d wire.ApprovalDecide
+	if err := wire.DecodeAs(m.Data, wire.TypeApprovalDecide, &d); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	reason := deniedByUser
+	if d.Allow {
+		reason = ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.cfg.Store.Decide(ctx, d.ID, d.Allow, reason)
+	switch {
+	case err == nil:
+		r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+		return
+	case errors.Is(err, store.ErrNotFound):
+		err = &wire.Error{Code: wire.CodeNotFound, Message: err.Error()}
+	case errors.Is(err, store.ErrDecided):
+		err = &wire.Error{Code: wire.CodeConflict, Message: err.Error()}
+	case errors.Is(err, store.ErrInvalidID):
+		err = &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
+	r.Reply(wire.ErrorReply(err))
 }

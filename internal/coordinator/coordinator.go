@@ -235,10 +235,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if !c.state.CompareAndSwap(0, 1) {
 		return fmt.Errorf("%w: already started", ErrBadConfig)
 	}
-	serve := []struct {
+	type served struct {
 		subject, queue string
 		h              actor.Handler
-	}{
+	}
+	serve := []served{
 		{wire.SubjectSubmit, wire.QueueCoordinators, c.handleSubmit},
 		{wire.SubjectSpawn(c.cfg.ID, wire.AnyWorker), "", c.handleSpawn},
 		{wire.SubjectApproval(c.cfg.ID, wire.AnyWorker), "", c.handleApproval},
@@ -246,6 +247,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		{wire.SubjectThreadCancel(c.cfg.ID, wire.AnyWorker), "", c.handleThreadCancel},
 		{wire.SubjectRunCancel, "", c.handleRunCancel},
 		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},
+	}
+	if c.cfg.Store != nil {
+		// Decisions on held approvals: this coordinator writes them.
+		serve = append(serve, served{wire.SubjectApprovalDecide, wire.QueueCoordinators, c.handleDecide})
 	}
 	for _, s := range serve {
 		sub, err := c.tr.Serve(s.subject, s.queue, 0, s.h)

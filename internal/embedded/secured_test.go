@@ -93,7 +93,7 @@ func violations(t *testing.T, s *Stack, role auth.Role, id string) (*nats.Conn, 
 // TestWorkerCredentialsArePinned: a worker's credentials cannot subscribe to
 // another worker's subjects, speak on another worker's subjects, publish
 // run events, or touch the records and approvals buckets; a client's cannot
-// publish exec requests or spawns.
+// publish exec requests, spawns or events, nor write the approvals bucket.
 func TestWorkerCredentialsArePinned(t *testing.T) {
 	s, _ := startSecured(t)
 	victim := s.Workers[0].ID()
@@ -129,16 +129,18 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 	}
 
 	cnc, cseen := violations(t, s, auth.Client, "eve")
-	for _, subj := range []string{wire.SubjectExec(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim), wire.SubjectEvents("r1") + ".run.finished"} {
+	clientDenied := []string{wire.SubjectExec(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim), wire.SubjectEvents("r1") + ".run.finished",
+		"$KV." + store.ApprovalsBucket + ".a1"}
+	for _, subj := range clientDenied {
 		if err := cnc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for len(cseen()) < 3 && time.Now().Before(deadline) {
+	for len(cseen()) < len(clientDenied) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := cseen(); len(got) != 3 {
-		t.Errorf("client: %d permission violations, want 3: %v", len(got), got)
+	if got := cseen(); len(got) != len(clientDenied) {
+		t.Errorf("client: %d permission violations, want %d: %v", len(got), len(clientDenied), got)
 	}
 }
 

@@ -245,14 +245,34 @@ func (s *Service) ListApprovals(ctx context.Context) ([]api.Approval, error) {
 	return out, nil
 }
 
-// Decide answers a pending approval.
+// Decide answers a pending approval. The decision goes to a coordinator,
+// which records it: clients may read the approvals bucket, not write it.
 func (s *Service) Decide(ctx context.Context, id string, allow bool) error {
-	reason := "denied by a user"
-	if allow {
-		reason = ""
+	call, err := s.tr.Request(ctx, wire.SubjectApprovalDecide, wire.Message(wire.TypeApprovalDecide, wire.ApprovalDecide{ID: id, Allow: allow}))
+	if err != nil {
+		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 	}
-	_, err := s.cfg.Store.Decide(ctx, id, allow, reason)
-	return mapErr(err)
+	defer call.Close()
+	m, err := call.Next(ctx, 15*time.Second)
+	if err != nil {
+		if errors.Is(err, actor.ErrNoResponders) {
+			return api.Errorf(api.ErrUnavailable, "no coordinator is running to record the decision")
+		}
+		return api.Errorf(api.ErrUnavailable, "no coordinator answered: %v", err)
+	}
+	err = actor.MsgError(m)
+	var re *actor.RemoteError
+	if errors.As(err, &re) {
+		switch wire.Code(re.Code) {
+		case wire.CodeNotFound:
+			return api.Errorf(api.ErrNotFound, "%s", re.Text)
+		case wire.CodeConflict:
+			return api.Errorf(api.ErrConflict, "%s", re.Text)
+		case wire.CodeBadRequest:
+			return api.Errorf(api.ErrInvalid, "%s", re.Text)
+		}
+	}
+	return err
 }
 
 // Workers asks any coordinator for the live workers.

@@ -27,6 +27,7 @@ const (
 	TypeCancel           Type = "cancel"
 	TypeApprovalRequest  Type = "approval.request"
 	TypeApprovalDecision Type = "approval.decision"
+	TypeApprovalDecide   Type = "approval.decide"
 	TypeWorkerHeartbeat  Type = "worker.heartbeat"
 	TypeCoordHeartbeat   Type = "coordinator.heartbeat"
 	TypeRunSubmit        Type = "run.submit"
@@ -253,6 +254,9 @@ const (
 	CodeFenced Code = "fenced"
 	// CodeForbidden refuses what the sender may not ask for.
 	CodeForbidden Code = "forbidden"
+	// CodeConflict refuses what the state no longer allows (an approval
+	// already decided).
+	CodeConflict Code = "conflict"
 )
 
 // Error is an error reply. errors.Is matches two Errors with the same code, so
@@ -279,6 +283,7 @@ var (
 	ErrBusy               = &Error{Code: CodeBusy}
 	ErrFenced             = &Error{Code: CodeFenced}
 	ErrForbidden          = &Error{Code: CodeForbidden}
+	ErrConflict           = &Error{Code: CodeConflict}
 )
 
 // ErrorBody encodes err as an error message, keeping its code when it has one.

@@ -42,6 +42,15 @@ type ApprovalRequest struct {
 	Token                 string `msgpack:"token"`
 }
 
+// ApprovalDecide is a person's answer to a held approval (client →
+// coordinator, on SubjectApprovalDecide). The coordinator answers OK, or an
+// error coded CodeNotFound (no such approval) or CodeConflict (already
+// decided or timed out).
+type ApprovalDecide struct {
+	ID    string `msgpack:"id"`
+	Allow bool   `msgpack:"allow"`
+}
+
 // ThreadCancel asks the run's coordinator to cancel a helper of one of the
 // sender's placed threads (worker → coordinator).
 type ThreadCancel struct {

@@ -17,6 +17,10 @@ const (
 	QueueCoordinators = "coordinators"
 	// SubjectWorkers asks any coordinator for the live workers.
 	SubjectWorkers = "formica.workers.list"
+	// SubjectApprovalDecide takes a person's decision on a held approval
+	// (client → coordinator): the only way decisions enter, so coordinators
+	// alone write the approvals bucket. Coordinators share it in a queue group.
+	SubjectApprovalDecide = "formica.approvals.decide"
 	// EventsAll matches every run's events.
 	EventsAll = "formica.events.>"
 )

@@ -53,16 +53,27 @@ func (c *coord) attacker(creds, inbox string) *attacker {
 // server's permission violation.
 func (a *attacker) refused(what, subject string, sub bool) {
 	a.t.Helper()
+	if sub {
+		a.refusedDoing(what, subject, func() error { _, err := a.nc.SubscribeSync(subject); return err })
+		return
+	}
+	a.refusedPublish(what, subject, wire.MustEncode(wire.TypeEvent, event.Event{Type: event.RunFinished, Output: "HIJACKED"}))
+}
+
+// refusedPublish publishes data on subject and waits for the server's
+// permission violation.
+func (a *attacker) refusedPublish(what, subject string, data []byte) {
+	a.t.Helper()
+	a.refusedDoing(what, subject, func() error { return a.nc.Publish(subject, data) })
+}
+
+// refusedDoing does what and waits for the server's permission violation.
+func (a *attacker) refusedDoing(what, subject string, do func() error) {
+	a.t.Helper()
 	a.mu.Lock()
 	before := len(a.violations)
 	a.mu.Unlock()
-	var err error
-	if sub {
-		_, err = a.nc.SubscribeSync(subject)
-	} else {
-		err = a.nc.Publish(subject, wire.MustEncode(wire.TypeEvent, event.Event{Type: event.RunFinished, Output: "HIJACKED"}))
-	}
-	if err != nil {
+	if err := do(); err != nil {
 		a.t.Fatalf("%s: %v", what, err)
 	}
 	a.nc.Flush()
