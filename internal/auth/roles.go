@@ -95,7 +95,7 @@ func permit(p *jwt.Permissions, role Role, id string) {
 		p.Pub.Allow.Add(
 			wire.SubjectWorkerHeartbeat(id),
 			wire.SubjectSpawn("*", id), wire.SubjectApproval("*", id), wire.SubjectThreadCancel("*", id),
-			wire.SubjectBudget("*", id),
+			wire.SubjectBudget("*", id), wire.SubjectPlacement("*", id),
 			wire.ExecInboxPrefix+".>", // replies to the coordinators' placements, checked by token
 			wire.EventsAll,
 			// Threads' own journal entries (never the coordinator's); they

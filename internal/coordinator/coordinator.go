@@ -244,6 +244,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		{wire.SubjectSpawn(c.cfg.ID, wire.AnyWorker), "", c.handleSpawn},
 		{wire.SubjectApproval(c.cfg.ID, wire.AnyWorker), "", c.handleApproval},
 		{wire.SubjectBudget(c.cfg.ID, wire.AnyWorker), "", c.handleBudget},
+		{wire.SubjectPlacement(c.cfg.ID, wire.AnyWorker), "", c.handlePlacementCheck},
 		{wire.SubjectThreadCancel(c.cfg.ID, wire.AnyWorker), "", c.handleThreadCancel},
 		{wire.SubjectRunCancel, "", c.handleRunCancel},
 		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},

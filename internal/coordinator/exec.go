@@ -164,6 +164,10 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 		case errors.Is(err, actor.ErrNoResponders):
 			return runner.Result{}, gone
 		case errors.Is(err, actor.ErrSilent):
+			if v, lapsed := r.lapse(t, idle, time.Now()); !lapsed {
+				heard = v
+				continue
+			}
 			return runner.Result{}, lost
 		default:
 			return runner.Failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted

@@ -358,6 +358,27 @@ func (c *Coordinator) handleBudget(_ context.Context, m actor.Msg, r actor.Repli
 	r.Reply(wire.Message(wire.TypeBudgetGrant, t.lease.Renew(max(req.InputTokens, 0), max(req.OutputTokens, 0))))
 }
 
+// handlePlacementCheck answers a worker that asks, before a tool call,
+// whether its placement of a thread is still current: ok, which keeps the
+// placement from being given up for a loss window, or fenced.
+func (c *Coordinator) handlePlacementCheck(_ context.Context, m actor.Msg, r actor.Replier) {
+	var req wire.PlacementCheck
+	if err := wire.DecodeAs(m.Data, wire.TypePlacementCheck, &req); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	rn, err := c.ownedRun(req.RunID)
+	if err == nil {
+		err = rn.vouch(req.ThreadID, wire.SenderOf(m.Subject), req.Token, time.Now())
+	}
+	if err != nil {
+		c.refuse(m.Subject, err)
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+}
+
 // handleThreadCancel cancels a helper (and its subtree) at the request of
 // its parent's current placement.
 func (c *Coordinator) handleThreadCancel(_ context.Context, m actor.Msg, r actor.Replier) {
@@ -381,12 +402,21 @@ func (c *Coordinator) handleThreadCancel(_ context.Context, m actor.Msg, r actor
 // placedThread finds thread id of run runID as placed on worker sender
 // under token, or says why the message does not count.
 func (c *Coordinator) placedThread(runID, id, sender, token string) (*run, *threadRec, error) {
-	rn := c.run(runID)
-	if rn == nil {
-		return nil, nil, &wire.Error{Code: wire.CodeFenced, Message: "run " + runID + " is not owned by coordinator " + c.cfg.ID}
+	rn, err := c.ownedRun(runID)
+	if err != nil {
+		return nil, nil, err
 	}
 	t, err := rn.placedOn(id, sender, token)
 	return rn, t, err
+}
+
+// ownedRun finds run runID among this coordinator's; a message about
+// another's is fenced.
+func (c *Coordinator) ownedRun(runID string) (*run, error) {
+	if rn := c.run(runID); rn != nil {
+		return rn, nil
+	}
+	return nil, &wire.Error{Code: wire.CodeFenced, Message: "run " + runID + " is not owned by coordinator " + c.cfg.ID}
 }
 
 // handleRunCancel cancels a whole run if this coordinator owns it, or,

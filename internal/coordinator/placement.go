@@ -47,6 +47,39 @@ func (r *run) unplace(t *threadRec) {
 func (r *run) placedOn(id, sender, token string) (*threadRec, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.placedOnLocked(id, sender, token)
+}
+
+// vouch answers a placement check: it confirms that worker sender's
+// placement of thread id under token is current and promises to keep it so
+// for a loss window, since the worker goes on to act on the answer: the
+// placement's silence counts from now. Otherwise it returns the error to
+// answer (not found, or fenced).
+func (r *run) vouch(id, sender, token string, now time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, err := r.placedOnLocked(id, sender, token)
+	if err == nil {
+		t.vouched = now
+	}
+	return err
+}
+
+// lapse ends t's current placement because its worker was silent for idle,
+// unless a placement check vouched for it since: then it returns when, and
+// the placement goes on. Deciding and clearing the token under one lock
+// means no check is answered ok for a placement about to be given up.
+func (r *run) lapse(t *threadRec, idle time.Duration, now time.Time) (vouched time.Time, lapsed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !t.vouched.IsZero() && now.Sub(t.vouched) < idle {
+		return t.vouched, false
+	}
+	t.token = ""
+	return time.Time{}, true
+}
+
+func (r *run) placedOnLocked(id, sender, token string) (*threadRec, error) {
 	t := r.threads[id]
 	switch {
 	case t == nil:

@@ -59,6 +59,9 @@ type threadRec struct {
 	parkedOn  string // the worker whose slot the parked thread gave back
 	done      bool
 	started   time.Time // when a worker first took the thread
+	// vouched is when a placement check last confirmed the current
+	// placement to its worker: its silence counts from then at the latest.
+	vouched time.Time
 
 	trace    map[string]string // trace headers its placements carry (traceparent of the parent's tool call)
 	admitted time.Time         // when its spawn came in (helpers), for metrics

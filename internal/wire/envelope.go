@@ -38,6 +38,7 @@ const (
 	TypeWorkersList      Type = "workers.list"
 	TypeBudgetRenew      Type = "budget.renew"
 	TypeBudgetGrant      Type = "budget.grant"
+	TypePlacementCheck   Type = "placement.check"
 	TypeError            Type = "error"
 	TypeOK               Type = "ok"
 	TypeJournalEntry     Type = "journal.entry"

@@ -108,6 +108,16 @@ type BudgetRenew struct {
 	OutputTokens int64  `msgpack:"output_tokens"`
 }
 
+// PlacementCheck asks the run's coordinator whether the sender's placement
+// of a thread is still current (worker → coordinator), before a tool call
+// that follows a stretch in which the worker's process stood still. The
+// answer is TypeOK, or an error: fenced for a superseded placement.
+type PlacementCheck struct {
+	RunID    string `msgpack:"run_id"`
+	ThreadID string `msgpack:"thread_id"`
+	Token    string `msgpack:"token"`
+}
+
 // ExecAccepted says the worker took the thread.
 type ExecAccepted struct {
 	Worker string `msgpack:"worker"`

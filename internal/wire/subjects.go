@@ -66,6 +66,12 @@ func SubjectBudget(coordinator, worker string) string {
 	return "formica.coord." + coordinator + ".budget." + worker
 }
 
+// SubjectPlacement is where a coordinator answers a worker that asks
+// whether its placement of a thread is still current.
+func SubjectPlacement(coordinator, worker string) string {
+	return "formica.coord." + coordinator + ".placement." + worker
+}
+
 // SubjectExec is a worker's own subject for placed threads.
 func SubjectExec(worker string) string { return "formica.worker." + worker + ".exec" }
 

@@ -104,6 +104,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeCoordHeartbeat, CoordHeartbeat{ID: "c", Epoch: "e", Fenced: []Fenced{{Worker: "w", ThreadID: "t", Attempt: 1}}}))
 	f.Add(MustEncode(TypeRunSubmit, RunSubmit{RunID: "r", Task: "t"}))
 	f.Add(MustEncode(TypeApprovalDecide, ApprovalDecide{ID: "a", Allow: true}))
+	f.Add(MustEncode(TypePlacementCheck, PlacementCheck{RunID: "r", ThreadID: "t", Token: "k"}))
 	f.Add(ErrorBody(errors.New("x")))
 	entry := MustEncode(TypeJournalEntry, journal.Entry{Kind: journal.KindModel, Turn: 1,
 		Message: &model.Message{Role: model.RoleAssistant, Content: "hi", ToolCalls: []model.ToolCall{{ID: "c", Name: "bash"}}}})
@@ -125,6 +126,7 @@ func FuzzDecode(f *testing.F) {
 			TypeApprovalDecision: &tools.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{}, TypeApprovalDecide: &ApprovalDecide{},
+			TypePlacementCheck: &PlacementCheck{},
 			TypeJournalEntry: &journal.Entry{}, TypeJournalBatch: &journalBatch{},
 		}
 		for typ, v := range targets {

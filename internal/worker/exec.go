@@ -27,6 +27,9 @@ type hosted struct {
 	attempt int
 	token   string
 	fenced  bool
+	// current is when the placement was last known to be current: its
+	// ExecRequest's send time, then the latest confirmed PlacementCheck's.
+	current time.Time
 	cancel  context.CancelCauseFunc // ends the thread's context at once
 	// spawning counts the thread's spawns in flight; hasSlot says whether it
 	// holds an execution slot (not while it waits on helpers).
@@ -183,7 +186,9 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 		c = &coordSeen{}
 		w.coords[req.Coordinator] = c
 	}
-	c.see(req.Epoch, req.Uptime, 0, time.Now())
+	now := time.Now()
+	w.noteAliveLocked(now)
+	h.current = c.see(req.Epoch, req.Uptime, 0, now)
 	w.mu.Unlock()
 
 	r.Reply(wire.Message(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))

@@ -32,8 +32,9 @@ type coordSeen struct {
 	interval time.Duration
 }
 
-// see records a message from a coordinator sent at age uptime in epoch.
-func (c *coordSeen) see(epoch string, uptime, interval time.Duration, now time.Time) {
+// see records a message from a coordinator sent at age uptime in epoch,
+// and returns when it was sent, on this worker's clock.
+func (c *coordSeen) see(epoch string, uptime, interval time.Duration, now time.Time) time.Time {
 	if interval > 0 {
 		c.interval = interval
 	}
@@ -46,9 +47,11 @@ func (c *coordSeen) see(epoch string, uptime, interval time.Duration, now time.T
 	} else if birth.Before(c.base) {
 		c.base = birth
 	}
-	if sent := c.base.Add(uptime); sent.After(c.sent) {
+	sent := c.base.Add(uptime)
+	if sent.After(c.sent) {
 		c.sent = sent
 	}
+	return sent
 }
 
 // window is how long the coordinator may be silent before it counts as lost.
@@ -63,10 +66,26 @@ func (c *coordSeen) fresh(now time.Time) bool {
 var errLapsed = errors.New("placement lapsed")
 
 // guard is the runner's CallGuard: no tool call starts for a thread whose
-// lease has lapsed, and such a thread is cancelled at once.
-func (w *Worker) guard(_ context.Context, th *runner.Thread) error {
+// lease has lapsed, nor, after this process stood still, before the
+// coordinator confirms the placement (see checkPlacement); such a thread is
+// cancelled at once.
+func (w *Worker) guard(ctx context.Context, th *runner.Thread) error {
+	err := w.leaseErr(th)
+	if err == nil {
+		err = w.checkPlacement(ctx, th)
+	}
+	if err != nil {
+		w.refuseCall(th, err)
+	}
+	return err
+}
+
+// leaseErr says why thread th's lease has lapsed, or nil.
+func (w *Worker) leaseErr(th *runner.Thread) error {
 	now := time.Now()
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.noteAliveLocked(now)
 	h := w.threads[th.ID]
 	var err error
 	switch {
@@ -83,16 +102,22 @@ func (w *Worker) guard(_ context.Context, th *runner.Thread) error {
 			err = fmt.Errorf("%w: coordinator %s not heard from for %v", errLapsed, h.coord, now.Sub(c.sent).Round(time.Millisecond))
 		}
 	}
+	return err
+}
+
+// refuseCall stops thread th, whose tool call the guard refused for err.
+func (w *Worker) refuseCall(th *runner.Thread, err error) {
+	w.mu.Lock()
 	var cancel context.CancelCauseFunc
-	if h != nil && err != nil {
+	if h := w.threads[th.ID]; h != nil {
 		h.fenced = true
 		cancel = h.cancel
 	}
 	w.mu.Unlock()
+	w.cfg.Logger.Warn("tool call refused", "thread", th.ID, "reason", err)
 	if cancel != nil {
 		cancel(err)
 	}
-	return err
 }
 
 // fenceThread stops a hosted thread whose placement the coordinator says is

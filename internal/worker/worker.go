@@ -89,6 +89,12 @@ type Worker struct {
 	mu      sync.Mutex
 	threads map[string]*hosted    // by thread id
 	coords  map[string]*coordSeen // coordinator id -> liveness
+	// alive is the latest time the process was noted running; stoodStill
+	// is when the latest standstill was noticed, and gaps the standstills
+	// not logged yet (standstill.go).
+	alive      time.Time
+	stoodStill time.Time
+	gaps       []time.Duration
 
 	draining atomic.Bool
 	started  time.Time
@@ -202,6 +208,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: already started", ErrBadConfig)
 	}
 	w.started = time.Now()
+	w.mu.Lock()
+	w.alive = w.started
+	w.mu.Unlock()
 	exec, err := w.tr.Serve(wire.SubjectExec(w.cfg.ID), "", 0, w.handleExec)
 	if err != nil {
 		return err
@@ -304,6 +313,10 @@ func (w *Worker) tick() {
 			return
 		case <-t.C:
 		}
+		w.mu.Lock()
+		w.noteAliveLocked(time.Now())
+		w.mu.Unlock()
+		w.logStandstills()
 		w.heartbeat(context.Background())
 		w.mu.Lock()
 		now := time.Now()
@@ -321,6 +334,7 @@ func (w *Worker) tick() {
 			h.progress()
 		}
 		for _, h := range orphans {
+			w.cfg.Logger.Warn("placement lapsed: cancelling thread", "thread", h.thread.ID, "coordinator", h.coord)
 			h.cancel(fmt.Errorf("%w: coordinator %s went silent", errLapsed, h.coord))
 		}
 	}
