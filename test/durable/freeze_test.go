@@ -82,7 +82,7 @@ func TestFrozenWorkerHasNoEffect(t *testing.T) {
 	c := startCoord(t, coordOpts{})
 	workers := map[string]*proc.Proc{}
 	for _, id := range []string{"w1", "w2"} {
-		workers[id] = c.startWorkerEnv(id, 2, []string{"OPENAI_BASE_URL=" + base, "OPENAI_API_KEY=test"}, "--sandbox", "off")
+		workers[id] = c.startWorkerWith(id, 2, []string{"OPENAI_BASE_URL=" + base, "OPENAI_API_KEY=test"}, "--sandbox", "off")
 	}
 
 	nc := c.connect()

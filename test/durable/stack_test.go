@@ -155,25 +155,6 @@ func (c *coord) connect() *nats.Conn {
 	return nc
 }
 
-// startWorkerEnv is startWorker with env added to the worker's environment.
-func (c *coord) startWorkerEnv(id string, slots int, env []string, extra ...string) *proc.Proc {
-	c.t.Helper()
-	p := proc.StartWith(c.t, proc.Options{Env: env}, "worker "+id, bin.worker, append([]string{"--nats", c.url,
-		"--nats-creds", c.creds("worker", id), "--slots", strconv.Itoa(slots), "--heartbeat", heartbeat}, extra...)...)
-	p.WaitLog(c.t, "worker ready", readyTimeout)
-	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool {
-		var ws []struct{ ID string }
-		c.getJSON("/v1/workers", &ws)
-		for _, w := range ws {
-			if w.ID == id {
-				return true
-			}
-		}
-		return false
-	})
-	return p
-}
-
 // startWorker starts a worker process and waits until the coordinator lists it.
 func (c *coord) startWorker(id string, slots int, extra ...string) *proc.Proc {
 	c.t.Helper()
