@@ -23,7 +23,7 @@ import (
 )
 
 // Binaries built by TestMain.
-var bin struct{ dir, coordinator, worker, formica string }
+var bin struct{ dir, coordinator, worker, formica, natsServer string }
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -43,7 +43,9 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	log := &proc.Output{}
-	bins, err := proc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker", "./cmd/formica")
+	bins, err := proc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker", "./cmd/formica",
+		// The NATS server as its own process, for the README's external cluster.
+		"github.com/nats-io/nats-server/v2")
 	if err != nil || testing.Verbose() {
 		fmt.Fprint(os.Stderr, log.String())
 	}
@@ -52,5 +54,6 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	bin.dir, bin.coordinator, bin.worker, bin.formica = dir, bins["coordinator"], bins["worker"], bins["formica"]
+	bin.natsServer = bins["nats-server"]
 	return m.Run()
 }

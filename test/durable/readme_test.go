@@ -17,31 +17,38 @@ import (
 	"github.com/formica-run/formica/test/proc"
 )
 
-// readmeSection is the README section whose examples TestReadmeExamples runs.
-const readmeSection = "## Durable runs, the HTTP API and the CLI"
-
-// Addresses the README's examples use, replaced by the test's own.
+// README sections whose sh blocks the tests run.
 const (
-	readmeNATS    = "127.0.0.1:4222"
-	readmeHTTP    = "127.0.0.1:8080"
-	readmeHTTPAny = "0.0.0.0:8080"
-	readmeData    = "./formica-data"
+	readmeDurable  = "## Durable runs, the HTTP API and the CLI"
+	readmeCluster  = "## Run a cluster"
+	readmeSecurity = "## Security"
 )
 
-// readmeBlocks returns the fenced blocks of the section with the given info
-// string ("sh", or "" for plain fences), in order.
-func readmeBlocks(t *testing.T, info string) [][]string {
+// Addresses and paths the README's examples use, replaced by the test's own.
+const (
+	readmeNATS     = "127.0.0.1:4222"
+	readmeNATSAny  = "0.0.0.0:4222"
+	readmeNATSHost = "coord:4222" // the coordinator's machine, seen from another
+	readmeHTTP     = "127.0.0.1:8080"
+	readmeHTTPAny  = "0.0.0.0:8080"
+	readmeData     = "./formica-data"
+	readmeDataSys  = "/var/lib/formica"
+)
+
+// readmeBlocks returns the fenced blocks of a README section with the given
+// info string ("sh", or "" for plain fences), in order.
+func readmeBlocks(t *testing.T, section, info string) [][]string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
-	start := strings.Index(text, "\n"+readmeSection+"\n")
+	start := strings.Index(text, "\n"+section+"\n")
 	if start < 0 {
-		t.Fatalf("README.md has no section %q", readmeSection)
+		t.Fatalf("README.md has no section %q", section)
 	}
-	text = text[start+len(readmeSection)+2:]
+	text = text[start+len(section)+2:]
 	if end := strings.Index(text, "\n## "); end >= 0 {
 		text = text[:end]
 	}
@@ -65,78 +72,120 @@ func readmeBlocks(t *testing.T, info string) [][]string {
 		}
 	}
 	if len(blocks) == 0 {
-		t.Fatalf("README section %q has no ```%s blocks", readmeSection, info)
+		t.Fatalf("README section %q has no ```%s blocks", section, info)
 	}
 	return blocks
 }
 
 // readmeSession is what the README's sh blocks do with one coordinator: the
-// variables they export, the processes they start in the background, and
-// the shell lines that follow.
+// variables they export, the processes they start, and the shell lines
+// around them.
 type readmeSession struct {
 	env []string
 	// setup are the lines that run before any process starts (issuing
-	// credentials with `coordinator creds`).
+	// credentials, writing configuration).
 	setup   []string
-	procs   [][]string // words of each `... &` line
+	procs   [][]string // words of each process's line
 	procEnv []int      // how many of env each process sees: the exports before it
 	script  []string
 }
 
-var envAssign = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=[^$\x60'"\s]*$`)
+// hasCoordinator says whether the session starts a coordinator.
+func (s *readmeSession) hasCoordinator() bool {
+	for _, words := range s.procs {
+		if _, cmd := readmeCommand(words); cmd == "coordinator" {
+			return true
+		}
+	}
+	return false
+}
 
-// readmeSessions splits the sh blocks into sessions: each line starting a
-// coordinator begins one. `go install` is skipped (TestMain built the
-// binaries and they are first on PATH), `export VAR=value` sets the
-// session's environment, and a `coordinator ... &` or `worker ... &` line is
-// started by the test (so it can wait until the process is ready and kill it
-// at the end). Everything else runs, in order, in one bash script.
-func readmeSessions(t *testing.T) []*readmeSession {
+var (
+	envAssign = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=[^$\x60'"\s]*$`)
+	goRunCmd  = regexp.MustCompile(`\bgo run \./cmd/([a-z]+)\b`)
+)
+
+// readmeCommand returns the words of a line after its variable assignments,
+// and the command they run.
+func readmeCommand(words []string) (rest []string, cmd string) {
+	for i, w := range words {
+		if !envAssign.MatchString(w) {
+			return words[i:], w
+		}
+	}
+	return nil, ""
+}
+
+// readmeProcess says whether a line's words start a long-running process
+// the test starts itself: a coordinator, a worker or a NATS server, in
+// the background (`&`) or, as on a machine of its own, in the foreground.
+func readmeProcess(words []string) bool {
+	rest, cmd := readmeCommand(words)
+	switch cmd {
+	case "worker", "coordinator":
+		return len(rest) < 2 || (rest[1] != "creds" && rest[1] != "healthcheck")
+	case "nats-server":
+		return true
+	}
+	return false
+}
+
+// readmeSessions splits the sh blocks of a section into sessions: a block
+// starting a coordinator when the session has one begins the next. `go
+// run ./cmd/X` is X (TestMain built the binaries and they are first on
+// PATH), `go install` is skipped, `export VAR=value` sets the session's
+// environment, and each coordinator, worker or nats-server line is started
+// by the test (so it can wait until the process is ready and kill it at
+// the end). The other lines run in one bash script before the processes
+// start (setup) or after them (script).
+func readmeSessions(t *testing.T, section string) []*readmeSession {
 	t.Helper()
 	var out []*readmeSession
-	command := func(line string) (words []string, cmd string, background bool) {
-		words = strings.Fields(line)
-		for _, w := range words {
-			if !envAssign.MatchString(w) {
-				cmd = w
-				break
-			}
+	for _, block := range readmeBlocks(t, section, "sh") {
+		for i, line := range block {
+			block[i] = goRunCmd.ReplaceAllString(line, "$1")
 		}
-		return words, cmd, strings.HasSuffix(strings.TrimSpace(line), " &")
-	}
-	for _, block := range readmeBlocks(t, "sh") {
 		for _, line := range block {
-			if _, cmd, background := command(line); cmd == "coordinator" && background {
-				out = append(out, &readmeSession{}) // the block starts a session
+			words := strings.Fields(line)
+			if _, cmd := readmeCommand(words); cmd == "coordinator" && readmeProcess(words) && len(out) > 0 && out[len(out)-1].hasCoordinator() {
+				out = append(out, &readmeSession{}) // the block starts the next session
 				break
 			}
 		}
 		for _, line := range block {
-			words, cmd, background := command(line)
+			if c := strings.Index(line, " #"); c >= 0 && readmeProcess(strings.Fields(line)) {
+				line = line[:c] // a process line's comment
+			}
+			words := strings.Fields(line)
 			if len(words) > 2 && words[0] == "go" && words[1] == "install" {
 				continue
 			}
 			if len(out) == 0 {
-				t.Fatalf("README: %q comes before any coordinator is started", line)
+				out = append(out, &readmeSession{})
 			}
 			s := out[len(out)-1]
 			switch {
 			case len(words) == 2 && words[0] == "export" && envAssign.MatchString(words[1]):
 				s.env = append(s.env, words[1])
-			case cmd == "coordinator" && !background && len(words) > 1 && words[1] == "creds":
-				if len(s.procs) > 0 || len(s.script) > 0 {
-					t.Fatalf("README: %q issues credentials after processes or commands; issue them first", line)
-				}
-				s.setup = append(s.setup, line)
-			case background && (cmd == "coordinator" || cmd == "worker"):
+			case readmeProcess(words):
 				if len(s.script) > 0 {
 					t.Fatalf("README: %q starts a process after shell commands; start processes first", line)
 				}
-				s.procs = append(s.procs, words[:len(words)-1])
+				if words[len(words)-1] == "&" {
+					words = words[:len(words)-1]
+				}
+				s.procs = append(s.procs, words)
 				s.procEnv = append(s.procEnv, len(s.env))
+			case len(s.procs) == 0:
+				s.setup = append(s.setup, line)
 			default:
 				s.script = append(s.script, line)
 			}
+		}
+	}
+	for _, s := range out {
+		if !s.hasCoordinator() {
+			t.Fatalf("README section %q: a session starts no coordinator", section)
 		}
 	}
 	return out
@@ -157,11 +206,15 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 	for attempt := 1; c == nil; attempt++ {
 		ports := proc.FreePorts(t, 2)
 		dataDir := t.TempDir()
-		repl = strings.NewReplacer(readmeNATS, fmt.Sprintf("127.0.0.1:%d", ports[0]),
-			readmeHTTP, fmt.Sprintf("127.0.0.1:%d", ports[1]), readmeHTTPAny, fmt.Sprintf("0.0.0.0:%d", ports[1]),
-			readmeData, dataDir)
-		c = &coord{t: t, name: "README coordinator", url: proc.NATSURL(ports[0]), api: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-			dataDir: dataDir, cwd: t.TempDir()}
+		natsAddr, httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+		repl = strings.NewReplacer(readmeNATS, natsAddr, readmeNATSAny, fmt.Sprintf("0.0.0.0:%d", ports[0]), readmeNATSHost, natsAddr,
+			readmeHTTP, httpAddr, readmeHTTPAny, fmt.Sprintf("0.0.0.0:%d", ports[1]),
+			readmeData, dataDir, readmeDataSys, dataDir)
+		// Setup, processes and script share one working directory, as in
+		// one shell, where relative paths (credentials files) resolve.
+		work := t.TempDir()
+		c = &coord{t: t, name: "README coordinator", url: proc.NATSURL(ports[0]), api: "http://" + httpAddr,
+			dataDir: dataDir, cwd: work}
 		env := []string{"PATH=" + bin.dir + string(os.PathListSeparator) + os.Getenv("PATH")}
 		baseEnv := len(env)
 		for _, e := range s.env {
@@ -170,9 +223,6 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 				c.token = v
 			}
 		}
-		// Setup, processes and script share one working directory, where
-		// relative paths (credentials files) resolve.
-		work := t.TempDir()
 		if len(s.setup) > 0 {
 			setup := "set -euxo pipefail\n" + repl.Replace(strings.Join(s.setup, "\n")) + "\n"
 			sh := proc.StartWith(t, proc.Options{Env: env, Dir: work}, "README setup", "bash", "-c", setup)
@@ -182,6 +232,7 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 		}
 		started := true
 		var procs []*proc.Proc
+		workers := 0
 		for i, words := range s.procs {
 			// A process sees only what was exported before it, as in a shell.
 			penv := slices.Clip(env[:baseEnv+s.procEnv[i]])
@@ -193,29 +244,41 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 				args[i] = repl.Replace(w)
 			}
 			// The examples as written, plus what lets the test's own runs
-			// replay scripted models.
+			// replay scripted models, and the test's HTTP address where the
+			// example keeps the default.
 			if words[0] == "coordinator" || words[0] == "worker" {
 				args = append(args, "--allow-scripted")
 			}
-			switch words[0] {
-			case "coordinator":
-				p := proc.StartWith(t, proc.Options{Env: penv, Dir: c.cwd}, "README coordinator", bin.coordinator, args...)
-				procs = append(procs, p)
-				c.p = p
-				if !p.AwaitLog(t, "coordinator ready", readyTimeout) {
+			if words[0] == "coordinator" && !slices.Contains(args, "--http") {
+				args = append(args, "--http", httpAddr)
+			}
+			inUse := func(p *proc.Proc, ready string) {
+				if !p.AwaitLog(t, ready, readyTimeout) {
 					if attempt == 3 || !strings.Contains(p.Stderr.String(), "address already in use") {
-						t.Fatalf("README coordinator %v did not start (%s)", args, p.Status())
+						t.Fatalf("README %s %v did not start (%s)", words[0], args, p.Status())
 					}
 					started = false
 				}
+			}
+			switch words[0] {
+			case "nats-server":
+				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "README nats-server", bin.natsServer, args...)
+				procs = append(procs, p)
+				inUse(p, "Server is ready")
+			case "coordinator":
+				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "README coordinator", bin.coordinator, args...)
+				procs = append(procs, p)
+				c.p = p
+				inUse(p, "coordinator ready")
 			case "worker":
 				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "README worker", bin.worker, args...)
 				procs = append(procs, p)
 				p.WaitLog(t, "worker ready", readyTimeout)
-				proc.WaitUntil(t, readyTimeout, "the coordinator lists the README's worker", func() bool {
+				workers++
+				proc.WaitUntil(t, readyTimeout, "the coordinator lists the README's workers", func() bool {
 					var ws []struct{ ID string }
 					c.getJSON("/v1/workers", &ws)
-					return len(ws) > 0
+					return len(ws) >= workers
 				})
 			}
 			if !started {
@@ -255,7 +318,7 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 // refused without its token.
 func TestReadmeExamples(t *testing.T) {
 	t.Parallel()
-	sessions := readmeSessions(t)
+	sessions := readmeSessions(t, readmeDurable)
 	if len(sessions) != 2 {
 		t.Fatalf("README: %d sessions (blocks that start a coordinator), want 2", len(sessions))
 	}
@@ -320,7 +383,7 @@ func TestReadmeCLIUsage(t *testing.T) {
 	t.Parallel()
 	flagRE := regexp.MustCompile(`--[a-z][a-z-]*`)
 	var block []string
-	for _, b := range readmeBlocks(t, "") {
+	for _, b := range readmeBlocks(t, readmeDurable, "") {
 		if len(b) > 0 && strings.HasPrefix(b[0], "formica ") {
 			block = b
 		}
@@ -350,4 +413,74 @@ func TestReadmeCLIUsage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// readmeRuns returns the runs c recorded, each once final, and fails unless
+// there are want of them, all succeeded, every thread placed on a worker
+// named in workers.
+func readmeRuns(t *testing.T, c *coord, want int, workers ...string) []record.Run {
+	t.Helper()
+	var runs []record.Run
+	c.call(http.StatusOK, http.MethodGet, "/v1/runs?limit=1000", nil, &runs)
+	if len(runs) != want {
+		t.Errorf("%d runs recorded, want %d", len(runs), want)
+	}
+	for i, r := range runs {
+		r = c.waitFinal(r.RunID)
+		runs[i] = r
+		if r.Status != event.Succeeded || r.Output == "" {
+			t.Errorf("run %s: %s (%s), output %q", r.RunID, r.Status, r.Error, r.Output)
+		}
+		for _, th := range r.Threads {
+			if !slices.Contains(workers, th.Worker) {
+				t.Errorf("run %s: thread %s ran on %q, want one of %v", r.RunID, th.Name, th.Worker, workers)
+			}
+		}
+	}
+	return runs
+}
+
+// TestReadmeClusterExamples runs the sh blocks of the README's "Run a
+// cluster" as written: credentials issued from the data dir before the
+// coordinator's first start, a coordinator listening beyond loopback (which
+// it does only with credentials issued), a worker with its own, and
+// `formica run --nats` with the client's. The run is recorded, succeeded,
+// and every thread ran on the worker its credentials name.
+func TestReadmeClusterExamples(t *testing.T) {
+	t.Parallel()
+	sessions := readmeSessions(t, readmeCluster)
+	if len(sessions) != 1 || len(sessions[0].procs) != 2 {
+		t.Fatalf("README %q: %d sessions; want 1, with a coordinator and a worker", readmeCluster, len(sessions))
+	}
+	out, c := sessions[0].run(t, nil)
+	runs := readmeRuns(t, c, 1, "w1")
+	if len(runs) == 1 && strings.TrimSpace(out) != runs[0].Output {
+		t.Errorf("formica run printed %q, want the run's output %q", out, runs[0].Output)
+	}
+}
+
+// TestReadmeSecurityExamples runs the sh blocks of the README's "Security"
+// as written: on the embedded server, credentials handed to a worker and
+// a person, the worker known by its credentials' id; on an external
+// nats-server that includes the trust `coordinator creds --nats-server-conf`
+// wrote, a coordinator, a worker and a client each with credentials of
+// their own, and a run that succeeds on that worker.
+func TestReadmeSecurityExamples(t *testing.T) {
+	t.Parallel()
+	sessions := readmeSessions(t, readmeSecurity)
+	if len(sessions) != 2 {
+		t.Fatalf("README %q: %d sessions, want 2 (embedded, external NATS)", readmeSecurity, len(sessions))
+	}
+	t.Run("embedded", func(t *testing.T) {
+		out, _ := sessions[0].run(t, nil)
+		if !strings.Contains(out, "gpu-1") {
+			t.Errorf("formica workers printed %q; want the worker gpu-1", out)
+		}
+	})
+	t.Run("external NATS", func(t *testing.T) {
+		out, c := sessions[1].run(t, nil)
+		if runs := readmeRuns(t, c, 1, "w1"); len(runs) == 1 && strings.TrimSpace(out) != runs[0].Output {
+			t.Errorf("formica run printed %q, want the run's output %q", out, runs[0].Output)
+		}
+	})
 }

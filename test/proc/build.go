@@ -13,8 +13,10 @@ import (
 
 // Build builds the main packages pkgs (module paths relative to the module
 // root, such as "./cmd/worker") into dir, with -race when this test binary
-// has it, and returns each binary's path by its base name. root is the
-// module root; progress and compiler output go to log.
+// has it, and returns each binary's path by its base name (as go build
+// names it: a module's major-version suffix is skipped, so
+// github.com/nats-io/nats-server/v2 is nats-server). root is the module
+// root; progress and compiler output go to log.
 func Build(root, dir string, log io.Writer, pkgs ...string) (map[string]string, error) {
 	return build(root, dir, log, Race, pkgs...)
 }
