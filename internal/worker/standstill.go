@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,8 +21,9 @@ import (
 // long enough for the coordinator to have heard nothing of a placement for
 // a loss window is a standstill. Until the coordinator confirms a
 // placement after a standstill (a PlacementCheck with the placement's
-// token, answered ok or fenced within the loss window), no tool call of
-// that placement starts. A worker that never stood still asks nobody.
+// token, answered ok or fenced; asked again while the coordinator is heard
+// from but slow to answer, refused once it is not), no tool call of that
+// placement starts. A worker that never stood still asks nobody.
 
 // standstillAfter is the gap between two notes that counts as a standstill:
 // the coordinator counts a placement's silence from its last progress,
@@ -56,15 +58,16 @@ func (w *Worker) logStandstills() {
 	}
 }
 
-// maxChecks bounds how often one tool call asks again when the process
-// stands still while it waits for the answer.
-const maxChecks = 3
+// maxAsks bounds the checks of one tool call: it asks again while its
+// coordinator is still heard from but the answer is late (a loaded
+// machine), and when the process stood still again while it waited.
+const maxAsks = 5
 
 // checkPlacement asks the coordinator whether thread th's placement is
 // still current if the process stood still since it was last known to be.
 func (w *Worker) checkPlacement(ctx context.Context, th *runner.Thread) error {
 	defer w.logStandstills()
-	for range maxChecks {
+	for range maxAsks {
 		w.mu.Lock()
 		h := w.threads[th.ID]
 		if h == nil {
@@ -78,8 +81,15 @@ func (w *Worker) checkPlacement(ctx context.Context, th *runner.Thread) error {
 		coord, token := h.coord, h.token
 		w.mu.Unlock()
 		asked := time.Now()
-		if err := w.askPlacement(ctx, th, coord, token); err != nil {
-			return err
+		answered, err := w.askPlacement(ctx, th, coord, token)
+		if err != nil {
+			if answered || ctx.Err() != nil {
+				return err
+			}
+			if lapsed := w.leaseErr(th); lapsed != nil {
+				return lapsed
+			}
+			continue // the coordinator is alive: ask again
 		}
 		w.mu.Lock()
 		if h.current.Before(asked) {
@@ -87,30 +97,34 @@ func (w *Worker) checkPlacement(ctx context.Context, th *runner.Thread) error {
 		}
 		w.mu.Unlock()
 	}
-	return fmt.Errorf("%w: the process kept standing still while the placement was confirmed", errLapsed)
+	return fmt.Errorf("%w: the coordinator did not confirm the placement after the process stood still", errLapsed)
 }
 
 // askPlacement sends one PlacementCheck and waits, at most a loss window,
-// for the answer: anything but ok refuses the call.
-func (w *Worker) askPlacement(ctx context.Context, th *runner.Thread, coord, token string) error {
+// for the answer. Anything but ok refuses the call; answered says whether
+// the coordinator (or the server, saying nobody listens) answered at all.
+func (w *Worker) askPlacement(ctx context.Context, th *runner.Thread, coord, token string) (answered bool, err error) {
 	wait := w.silence(coord)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	msg := wire.Message(wire.TypePlacementCheck, wire.PlacementCheck{RunID: th.RunID, ThreadID: th.ID, Token: token})
 	call, err := w.tr.Request(ctx, wire.SubjectPlacement(coord, w.cfg.ID), wire.WithIDs(msg, th.RunID, th.ID))
 	if err != nil {
-		return fmt.Errorf("%w: coordinator %s could not be asked to confirm the placement: %w", errLapsed, coord, err)
+		return false, fmt.Errorf("%w: coordinator %s could not be asked to confirm the placement: %w", errLapsed, coord, err)
 	}
 	defer call.Close()
 	m, err := call.Next(ctx, wait)
-	if err == nil {
-		err = actor.MsgError(m)
-	}
-	if err == nil && m.Type != string(wire.TypeOK) {
-		err = fmt.Errorf("%w: unexpected %s reply", wire.ErrBadMessage, m.Type)
+	switch {
+	case errors.Is(err, actor.ErrNoResponders):
+		answered = true
+	case err == nil:
+		answered = true
+		if err = actor.MsgError(m); err == nil && m.Type != string(wire.TypeOK) {
+			err = fmt.Errorf("%w: unexpected %s reply", wire.ErrBadMessage, m.Type)
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w: coordinator %s did not confirm the placement: %w", errLapsed, coord, err)
+		return answered, fmt.Errorf("%w: coordinator %s did not confirm the placement: %w", errLapsed, coord, err)
 	}
-	return nil
+	return true, nil
 }

@@ -20,9 +20,9 @@ import (
 
 // TestStandstillConfirmsPlacement: a tool call asks the coordinator nothing
 // while the process runs without a standstill; after one, the next tool
-// call of each placement waits for the coordinator to confirm it (once),
-// and a fenced answer, or none within the loss window, refuses the call and
-// stops the thread.
+// call of each placement waits for the coordinator to confirm it (once,
+// or again when the answer is late), and a fenced answer, or none from a
+// coordinator gone silent, refuses the call and stops the thread.
 func TestStandstillConfirmsPlacement(t *testing.T) {
 	ctx := context.Background()
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{})
@@ -56,12 +56,13 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 	}
 	t.Cleanup(func() { w.Stop() })
 
-	// The coordinator's side of the checks: it records each and answers
-	// as told (ok, fenced, or nothing).
+	// The coordinator's side of the checks: it records each and gives the
+	// next of the answers it is told (ok, fenced, or none), ok when there
+	// is none left.
 	var (
-		mu     sync.Mutex
-		checks []wire.PlacementCheck
-		answer = "ok"
+		mu      sync.Mutex
+		checks  []wire.PlacementCheck
+		answers []string
 	)
 	sub, err := coord.Serve(wire.SubjectPlacement("c1", wire.AnyWorker), "", 0, func(_ context.Context, m actor.Msg, r actor.Replier) {
 		var pc wire.PlacementCheck
@@ -71,7 +72,10 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 		}
 		mu.Lock()
 		checks = append(checks, pc)
-		a := answer
+		a := "ok"
+		if len(answers) > 0 {
+			a, answers = answers[0], answers[1:]
+		}
 		mu.Unlock()
 		switch a {
 		case "ok":
@@ -90,9 +94,9 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 		defer mu.Unlock()
 		return append([]wire.PlacementCheck(nil), checks...)
 	}
-	answerWith := func(a string) {
+	answerWith := func(a ...string) {
 		mu.Lock()
-		answer = a
+		answers = a
 		mu.Unlock()
 	}
 
@@ -113,7 +117,8 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { close(stopBeat); <-beat }()
+	stopBeats := sync.OnceFunc(func() { close(stopBeat); <-beat })
+	defer stopBeats()
 
 	// Two slow threads placed on the worker.
 	calls := map[string]actor.Call{}
@@ -162,12 +167,20 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 	if err := w.guard(ctx, threads["t1"]); !errors.Is(err, errLapsed) {
 		t.Errorf("tool call of a fenced placement: %v", err)
 	}
-	answerWith("none")
-	if err := w.guard(ctx, threads["t2"]); !errors.Is(err, errLapsed) {
-		t.Errorf("tool call with no answer to its check: %v", err)
+	// No answer while the coordinator is heard from: asked again.
+	answerWith("none", "ok")
+	if err := w.guard(ctx, threads["t2"]); err != nil {
+		t.Errorf("tool call confirmed on the second check: %v", err)
 	}
-	if c := checked(); len(c) != 3 {
-		t.Errorf("%d checks, want 3", len(c))
+	if c := checked(); len(c) != 4 {
+		t.Errorf("%d checks, want 4", len(c))
+	}
+	// No answer from a coordinator gone silent: refused.
+	standStill()
+	answerWith("none")
+	stopBeats()
+	if err := w.guard(ctx, threads["t2"]); !errors.Is(err, errLapsed) {
+		t.Errorf("tool call with no answer from a silent coordinator: %v", err)
 	}
 	for id, call := range calls {
 		for {
