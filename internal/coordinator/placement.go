@@ -30,6 +30,7 @@ func (r *run) place(t *threadRec, wid string, attempt int) string {
 	tok := newToken()
 	r.mu.Lock()
 	t.worker, t.token, t.attemptNo = wid, tok, attempt
+	t.vouched = time.Time{} // a check vouched for the placement before
 	r.mu.Unlock()
 	return tok
 }

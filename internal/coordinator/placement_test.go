@@ -52,4 +52,14 @@ func TestPlacementCheck(t *testing.T) {
 	if err := r.vouch("t1", "w1", tok, t0.Add(idle)); !errors.Is(err, wire.ErrFenced) {
 		t.Errorf("check after the placement lapsed: %v, want fenced", err)
 	}
+
+	// A check vouches for its placement only, not for the next one.
+	tok = r.place(th, "w1", 3)
+	if err := r.vouch("t1", "w1", tok, t0); err != nil {
+		t.Fatalf("check of the current placement: %v", err)
+	}
+	r.place(th, "w2", 4)
+	if _, lapsed := r.lapse(th, idle, t0.Add(idle/2)); !lapsed {
+		t.Error("a placement lived on a check of the one before it")
+	}
 }
