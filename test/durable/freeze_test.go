@@ -1,7 +1,9 @@
 package durable_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -119,6 +121,10 @@ func TestFrozenWorkerHasNoEffect(t *testing.T) {
 	if err := fp.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// SIGSTOP stops a process once the kernel has stopped each of its
+	// threads, which on a loaded machine may take a while; until then the
+	// worker may read the answer and start the call before it stands still.
+	proc.WaitUntil(t, readyTimeout, "worker "+frozen+" is stopped", func() bool { return stopped(t, fp.Cmd.Process.Pid) })
 	close(release) // the bash call waits in the frozen worker's socket
 
 	rec := c.waitFinal(run)
@@ -151,4 +157,26 @@ func TestFrozenWorkerHasNoEffect(t *testing.T) {
 	if c.p.Exited() {
 		t.Errorf("coordinator: %s", c.p.Status())
 	}
+}
+
+// stopped says whether every thread of process pid is stopped (state T in
+// /proc/PID/task/TID/stat).
+func stopped(t *testing.T, pid int) bool {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false // a thread that just ended; look again
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return len(tasks) > 0
 }
