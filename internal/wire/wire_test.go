@@ -127,7 +127,7 @@ func FuzzDecode(f *testing.F) {
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{}, TypeApprovalDecide: &ApprovalDecide{},
 			TypePlacementCheck: &PlacementCheck{},
-			TypeJournalEntry: &journal.Entry{}, TypeJournalBatch: &journalBatch{},
+			TypeJournalEntry:   &journal.Entry{}, TypeJournalBatch: &journalBatch{},
 		}
 		for typ, v := range targets {
 			_ = env.Into(typ, v)
