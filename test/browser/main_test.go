@@ -13,10 +13,8 @@ package browser_test
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/formica-run/formica/test/proc"
@@ -36,28 +34,10 @@ func buildAndRun(m *testing.M) int {
 		// Every test skips with the reason; no need to build.
 		return m.Run()
 	}
-	dir, err := os.MkdirTemp("", "formica-browser-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "browser test:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "browser test:", err)
-		return 1
-	}
-	log := &proc.Output{}
-	bins, err := proc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker")
-	if err != nil || testing.Verbose() {
-		fmt.Fprint(os.Stderr, log.String())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "browser test: build binaries:", err)
-		return 1
-	}
-	bin.coordinator, bin.worker = bins["coordinator"], bins["worker"]
-	return m.Run()
+	pkgs := []string{"./cmd/coordinator", "./cmd/worker"}
+	return proc.RunBuilt(m, "browser test", proc.Build, pkgs, func(_, _ string, bins map[string]string) {
+		bin.coordinator, bin.worker = bins["coordinator"], bins["worker"]
+	})
 }
 
 // findChromium returns the browser to drive: $FORMICA_CHROMIUM, else the

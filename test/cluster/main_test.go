@@ -17,9 +17,7 @@ package cluster_test
 
 import (
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	tproc "github.com/formica-run/formica/test/proc"
@@ -34,26 +32,8 @@ func TestMain(m *testing.M) {
 
 func buildAndRun(m *testing.M) int {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "formica-cluster-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cluster test:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cluster test:", err)
-		return 1
-	}
-	log := &tproc.Output{}
-	bins, err := tproc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker", "./cmd/formica")
-	if err != nil || testing.Verbose() {
-		fmt.Fprint(os.Stderr, log.String())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cluster test: build binaries:", err)
-		return 1
-	}
-	bin.coordinator, bin.worker, bin.formica = bins["coordinator"], bins["worker"], bins["formica"]
-	return m.Run()
+	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "./cmd/formica"}
+	return tproc.RunBuilt(m, "cluster test", tproc.Build, pkgs, func(_, _ string, bins map[string]string) {
+		bin.coordinator, bin.worker, bin.formica = bins["coordinator"], bins["worker"], bins["formica"]
+	})
 }

@@ -8,9 +8,7 @@ package deploy_test
 
 import (
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	tproc "github.com/formica-run/formica/test/proc"
@@ -28,25 +26,9 @@ func TestMain(m *testing.M) {
 
 func buildAndRun(m *testing.M) int {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "formica-deploy-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "deploy test:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if root, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
-		fmt.Fprintln(os.Stderr, "deploy test:", err)
-		return 1
-	}
-	log := &tproc.Output{}
-	bins, err := tproc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker", "./cmd/formica")
-	if err != nil || testing.Verbose() {
-		fmt.Fprint(os.Stderr, log.String())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "deploy test: build binaries:", err)
-		return 1
-	}
-	bin.coordinator, bin.worker, bin.formica = bins["coordinator"], bins["worker"], bins["formica"]
-	return m.Run()
+	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "./cmd/formica"}
+	return tproc.RunBuilt(m, "deploy test", tproc.Build, pkgs, func(r, _ string, bins map[string]string) {
+		root = r
+		bin.coordinator, bin.worker, bin.formica = bins["coordinator"], bins["worker"], bins["formica"]
+	})
 }

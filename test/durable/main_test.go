@@ -14,9 +14,7 @@ package durable_test
 
 import (
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/formica-run/formica/test/proc"
@@ -31,29 +29,11 @@ func TestMain(m *testing.M) {
 
 func buildAndRun(m *testing.M) int {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "formica-durable-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "durable test:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "durable test:", err)
-		return 1
-	}
-	log := &proc.Output{}
-	bins, err := proc.Build(root, dir, log, "./cmd/coordinator", "./cmd/worker", "./cmd/formica",
+	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "./cmd/formica",
 		// The NATS server as its own process, for the README's external cluster.
-		"github.com/nats-io/nats-server/v2")
-	if err != nil || testing.Verbose() {
-		fmt.Fprint(os.Stderr, log.String())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "durable test: build binaries:", err)
-		return 1
-	}
-	bin.dir, bin.coordinator, bin.worker, bin.formica = dir, bins["coordinator"], bins["worker"], bins["formica"]
-	bin.natsServer = bins["nats-server"]
-	return m.Run()
+		"github.com/nats-io/nats-server/v2"}
+	return proc.RunBuilt(m, "durable test", proc.Build, pkgs, func(_, dir string, bins map[string]string) {
+		bin.dir, bin.coordinator, bin.worker, bin.formica = dir, bins["coordinator"], bins["worker"], bins["formica"]
+		bin.natsServer = bins["nats-server"]
+	})
 }

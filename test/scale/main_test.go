@@ -13,9 +13,7 @@ package scale_test
 
 import (
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/formica-run/formica/test/proc"
@@ -33,26 +31,8 @@ func buildAndRun(m *testing.M) int {
 	if testing.Short() {
 		return m.Run() // the tests skip themselves
 	}
-	dir, err := os.MkdirTemp("", "formica-scale-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scale test:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scale test:", err)
-		return 1
-	}
-	log := &proc.Output{}
-	bins, err := proc.BuildNoRace(root, dir, log, "./cmd/coordinator", "./cmd/worker", "github.com/nats-io/nats-server/v2")
-	if err != nil || testing.Verbose() {
-		fmt.Fprint(os.Stderr, log.String())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scale test: build binaries:", err)
-		return 1
-	}
-	bin.coordinator, bin.worker, bin.nats = bins["coordinator"], bins["worker"], bins["nats-server"]
-	return m.Run()
+	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "github.com/nats-io/nats-server/v2"}
+	return proc.RunBuilt(m, "scale test", proc.BuildNoRace, pkgs, func(_, _ string, bins map[string]string) {
+		bin.coordinator, bin.worker, bin.nats = bins["coordinator"], bins["worker"], bins["nats-server"]
+	})
 }
