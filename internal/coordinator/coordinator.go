@@ -340,20 +340,12 @@ func (c *Coordinator) Workers() []WorkerInfo { return c.registry.list() }
 
 // tick heartbeats and sweeps lost workers.
 func (c *Coordinator) tick() {
-	defer c.loops.Done()
-	t := time.NewTicker(c.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
+	c.every(func() {
 		c.heartbeat()
 		for _, id := range c.registry.sweep(MissedHeartbeats) {
 			c.workerLost(id, "no heartbeat")
 		}
-	}
+	})
 }
 
 // keepAlive sends progress on every long request in flight once per
@@ -361,7 +353,10 @@ func (c *Coordinator) tick() {
 // round of progress can outlast an interval on a busy machine, and the
 // heartbeat, which every worker's lease hangs on, must not wait for it (a
 // late round only delays the next one).
-func (c *Coordinator) keepAlive() {
+func (c *Coordinator) keepAlive() { c.every(c.alive.ping) }
+
+// every runs f once per heartbeat interval until the coordinator stops.
+func (c *Coordinator) every(f func()) {
 	defer c.loops.Done()
 	t := time.NewTicker(c.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -371,7 +366,7 @@ func (c *Coordinator) keepAlive() {
 			return
 		case <-t.C:
 		}
-		c.alive.ping()
+		f()
 	}
 }
 
