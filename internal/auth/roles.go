@@ -96,8 +96,9 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			wire.SubjectWorkerHeartbeat(id),
 			wire.SubjectSpawn("*", id), wire.SubjectApproval("*", id), wire.SubjectThreadCancel("*", id),
 			wire.SubjectBudget("*", id), wire.SubjectPlacement("*", id),
-			wire.ExecInboxPrefix+".>", // replies to the coordinators' placements, checked by token
-			wire.EventsAll,
+			// Replies to the coordinators' placements, checked by token; they
+			// carry the thread's events too, which only coordinators publish.
+			wire.ExecInboxPrefix+".>",
 			// Threads' own journal entries (never the coordinator's); they
 			// count only under a placement token the worker was given.
 			store.SubjectJournal("*", "*", false),
@@ -111,8 +112,6 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			"$O."+store.TransfersBucket+".>",
 			"$JS.FC."+TransfersStream+".>",
 		)
-		// Run-level and cluster events are the coordinator's alone.
-		p.Pub.Deny.Add(wire.SubjectEvents("*")+".run.>", wire.SubjectEvents("_cluster")+".>")
 		p.Sub.Allow.Add(
 			"formica.worker."+id+".>",
 			wire.SubjectCoordHeartbeats,

@@ -177,13 +177,13 @@ func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid stri
 			heard = time.Now()
 			c.recordStarted(r, t, wid)
 		case wire.TypeProgress:
-			if progressOf(reply, tok) {
+			if c.progressOf(reply, t, wid, tok) {
 				heard = time.Now()
 			}
 		case wire.TypeExecBusy:
 			return runner.Result{}, busy
 		case wire.TypeExecResult:
-			if res, out, ok := c.execResult(reply, wid, tok); ok {
+			if res, out, ok := c.execResult(reply, t, wid, tok); ok {
 				return res, out
 			}
 		default:
@@ -209,12 +209,17 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string) actor.M
 	return m
 }
 
-// progressOf says whether a progress message carries the placement's token.
+// progressOf says whether a progress message carries the placement's
+// token, and publishes the thread's events it carries if so.
 //
 //go:noinline
-func progressOf(reply actor.Msg, tok string) bool {
+func (c *Coordinator) progressOf(reply actor.Msg, t *threadRec, wid, tok string) bool {
 	var p wire.Progress
-	return wire.DecodeAs(reply.Data, wire.TypeProgress, &p) == nil && p.Token == tok
+	if wire.DecodeAs(reply.Data, wire.TypeProgress, &p) != nil || p.Token != tok {
+		return false
+	}
+	c.relay(t, p.Events, wire.SubjectExec(wid)+" reply")
+	return true
 }
 
 // recordStarted records that t started on worker wid.
@@ -225,6 +230,7 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 	e.Worker, e.Time = wid, c.cfg.Now()
 	first := r.markStarted(t, e.Time)
 	r.rec.Emit(e)
+	c.publish(e) // the only thread.started: the worker reports none
 	c.cfg.Metrics.Placement(metrics.OutcomePlaced)
 	if first && !t.admitted.IsZero() {
 		c.cfg.Metrics.SpawnStarted(time.Since(t.admitted))
@@ -235,7 +241,7 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 // without the placement's token, which is ignored.
 //
 //go:noinline
-func (c *Coordinator) execResult(reply actor.Msg, wid, tok string) (_ runner.Result, _ outcome, ok bool) {
+func (c *Coordinator) execResult(reply actor.Msg, t *threadRec, wid, tok string) (_ runner.Result, _ outcome, ok bool) {
 	var er wire.ExecResult
 	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
 		return runner.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted, true
@@ -244,6 +250,7 @@ func (c *Coordinator) execResult(reply actor.Msg, wid, tok string) (_ runner.Res
 		c.refuse(wire.SubjectExec(wid)+" reply", fmt.Errorf("result for thread %s without its placement's token", er.ThreadID))
 		return runner.Result{}, 0, false
 	}
+	c.relay(t, er.Events, wire.SubjectExec(wid)+" reply")
 	return er.Result, ended, true
 }
 
@@ -263,9 +270,14 @@ func (c *Coordinator) cancelOn(call actor.Call, wid, tok string, t *threadRec, i
 		if err != nil {
 			return runner.Result{Status: event.Cancelled, Error: reason}, false
 		}
+		if wire.Type(reply.Type) == wire.TypeProgress {
+			c.progressOf(reply, t, wid, tok)
+			continue
+		}
 		if wire.Type(reply.Type) == wire.TypeExecResult {
 			var er wire.ExecResult
 			if wire.DecodeAs(reply.Data, wire.TypeExecResult, &er) == nil && er.Token == tok {
+				c.relay(t, er.Events, wire.SubjectExec(wid)+" reply")
 				return er.Result, true
 			}
 		}

@@ -123,6 +123,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
+	c.relay(parent, req.Events, m.Subject)
 	id := journal.HelperID(req.RunID, req.ParentID, req.CallID, c.cfg.NewID)
 	th, err := runner.HelperThread(&parent.thread, req.Handoffs, id, req.Name, req.Task)
 	if err != nil {
@@ -281,6 +282,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
+	c.relay(t, wreq.Events, m.Subject)
 	req := wreq.ApprovalRequest
 	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
 	asked := time.Now()

@@ -3,6 +3,7 @@ package wire
 import (
 	"time"
 
+	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
@@ -32,6 +33,8 @@ type SpawnRequest struct {
 	// ParentSpent is what the parent's model calls spent since its last
 	// budget grant, which it gives back while it waits.
 	ParentSpent model.Usage `msgpack:"parent_spent,omitzero"`
+	// Events are the parent's events so far (see Progress.Events).
+	Events []event.Event `msgpack:"events,omitempty"`
 }
 
 // ApprovalRequest asks the run's coordinator to decide an `ask` (worker →
@@ -40,6 +43,8 @@ type SpawnRequest struct {
 type ApprovalRequest struct {
 	tools.ApprovalRequest `msgpack:",inline"`
 	Token                 string `msgpack:"token"`
+	// Events are the thread's events so far (see Progress.Events).
+	Events []event.Event `msgpack:"events,omitempty"`
 }
 
 // ApprovalDecide is a person's answer to a held approval (client →
@@ -134,6 +139,10 @@ type ExecBusy struct {
 type Progress struct {
 	ThreadID string `msgpack:"thread_id,omitempty"`
 	Token    string `msgpack:"token,omitempty"`
+	// Events are the thread's events since the worker's last message about
+	// it (worker → coordinator), which the coordinator publishes once the
+	// token vouches for them.
+	Events []event.Event `msgpack:"events,omitempty"`
 }
 
 // ExecResult is how a placed thread ended, with the placement's token.
@@ -142,6 +151,8 @@ type ExecResult struct {
 	Worker   string        `msgpack:"worker"`
 	Token    string        `msgpack:"token"`
 	Result   runner.Result `msgpack:"result"`
+	// Events are the thread's last events (see Progress.Events).
+	Events []event.Event `msgpack:"events,omitempty"`
 }
 
 // Cancel stops threads (coordinator → worker) or, with no thread ids, a whole

@@ -38,20 +38,13 @@ type hosted struct {
 
 	// reply is the placement's inbox. sendMu orders what goes there:
 	// progress while the thread runs, then exactly one final result, never
-	// progress after it (ended).
-	reply  actor.Replier
-	sendMu sync.Mutex
-	ended  bool
-}
-
-// progress tells the coordinator the thread goes on, unless its result is
-// on its way.
-func (h *hosted) progress() {
-	h.sendMu.Lock()
-	defer h.sendMu.Unlock()
-	if !h.ended {
-		h.reply.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: h.thread.ID, Token: h.token}))
-	}
+	// progress after it (ended). It also guards the thread's outbox: the
+	// events waiting for its next message to the coordinator (events.go).
+	reply      actor.Replier
+	sendMu     sync.Mutex
+	ended      bool
+	events     []event.Event
+	eventBytes int
 }
 
 // run executes the agent loop holding the slot taken at admission, then
@@ -75,10 +68,7 @@ func (w *Worker) run(ctx context.Context, h *hosted) {
 	tracing.EndInvokeAgent(span, res.Own.InputTokens, res.Own.OutputTokens, string(res.Status), res.Error)
 	w.finish(th.ID)
 	h.cancel(nil)
-	h.sendMu.Lock()
-	h.ended = true
-	h.sendMu.Unlock()
-	w.replyResult(h.reply, th.ID, h.token, res)
+	w.replyResult(h.reply, th.ID, h.token, res, h.end())
 }
 
 // modelOf splits a model reference for the span: "openai:gpt-4o" is
@@ -96,11 +86,12 @@ func modelOf(ref string) (provider, name string) {
 	return "", ref
 }
 
-// replyResult sends a thread's result; one that cannot be sent (too large
-// for the connection and no store to offload it to) becomes a failure that
-// says so, rather than silence that would be taken for a lost worker.
-func (w *Worker) replyResult(r actor.Replier, id, token string, res runner.Result) {
-	m := wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res})
+// replyResult sends a thread's result with its last events; one that cannot
+// be sent (too large for the connection and no store to offload it to)
+// becomes a failure that says so, rather than silence that would be taken
+// for a lost worker.
+func (w *Worker) replyResult(r actor.Replier, id, token string, res runner.Result, events []event.Event) {
+	m := wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events})
 	if !w.tr.Inline(len(m.Data)) {
 		// A result over the NATS max payload is uploaded before it is sent,
 		// which may outlast the coordinator's patience: progress goes on

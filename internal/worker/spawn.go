@@ -28,7 +28,8 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 	defer w.unpark(ctx, req.ParentID)
 
 	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
-		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent}
+		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent,
+		Events: w.takeEvents(req.ParentID)}
 	msg := wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID)
 	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
 	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), msg)
@@ -167,7 +168,7 @@ type approver Worker
 func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
 	w := (*Worker)(a)
 	coord, token := w.placement(req.ThreadID)
-	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token}
+	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token, Events: w.takeEvents(req.ThreadID)}
 	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID))
 	if err != nil {
 		return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
@@ -190,29 +191,6 @@ func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tool
 			return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
 		return tools.Approval{}, fmt.Errorf("%w: unexpected %s reply to an approval", wire.ErrBadMessage, m.Type)
-	}
-}
-
-// eventSink publishes the runner's events on the run's subject, except
-// thread.finished: the run's coordinator publishes that one, once per
-// thread, since only it knows how a thread ended (a placement it gave up
-// on may still end here later).
-type eventSink Worker
-
-func (s *eventSink) Emit(e event.Event) {
-	w := (*Worker)(s)
-	if e.Type == event.ThreadFinished {
-		return
-	}
-	if e.Type == event.ThreadStarted {
-		e.Worker = w.cfg.ID
-	}
-	m, err := wire.EventMessage(e)
-	if err == nil {
-		err = w.tr.Publish(context.Background(), wire.EventSubject(e), m)
-	}
-	if err != nil {
-		w.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,9 @@ import (
 	"github.com/formica-run/formica/internal/api"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+	"github.com/formica-run/formica/test/proc"
 )
 
 // TestApprovalsOnlyThroughTheCoordinator replays, with a client's
@@ -80,5 +84,93 @@ func TestApprovalsOnlyThroughTheCoordinator(t *testing.T) {
 	}
 	if c.p.Exited() {
 		t.Errorf("coordinator %s", c.p.Status())
+	}
+}
+
+// TestThreadEventsOnlyThroughTheCoordinator replays, with a worker's
+// credentials over TCP, thread events for a live run's root, a thread that
+// worker does not host: published straight on the run's subject (refused by
+// the server), carried by a spawn or approval request on the worker's own
+// subjects (refused as fenced: no placement token), and on a guessed
+// placement inbox (nobody takes it). None reaches a watcher on NATS, the
+// events stream or SSE; the run's own events all do, thread.started and
+// thread.finished once per thread, and the run ends with its real output.
+func TestThreadEventsOnlyThroughTheCoordinator(t *testing.T) {
+	t.Parallel()
+	c := startCoord(t, coordOpts{})
+	w1 := c.startWorker("w1", 4)
+	agent := simAgent(0)
+	agent["helper"] = map[string]any{"model_args": map[string]any{"latency_ms": 3000}}
+	target := c.submit(map[string]any{"task": "Plan:\n- a\n- b", "agent": agent})
+
+	// A watcher on NATS sees everything published for the run.
+	nc := c.connect()
+	defer nc.Close()
+	live, err := nc.SubscribeSync(wire.SubjectEvents(target) + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root string
+	proc.WaitUntil(t, runTimeout, "the target run's helpers run", func() bool {
+		rec := c.record(target)
+		if len(rec.Threads) < 3 {
+			return false
+		}
+		root = rec.Threads[0].ID
+		return true
+	})
+
+	forged := event.Event{Type: event.ToolResult, Time: time.Now(), RunID: target, ThreadID: root, Name: "formica",
+		Tool: "bash", CallID: "forged", Output: "HIJACKED"}
+	m := c.attacker(c.creds("worker", "mallory"), "_FORMICA.worker.mallory")
+	data, _ := event.Marshal(forged)
+	m.refusedPublish("a thread event on the run's subject", wire.EventSubject(forged), data)
+
+	spawn := wire.SpawnRequest{RunID: target, ParentID: root, Name: "evil", Task: "x", Events: []event.Event{forged}}
+	reply, err := m.nc.Request(wire.SubjectSpawn("coord", "mallory"), wire.MustEncode(wire.TypeSpawnRequest, spawn), 10*time.Second)
+	if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
+		t.Errorf("events on a spawn request: %v, reply %q", err, replyText(reply))
+	}
+	ask := wire.ApprovalRequest{ApprovalRequest: tools.ApprovalRequest{RunID: target, ThreadID: root, Tool: "bash"}, Events: []event.Event{forged}}
+	reply, err = m.nc.Request(wire.SubjectApproval("coord", "mallory"), wire.MustEncode(wire.TypeApprovalRequest, ask), 10*time.Second)
+	if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
+		t.Errorf("events on an approval request: %v, reply %q", err, replyText(reply))
+	}
+	progress := wire.Progress{ThreadID: root, Token: "AAAAAAAAAAAAAAAAAAAAAA", Events: []event.Event{forged}}
+	if err := m.nc.Publish(wire.ExecInboxPrefix+".guessed", wire.MustEncode(wire.TypeProgress, progress)); err != nil {
+		t.Fatal(err)
+	}
+	m.nc.Flush()
+
+	if r := c.waitFinal(target); r.Status != event.Succeeded || r.Output != "a: done: a\nb: done: b" {
+		t.Errorf("target run: %s (%s), output %q", r.Status, r.Error, r.Output)
+	}
+	events, _, _ := c.sse(target, 0, 0)
+	seen := map[event.Type]int{}
+	for _, e := range events {
+		seen[e.e.Type]++
+		if strings.Contains(e.data, "HIJACKED") {
+			t.Errorf("SSE carries a forged event: %s", e.data)
+		}
+	}
+	for typ, want := range map[event.Type]int{event.ThreadStarted: 3, event.ThreadFinished: 3, event.ToolCall: 2, event.ToolResult: 2} {
+		if seen[typ] != want {
+			t.Errorf("SSE: %d %s events, want %d (saw %v)", seen[typ], typ, want, seen)
+		}
+	}
+	if seen[event.ModelCall] < 3 {
+		t.Errorf("SSE: %d model.call events, want one at least per thread (saw %v)", seen[event.ModelCall], seen)
+	}
+	for {
+		msg, err := live.NextMsg(time.Second)
+		if err != nil {
+			break
+		}
+		if strings.Contains(string(msg.Data), "HIJACKED") {
+			t.Errorf("a NATS watcher saw a forged event on %s: %s", msg.Subject, msg.Data)
+		}
+	}
+	if c.p.Exited() || w1.Exited() {
+		t.Errorf("coordinator %s, worker %s", c.p.Status(), w1.Status())
 	}
 }
