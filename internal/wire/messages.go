@@ -3,7 +3,6 @@ package wire
 import (
 	"time"
 
-	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
@@ -34,7 +33,7 @@ type SpawnRequest struct {
 	// budget grant, which it gives back while it waits.
 	ParentSpent model.Usage `msgpack:"parent_spent,omitzero"`
 	// Events are the parent's events so far (see Progress.Events).
-	Events []event.Event `msgpack:"events,omitempty"`
+	Events Events `msgpack:"events,omitempty"`
 }
 
 // ApprovalRequest asks the run's coordinator to decide an `ask` (worker →
@@ -44,7 +43,7 @@ type ApprovalRequest struct {
 	tools.ApprovalRequest `msgpack:",inline"`
 	Token                 string `msgpack:"token"`
 	// Events are the thread's events so far (see Progress.Events).
-	Events []event.Event `msgpack:"events,omitempty"`
+	Events Events `msgpack:"events,omitempty"`
 }
 
 // ApprovalDecide is a person's answer to a held approval (client →
@@ -142,7 +141,7 @@ type Progress struct {
 	// Events are the thread's events since the worker's last message about
 	// it (worker → coordinator), which the coordinator publishes once the
 	// token vouches for them.
-	Events []event.Event `msgpack:"events,omitempty"`
+	Events Events `msgpack:"events,omitempty"`
 }
 
 // ExecResult is how a placed thread ended, with the placement's token.
@@ -152,7 +151,7 @@ type ExecResult struct {
 	Token    string        `msgpack:"token"`
 	Result   runner.Result `msgpack:"result"`
 	// Events are the thread's last events (see Progress.Events).
-	Events []event.Event `msgpack:"events,omitempty"`
+	Events Events `msgpack:"events,omitempty"`
 }
 
 // Cancel stops threads (coordinator → worker) or, with no thread ids, a whole

@@ -105,6 +105,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeRunSubmit, RunSubmit{RunID: "r", Task: "t"}))
 	f.Add(MustEncode(TypeApprovalDecide, ApprovalDecide{ID: "a", Allow: true}))
 	f.Add(MustEncode(TypePlacementCheck, PlacementCheck{RunID: "r", ThreadID: "t", Token: "k"}))
+	f.Add(MustEncode(TypeProgress, Progress{Token: "t", Events: Events{{Type: event.ToolCall, Tool: "bash", Arguments: "{}"}}}))
 	f.Add(ErrorBody(errors.New("x")))
 	entry := MustEncode(TypeJournalEntry, journal.Entry{Kind: journal.KindModel, Turn: 1,
 		Message: &model.Message{Role: model.RoleAssistant, Content: "hi", ToolCalls: []model.ToolCall{{ID: "c", Name: "bash"}}}})

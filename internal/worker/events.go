@@ -49,6 +49,9 @@ func (h *hosted) takeEvents() []event.Event {
 
 func (h *hosted) takeEventsLocked() []event.Event {
 	es := h.events
+	if len(es) == 0 {
+		return nil
+	}
 	h.events, h.eventBytes = nil, 0
 	return es
 }
@@ -87,6 +90,9 @@ func (s *eventSink) Emit(e event.Event) {
 		return
 	}
 	if h := (*Worker)(s).hostedThread(e.ThreadID); h != nil {
+		// Who the event is about is the coordinator's to say: it stamps
+		// the thread it placed here on every event that comes.
+		e.RunID, e.ThreadID, e.ParentID, e.Depth, e.Name = "", "", "", 0, ""
 		h.addEvent(e)
 	}
 }
