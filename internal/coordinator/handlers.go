@@ -479,16 +479,3 @@ func (c *Coordinator) journalEnd(rn *run, t *threadRec, res runner.Result) {
 	c.coordJournal(rn, t.thread.ID, "", journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output,
 		Error: res.Error, Usage: res.Usage, Own: res.Own})
 }
-
-func (c *Coordinator) publish(e event.Event) {
-	if e.Time.IsZero() {
-		e.Time = c.cfg.Now()
-	}
-	m, err := wire.EventMessage(e)
-	if err == nil {
-		err = c.tr.Publish(context.Background(), wire.EventSubject(e), m)
-	}
-	if err != nil {
-		c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
-	}
-}

@@ -1,9 +1,12 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
+	"sync"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Workers never publish events. A hosted thread's events come to its run's
@@ -24,14 +27,43 @@ var workerEventTypes = map[event.Type]bool{
 // of the thread it was given, and only with the kinds of events it makes.
 // subject names where they came from, for the log of refused ones.
 func (c *Coordinator) relay(t *threadRec, events []event.Event, subject string) {
-	for _, e := range events {
+	th := &t.thread
+	for i := range events {
+		e := &events[i]
 		if !workerEventTypes[e.Type] {
-			c.refuse(subject, fmt.Errorf("a worker may not report %q events (thread %s)", e.Type, t.thread.ID))
+			c.refuse(subject, fmt.Errorf("a worker may not report %q events (thread %s)", e.Type, th.ID))
 			continue
 		}
-		stamped := threadEvent(e.Type, t.thread)
-		stamped.Time, stamped.Reason, stamped.Model, stamped.Usage, stamped.Latency = e.Time, e.Reason, e.Model, e.Usage, e.Latency
-		stamped.Tool, stamped.CallID, stamped.Arguments, stamped.Output, stamped.Decision = e.Tool, e.CallID, e.Arguments, e.Output, e.Decision
-		c.publish(stamped)
+		// Stamped in place: who the event is about is set here, and what no
+		// event a worker reports has (status, worker) is cleared.
+		e.RunID, e.ThreadID, e.ParentID, e.Depth, e.Name = th.RunID, th.ID, th.ParentID, th.Depth, th.Name
+		e.Status, e.Worker = "", ""
+		c.publish(*e)
+	}
+}
+
+// eventBufs hold the JSON of events being published: a publish copies the
+// body, so a buffer serves event after event.
+var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledEvent bounds the buffers kept for the next event.
+const maxPooledEvent = 64 << 10
+
+// publish sends e to the run's watchers as its JSON (event.AppendJSON).
+func (c *Coordinator) publish(e event.Event) {
+	if e.Time.IsZero() {
+		e.Time = c.cfg.Now()
+	}
+	buf := eventBufs.Get().(*[]byte)
+	data, err := event.AppendJSON((*buf)[:0], &e)
+	if err == nil {
+		err = c.tr.Publish(context.Background(), wire.EventSubject(e), wire.EventMessage(&e, data))
+	}
+	if cap(data) <= maxPooledEvent {
+		*buf = data[:0]
+		eventBufs.Put(buf)
+	}
+	if err != nil {
+		c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
 }

@@ -21,15 +21,12 @@ func EventSubject(e event.Event) string {
 	return SubjectEvents(run) + "." + string(e.Type)
 }
 
-// EventMessage builds the message publishing e. Unlike protocol messages,
-// events are JSON (event.Marshal), not msgpack, so any tool can read them;
-// the type header still routes them without decoding.
-func EventMessage(e event.Event) (actor.Msg, error) {
-	data, err := event.Marshal(e)
-	if err != nil {
-		return actor.Msg{}, err
-	}
+// EventMessage builds the message publishing e, whose JSON (event.Marshal
+// or event.AppendJSON) is data. Unlike protocol messages, events are JSON,
+// not msgpack, so any tool can read them; the type header still routes them
+// without decoding.
+func EventMessage(e *event.Event, data []byte) actor.Msg {
 	return actor.Msg{Type: string(TypeEvent), Data: data, Header: map[string]string{
 		HeaderRun: e.RunID, HeaderThread: e.ThreadID, HeaderContentType: event.ContentType,
-	}}, nil
+	}}
 }
