@@ -14,6 +14,16 @@ type Transport interface {
 	// final one). It returns at once, without waiting for any reply; read
 	// replies, including ErrNoResponders, from the Call.
 	Request(ctx context.Context, subject string, m Msg) (Call, error)
+	// RequestFunc is Request for a caller that holds its request as data
+	// rather than a goroutine waiting on it: each reply goes to f, one at a
+	// time and in arrival order (a body fetched by reference is handed
+	// over once fetched), on a goroutine of the transport that must not
+	// block. The call's end comes to f as its last word: an error wrapping
+	// ErrNoResponders when nobody listens, or ErrClosed when the transport
+	// closes; a reply whose body could not be fetched comes as an error too.
+	// stop ends the request; f may still be running when stop returns, but
+	// is not called again after that.
+	RequestFunc(ctx context.Context, subject string, m Msg, f func(Msg, error)) (stop func(), err error)
 	// Serve calls h for every message on subject (queue: optional queue
 	// group), never on the connection's read loop: handlers run on their own
 	// goroutines, at most maxConcurrent at once (0 = a goroutine per

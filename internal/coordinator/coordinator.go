@@ -43,7 +43,7 @@ const (
 	// MissedHeartbeats of silence mean a peer is lost.
 	MissedHeartbeats = 3
 	// SilencePatience bounds how long a placement may stay silent while its
-	// worker's heartbeats keep coming (see execOn).
+	// worker's heartbeats keep coming (see placement.silent).
 	SilencePatience = time.Minute
 )
 

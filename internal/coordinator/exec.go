@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/formica-run/formica/internal/actor"
@@ -24,79 +25,129 @@ const (
 	aborted                // cancelled here before the worker answered
 )
 
-// execThread places a thread and waits for its end, placing it again when its
-// worker is lost (up to MaxAttempts). The result is always final; reported
-// says whether a worker ran the thread to its end (and journaled it), so the
-// coordinator journals the end otherwise. Its thread.finished is always the
-// coordinator's (run.finish).
+// A thread being executed is held as data, not by a goroutine waiting for
+// it: an execution records where the thread is placed and how its
+// placements went; the transport hands a placement's replies to it
+// (RequestFunc), a timer wakes it when the placement has been silent too
+// long, and its context's AfterFunc when the thread is cancelled. A
+// goroutine runs only for a step that may block (placing, which may wait in
+// the fair queue, and what follows the end of a placement) and ends with it,
+// so a live helper costs this coordinator its records, not a stack.
+type execution struct {
+	c *Coordinator
+	r *run
+	t *threadRec
+	// done takes the final result, on a goroutine that may block; reported
+	// says whether a worker ran the thread to its end (and journaled it),
+	// so the coordinator journals the end otherwise.
+	done func(res runner.Result, reported bool)
+
+	// Owned by the step in progress: there is one at a time.
+	attempts, placements int
+	reread               bool // an earlier placement may have journaled more
+
+	mu sync.Mutex // guards every placement's fields
+}
+
+// execThread places a thread and waits for its end (a run's root, whose
+// run goroutine waits anyway; helpers go through startThread).
 func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, reported bool) {
-	attempts, placements := 0, 0
-	reread := false // an earlier placement may have journaled more
-	for {
-		if err := t.ctx.Err(); err != nil {
-			return runner.Cancelled(t.ctx), false
-		}
-		waitFrom := time.Now()
-		wid, err := c.registry.placeNotify(t.ctx, c.cfg.PlacementTimeout, t.thread.Agent.Harness.MCP,
-			func(workers int) { c.waiting(r, t, workers) })
-		c.cfg.Metrics.PlacementWaited(time.Since(waitFrom))
-		if err != nil {
-			if t.ctx.Err() != nil {
-				return runner.Cancelled(t.ctx), false
-			}
-			c.cfg.Metrics.Placement(metrics.OutcomeTimeout)
-			c.cfg.Logger.Warn("placement timed out", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "err", err)
-			return runner.Failed(fmt.Sprintf("no worker available: %v", err)), false
-		}
-		ctx := r.startAttempt(t)
-		placements++
-		// Placed before the request is sent: the worker may spawn at once.
-		tok := r.place(t, wid, placements)
-		c.journalPlacement(r, t, wid, placements, tok)
-		t.replay = c.replayOf(r, t, reread)
-		replays := c.accountReplay(r, t)
-		res, out := c.execOn(ctx, r, t, wid, placements, tok)
-		if replays && out != busy {
-			c.cfg.Metrics.JournalReplayed()
-		}
-		r.unplace(t)
-		c.registry.release(wid)
-		switch out {
-		case ended:
-			r.endAttempt(t, nil)
-			return res, true
-		case aborted:
-			r.endAttempt(t, nil)
-			return res, false
-		case busy:
-			c.cfg.Metrics.Placement(metrics.OutcomeBusy)
-			r.endAttempt(t, nil)
-			c.registry.busy(wid)
-		case gone:
-			c.cfg.Metrics.Placement(metrics.OutcomeNoResponders)
-			c.fence(wid, t.thread.ID, placements)
-			reread = true
-			r.endAttempt(t, errors.New("worker gone"))
-			if c.registry.forget(wid) {
-				c.workerLost(wid, "no responders")
-			}
-			c.replaced(t, wid, "worker "+wid+" not answering")
-		case lost:
-			c.cfg.Metrics.Placement(metrics.OutcomeLost)
-			attempts++
-			c.fence(wid, t.thread.ID, placements)
-			reread = true
-			r.endAttempt(t, fmt.Errorf("worker %s lost", wid))
-			if c.registry.forget(wid) {
-				c.workerLost(wid, "silent during a thread")
-			}
-			if attempts >= c.cfg.MaxAttempts {
-				return runner.Failed("worker lost"), false
-			}
-			c.cfg.Logger.Warn("placing thread again", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "attempt", attempts+1)
-			c.replaced(t, wid, "worker "+wid+" lost")
-		}
+	ended := make(chan struct{})
+	c.startThread(r, t, func(rs runner.Result, rp bool) {
+		res, reported = rs, rp
+		close(ended)
+	})
+	<-ended
+	return res, reported
+}
+
+// startThread places thread t, placing it again when its worker is lost
+// (up to MaxAttempts), and gives done its final result. It returns once the
+// first placement's request is sent, which may mean waiting in the queue
+// for a slot. Its thread.finished is always the coordinator's (run.finish).
+func (c *Coordinator) startThread(r *run, t *threadRec, done func(res runner.Result, reported bool)) {
+	(&execution{c: c, r: r, t: t, done: done}).place()
+}
+
+// place places the thread on a worker and sends its request.
+func (e *execution) place() {
+	c, r, t := e.c, e.r, e.t
+	if err := t.ctx.Err(); err != nil {
+		e.done(runner.Cancelled(t.ctx), false)
+		return
 	}
+	waitFrom := time.Now()
+	wid, err := c.registry.placeNotify(t.ctx, c.cfg.PlacementTimeout, t.thread.Agent.Harness.MCP,
+		func(workers int) { c.waiting(r, t, workers) })
+	c.cfg.Metrics.PlacementWaited(time.Since(waitFrom))
+	if err != nil {
+		if t.ctx.Err() != nil {
+			e.done(runner.Cancelled(t.ctx), false)
+			return
+		}
+		c.cfg.Metrics.Placement(metrics.OutcomeTimeout)
+		c.cfg.Logger.Warn("placement timed out", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "err", err)
+		e.done(runner.Failed(fmt.Sprintf("no worker available: %v", err)), false)
+		return
+	}
+	ctx := r.startAttempt(t)
+	e.placements++
+	// Placed before the request is sent: the worker may spawn at once.
+	tok := r.place(t, wid, e.placements)
+	c.journalPlacement(r, t, wid, e.placements, tok)
+	t.replay = c.replayOf(r, t, e.reread)
+	p := &placement{e: e, wid: wid, tok: tok, attempt: e.placements, ctx: ctx, replays: c.accountReplay(r, t)}
+	p.start()
+}
+
+// ended is what follows the end of placement p: the thread's end, or its
+// next placement.
+func (e *execution) ended(p *placement, res runner.Result, out outcome) {
+	c, r, t, wid := e.c, e.r, e.t, p.wid
+	if p.replays && out != busy {
+		c.cfg.Metrics.JournalReplayed()
+	}
+	r.unplace(t)
+	c.registry.release(wid)
+	switch out {
+	case ended:
+		r.endAttempt(t, nil)
+		e.done(res, true)
+		return
+	case aborted:
+		r.endAttempt(t, nil)
+		e.done(res, false)
+		return
+	case busy:
+		c.cfg.Metrics.Placement(metrics.OutcomeBusy)
+		r.endAttempt(t, nil)
+		c.registry.busy(wid)
+	case gone:
+		c.cfg.Metrics.Placement(metrics.OutcomeNoResponders)
+		c.fence(wid, t.thread.ID, p.attempt)
+		e.reread = true
+		r.endAttempt(t, errors.New("worker gone"))
+		if c.registry.forget(wid) {
+			c.workerLost(wid, "no responders")
+		}
+		c.replaced(t, wid, "worker "+wid+" not answering")
+	case lost:
+		c.cfg.Metrics.Placement(metrics.OutcomeLost)
+		e.attempts++
+		c.fence(wid, t.thread.ID, p.attempt)
+		e.reread = true
+		r.endAttempt(t, fmt.Errorf("worker %s lost", wid))
+		if c.registry.forget(wid) {
+			c.workerLost(wid, "silent during a thread")
+		}
+		if e.attempts >= c.cfg.MaxAttempts {
+			e.done(runner.Failed("worker lost"), false)
+			return
+		}
+		c.cfg.Logger.Warn("placing thread again", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "attempt", e.attempts+1)
+		c.replaced(t, wid, "worker "+wid+" lost")
+	}
+	e.place()
 }
 
 // replaced publishes that t is being placed again, away from worker wid.
@@ -119,78 +170,192 @@ func (c *Coordinator) waiting(r *run, t *threadRec, workers int) {
 	c.emit(r, e)
 }
 
-// execOn runs one placement of t on worker wid. Its goroutine waits here for
-// the whole life of the thread, so what builds messages and events lives in
-// functions of their own: their large values never sit on this frame.
-func (c *Coordinator) execOn(ctx context.Context, r *run, t *threadRec, wid string, attempt int, tok string) (runner.Result, outcome) {
-	call, err := c.execTr.Request(ctx, wire.SubjectExec(wid), c.execRequest(t, attempt, tok))
+// placement is one attempt of a thread on worker wid, until its outcome.
+// Its fields after the first block are guarded by execution.mu.
+type placement struct {
+	e        *execution
+	wid, tok string
+	attempt  int
+	ctx      context.Context // the attempt's: cancelled, the worker is told to cancel
+	replays  bool            // it reuses journaled work
+
+	interval, idle time.Duration
+	incarnation    time.Time
+	// Only the placement's own messages prove the thread alive: silence
+	// is measured from the last of them (heard), whatever else arrives.
+	heard      time.Time
+	timer      *time.Timer // wakes silent
+	stopReq    func()      // ends the request
+	stopCancel func() bool // ends the wait for ctx
+	// cancelling: the worker was told to cancel; its final result is
+	// awaited until due, then the thread counts as cancelled (reason).
+	cancelling bool
+	due        time.Time
+	reason     string
+	over       bool // the outcome is decided
+}
+
+// start sends the placement's request; its replies go to reply.
+func (p *placement) start() {
+	c, t := p.e.c, p.e.t
+	p.e.mu.Lock()
+	defer p.e.mu.Unlock()
+	stop, err := c.execTr.RequestFunc(p.ctx, wire.SubjectExec(p.wid), c.execRequest(t, p.attempt, p.tok), p.reply)
 	if err != nil {
-		if ctx.Err() != nil {
-			return runner.Cancelled(ctx), aborted
+		if p.ctx.Err() != nil {
+			p.endLocked(runner.Cancelled(p.ctx), aborted)
+		} else {
+			p.endLocked(runner.Result{}, gone)
 		}
-		return runner.Result{}, gone
+		return
 	}
-	defer call.Close()
-	interval := c.registry.interval(wid)
-	idle := MissedHeartbeats * interval
-	incarnation := c.registry.incarnation(wid)
-	// Only the placement's own messages prove the thread alive: silence is
-	// measured from the last of them, whatever else arrives. A silent
-	// placement on a worker whose own heartbeats keep coming (same
-	// incarnation) is given SilencePatience before it is presumed lost: a
-	// worker hosting thousands of threads on a busy machine sends their
-	// progress late, and is not lost.
-	heard := time.Now()
-	patient := false
-	for {
-		wait := idle - time.Since(heard)
-		if patient {
-			wait = interval
+	p.stopReq = stop
+	p.interval = c.registry.interval(p.wid)
+	p.idle = MissedHeartbeats * p.interval
+	p.incarnation = c.registry.incarnation(p.wid)
+	p.heard = time.Now()
+	p.timer = time.AfterFunc(p.idle, p.silent)
+	p.stopCancel = context.AfterFunc(p.ctx, p.cancelled)
+}
+
+// endLocked decides the placement's outcome, once; what follows runs on a
+// goroutine of its own, since it may block (journal, placing again).
+func (p *placement) endLocked(res runner.Result, out outcome) {
+	if p.over {
+		return
+	}
+	p.over = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.stopCancel != nil {
+		p.stopCancel()
+	}
+	if p.stopReq != nil {
+		p.stopReq()
+	}
+	go p.e.ended(p, res, out)
+}
+
+// reply takes one of the worker's replies, on the transport's delivery
+// goroutine: it decides quickly and never blocks.
+func (p *placement) reply(m actor.Msg, err error) {
+	e := p.e
+	c := e.c
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case p.over:
+		return
+	case p.cancelling:
+		if err != nil {
+			p.endLocked(runner.Result{Status: event.Cancelled, Error: p.reason}, aborted)
+			return
 		}
-		reply, err := call.Next(ctx, max(time.Millisecond, wait))
-		patient = errors.Is(err, actor.ErrSilent) && ctx.Err() == nil && time.Since(heard) < SilencePatience &&
-			c.registry.alive(wid, incarnation, MissedHeartbeats)
-		if patient {
-			continue
-		}
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			res, answered := c.cancelOn(call, wid, tok, t, idle, context.Cause(ctx))
-			if answered {
-				return res, ended // the worker has ended the thread
-			}
-			return res, aborted
-		case errors.Is(err, actor.ErrNoResponders):
-			return runner.Result{}, gone
-		case errors.Is(err, actor.ErrSilent):
-			if v, lapsed := r.lapse(t, idle, time.Now()); !lapsed {
-				heard = v
-				continue
-			}
-			return runner.Result{}, lost
-		default:
-			return runner.Failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
-		}
-		switch wire.Type(reply.Type) {
-		case wire.TypeExecAccepted:
-			heard = time.Now()
-			c.recordStarted(r, t, wid)
+		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
-			if c.progressOf(reply, t, wid, tok) {
-				heard = time.Now()
-			}
-		case wire.TypeExecBusy:
-			return runner.Result{}, busy
+			c.progressOf(m, e.t, p.wid, p.tok)
 		case wire.TypeExecResult:
-			if res, out, ok := c.execResult(reply, t, wid, tok); ok {
-				return res, out
-			}
-		default:
-			if err := actor.MsgError(reply); err != nil {
-				return runner.Failed(fmt.Sprintf("worker %s: %v", wid, err)), aborted
+			var er wire.ExecResult
+			if wire.DecodeAs(m.Data, wire.TypeExecResult, &er) == nil && er.Token == p.tok {
+				c.relay(e.t, er.Events, wire.SubjectExec(p.wid)+" reply")
+				p.endLocked(er.Result, ended) // the worker has ended the thread
 			}
 		}
+		return
+	case err == nil:
+	case p.ctx.Err() != nil:
+		p.cancelLocked()
+		p.endLocked(runner.Result{Status: event.Cancelled, Error: p.reason}, aborted)
+		return
+	case errors.Is(err, actor.ErrNoResponders):
+		p.endLocked(runner.Result{}, gone)
+		return
+	default:
+		p.endLocked(runner.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
+		return
+	}
+	switch wire.Type(m.Type) {
+	case wire.TypeExecAccepted:
+		p.heard = time.Now()
+		c.recordStarted(e.r, e.t, p.wid)
+	case wire.TypeProgress:
+		if c.progressOf(m, e.t, p.wid, p.tok) {
+			p.heard = time.Now()
+		}
+	case wire.TypeExecBusy:
+		p.endLocked(runner.Result{}, busy)
+	case wire.TypeExecResult:
+		if res, out, ok := c.execResult(m, e.t, p.wid, p.tok); ok {
+			p.endLocked(res, out)
+		}
+	default:
+		if err := actor.MsgError(m); err != nil {
+			p.endLocked(runner.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
+		}
+	}
+}
+
+// silent runs when the placement may have been silent for its loss
+// window. A silent placement on a worker whose own heartbeats keep coming
+// (same incarnation) is given SilencePatience before it is presumed lost:
+// a worker hosting thousands of threads on a busy machine sends their
+// progress late, and is not lost.
+func (p *placement) silent() {
+	e := p.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p.over {
+		return
+	}
+	now := time.Now()
+	if p.cancelling {
+		if left := p.due.Sub(now); left > 0 {
+			p.timer.Reset(left) // woken early, by the timer set before
+			return
+		}
+		p.endLocked(runner.Result{Status: event.Cancelled, Error: p.reason}, aborted)
+		return
+	}
+	if left := p.idle - now.Sub(p.heard); left > 0 {
+		p.timer.Reset(left)
+		return
+	}
+	if p.ctx.Err() == nil && now.Sub(p.heard) < SilencePatience && e.c.registry.alive(p.wid, p.incarnation, MissedHeartbeats) {
+		p.timer.Reset(p.interval)
+		return
+	}
+	if v, lapsed := e.r.lapse(e.t, p.idle, now); !lapsed {
+		p.heard = v
+		p.timer.Reset(max(time.Millisecond, p.idle-now.Sub(v)))
+		return
+	}
+	p.endLocked(runner.Result{}, lost)
+}
+
+// cancelled runs when the attempt's context ends.
+func (p *placement) cancelled() {
+	p.e.mu.Lock()
+	defer p.e.mu.Unlock()
+	if !p.over && !p.cancelling {
+		p.cancelLocked()
+	}
+}
+
+// cancelLocked tells the worker to cancel the thread and waits, up to the
+// loss window, for the final result it then sends.
+func (p *placement) cancelLocked() {
+	t := p.e.t
+	p.reason = "cancelled"
+	if cause := context.Cause(p.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		p.reason = cause.Error()
+	}
+	p.cancelling = true
+	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: p.reason}
+	p.e.c.tr.Publish(context.Background(), wire.SubjectCancel(p.wid), wire.Message(wire.TypeCancel, cancel))
+	p.due = time.Now().Add(p.idle)
+	if p.timer != nil {
+		p.timer.Reset(p.idle)
 	}
 }
 
@@ -252,34 +417,4 @@ func (c *Coordinator) execResult(reply actor.Msg, t *threadRec, wid, tok string)
 	}
 	c.relay(t, er.Events, wire.SubjectExec(wid)+" reply")
 	return er.Result, ended, true
-}
-
-// cancelOn tells the worker to cancel the thread and waits, bounded, for the
-// final result it then sends; answered says whether it came.
-func (c *Coordinator) cancelOn(call actor.Call, wid, tok string, t *threadRec, idle time.Duration, cause error) (res runner.Result, answered bool) {
-	reason := "cancelled"
-	if cause != nil && !errors.Is(cause, context.Canceled) {
-		reason = cause.Error()
-	}
-	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: reason}
-	c.tr.Publish(context.Background(), wire.SubjectCancel(wid), wire.Message(wire.TypeCancel, cancel))
-	ctx, stop := context.WithTimeout(context.Background(), idle)
-	defer stop()
-	for {
-		reply, err := call.Next(ctx, idle)
-		if err != nil {
-			return runner.Result{Status: event.Cancelled, Error: reason}, false
-		}
-		if wire.Type(reply.Type) == wire.TypeProgress {
-			c.progressOf(reply, t, wid, tok)
-			continue
-		}
-		if wire.Type(reply.Type) == wire.TypeExecResult {
-			var er wire.ExecResult
-			if wire.DecodeAs(reply.Data, wire.TypeExecResult, &er) == nil && er.Token == tok {
-				c.relay(t, er.Events, wire.SubjectExec(wid)+" reply")
-				return er.Result, true
-			}
-		}
-	}
 }

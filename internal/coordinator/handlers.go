@@ -76,10 +76,12 @@ func (c *Coordinator) finishDirect(rec record.Run) {
 	c.finishRecord(ctx, rec.RunID, c.final(rec))
 }
 
-// handleSpawn admits, places and waits for one helper, then answers its
-// parent. The parent hears from this coordinator from the start: admission
-// may take a while under a storm of spawns, and an admitted spawn's own
-// keep-alive (naming the helper) replaces this one.
+// handleSpawn admits and places one helper; the parent is answered when
+// the helper ends, which the coordinator follows as data (startThread), so
+// the handler returns once the helper's request is sent. The parent hears
+// from this coordinator from the start: admission may take a while under a
+// storm of spawns, and an admitted spawn's own keep-alive (naming the
+// helper) replaces this one.
 func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replier) {
 	arrival := c.alive.add(r, progressPing)
 	sp := c.admitSpawn(m, r)
@@ -87,7 +89,10 @@ func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replie
 	if sp == nil {
 		return
 	}
-	c.superviseSpawn(sp, r)
+	if w := sp.rn.parkParent(sp.parent); w != "" {
+		c.registry.park(w)
+	}
+	c.startThread(sp.rn, sp.t, sp.ended)
 }
 
 // progressPing is the keep-alive of a request whose requester needs no
@@ -95,15 +100,16 @@ func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replie
 // once built, so one serves all.
 var progressPing = wire.Message(wire.TypeProgress, wire.Progress{})
 
-// admittedSpawn is a helper admitted by admitSpawn, on the heap: the
-// goroutine that waits for the helper keeps only small frames on its stack,
-// so the runtime can shrink the stack of every live helper's goroutine.
+// admittedSpawn is a helper admitted by admitSpawn, until its parent is
+// answered.
 type admittedSpawn struct {
+	c      *Coordinator
 	rn     *run
 	parent *threadRec
 	t      *threadRec
 	slot   *limits.Slot
 	ping   *alivePing
+	reply  actor.Replier // the parent's
 }
 
 // admitSpawn decodes and admits a spawn, registers the helper and tells the
@@ -177,7 +183,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	// The parent journals the spawn, told of it by this progress.
 	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
 	r.Reply(progress)
-	return &admittedSpawn{rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress)}
+	return &admittedSpawn{c: c, rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress), reply: r}
 }
 
 // eventCallID is the model's id of the call a spawn request names, as the
@@ -240,14 +246,9 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, c
 	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: th.ID, Result: res}))
 }
 
-// superviseSpawn places an admitted helper, waits for its end and answers
-// the parent.
-func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
-	rn, t := sp.rn, sp.t
-	if w := rn.parkParent(sp.parent); w != "" {
-		c.registry.park(w)
-	}
-	res, reported := c.execThread(rn, t)
+// ended answers the parent with the helper's end.
+func (sp *admittedSpawn) ended(res runner.Result, reported bool) {
+	c, rn, t := sp.c, sp.rn, sp.t
 	// Its end is published before its slot is free, so no watcher counts
 	// more live helpers than the limit; then the slot is free at once.
 	c.publish(rn.finish(t, res, c.cfg.Now()))
@@ -264,7 +265,7 @@ func (c *Coordinator) superviseSpawn(sp *admittedSpawn, r actor.Replier) {
 	rn.mu.Unlock()
 	// Progress goes on while the reply is sent: a result over the NATS max
 	// payload is uploaded first, which may outlast the parent's patience.
-	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
+	sp.reply.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
 	c.alive.remove(sp.ping)
 }
 

@@ -105,6 +105,42 @@ func BenchmarkTransportRequest(b *testing.B) {
 	}
 }
 
+// BenchmarkTransportRequestFunc is one round trip whose reply goes to a
+// function on the read loop (RequestFunc), as a coordinator holds a
+// placement: no goroutine waits for the reply.
+func BenchmarkTransportRequestFunc(b *testing.B) {
+	for _, l := range []link{inProcess, tcp} {
+		b.Run(l.String(), func(b *testing.B) {
+			ns := startServer(b, l)
+			srv := newTransport(b, connect(b, ns, l), Config{})
+			cli := newTransport(b, connect(b, ns, l), Config{})
+			ctx := context.Background()
+			if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
+				_ = r.Reply(actor.Msg{Type: "result", Data: m.Data})
+			}); err != nil {
+				b.Fatal(err)
+			}
+			if err := srv.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			req := actor.Msg{Type: "exec", Data: payload}
+			got := make(chan error, 1)
+			f := func(_ actor.Msg, err error) { got <- err }
+			b.ReportAllocs()
+			for b.Loop() {
+				stop, err := cli.RequestFunc(ctx, "bench", req, f)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := <-got; err != nil {
+					b.Fatal(err)
+				}
+				stop()
+			}
+		})
+	}
+}
+
 // BenchmarkTransportRequestParallel is the throughput view: many callers
 // on one transport, as a coordinator placing many spawns at once.
 func BenchmarkTransportRequestParallel(b *testing.B) {

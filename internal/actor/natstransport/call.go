@@ -37,6 +37,30 @@ func (t *Transport) Request(ctx context.Context, subject string, m actor.Msg) (a
 	return c, nil
 }
 
+// RequestFunc publishes m like Request and hands every reply to f; see
+// actor.Transport. f runs on the connection's read loop, so a reply costs
+// no goroutine hand-off; only a body sent by reference is fetched, and
+// handed to f, on a goroutine of its own.
+func (t *Transport) RequestFunc(ctx context.Context, subject string, m actor.Msg, f func(actor.Msg, error)) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	reply, token := t.newReply()
+	c := &call{t: t, token: token, subject: subject, fn: f}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("natstransport: request %s: transport %w", subject, actor.ErrClosed)
+	}
+	t.calls[token] = c
+	t.mu.Unlock()
+	if err := t.publish(subject, reply, m); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c.Close, nil
+}
+
 // call is one outstanding request. Replies come in on the read loop
 // (deliver) and leave through Next on the caller's goroutine, which is also
 // where they are converted, keeping the read loop short.
@@ -53,6 +77,10 @@ type call struct {
 	ch      chan *nats.Msg
 	closed  atomic.Bool
 	err     error // terminal (no responders), owned by the reader
+	// fn, when set, takes every reply instead of ch (RequestFunc); fnMu
+	// makes its calls one at a time.
+	fn   func(actor.Msg, error)
+	fnMu sync.Mutex
 
 	mu       sync.Mutex
 	overflow []*nats.Msg
@@ -60,6 +88,10 @@ type call struct {
 }
 
 func (c *call) deliver(m *nats.Msg) {
+	if c.fn != nil {
+		c.dispatch(m)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.chClosed {
@@ -155,21 +187,65 @@ func (c *call) received(m *nats.Msg, ok bool) (actor.Msg, error) {
 	return c.t.receive(m)
 }
 
+// dispatch hands a reply to fn: the no-responders status as the call's
+// last word, a body sent by reference once fetched.
+func (c *call) dispatch(m *nats.Msg) {
+	if isNoResponders(m) {
+		if c.closed.CompareAndSwap(false, true) {
+			c.forget()
+			c.handOver(actor.Msg{}, fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders), true)
+		}
+		return
+	}
+	msg := fromNats(m)
+	if _, ref := msg.Header[PayloadHeader]; ref {
+		go func() {
+			msg, err := c.t.resolve(msg)
+			c.handOver(msg, err, false)
+		}()
+		return
+	}
+	c.handOver(msg, nil, false)
+}
+
+// handOver calls fn unless the call was closed meanwhile (last: the call's
+// final error, sent after closing it).
+func (c *call) handOver(m actor.Msg, err error, last bool) {
+	c.fnMu.Lock()
+	defer c.fnMu.Unlock()
+	if last || !c.closed.Load() {
+		c.fn(m, err)
+	}
+}
+
 // Close stops receiving and wakes a blocked Next. Safe to call twice.
 func (c *call) Close() {
 	if !c.closed.CompareAndSwap(false, true) {
 		return
 	}
+	c.forget()
+	if c.fn == nil {
+		c.shut()
+	}
+}
+
+func (c *call) forget() {
 	c.t.mu.Lock()
 	if c.t.calls[c.token] == c {
 		delete(c.t.calls, c.token)
 	}
 	c.t.mu.Unlock()
-	c.shut()
 }
 
-// shut closes ch so a blocked Next returns ErrClosed.
+// shut closes ch so a blocked Next returns ErrClosed; a RequestFunc's
+// function gets ErrClosed as its last word.
 func (c *call) shut() {
+	if c.fn != nil {
+		if c.closed.CompareAndSwap(false, true) {
+			c.handOver(actor.Msg{}, fmt.Errorf("natstransport: call %s: transport %w", c.subject, actor.ErrClosed), true)
+		}
+		return
+	}
 	c.closed.Store(true)
 	c.mu.Lock()
 	if !c.chClosed {

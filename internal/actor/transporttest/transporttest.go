@@ -51,6 +51,8 @@ func Run(t *testing.T, newPair NewPair) {
 		{"FinalNeverDropped", testFinalNeverDropped},
 		{"Publish", testPublish},
 		{"HandlerPanic", testHandlerPanic},
+		{"RequestFunc", testRequestFunc},
+		{"RequestFuncNoResponders", testRequestFuncNoResponders},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newPair) })
