@@ -96,6 +96,9 @@ func (e *execution) place() {
 	tok := r.place(t, wid, e.placements)
 	c.journalPlacement(r, t, wid, e.placements, tok)
 	t.replay = c.replayOf(r, t, e.reread)
+	if t.spec == nil {
+		t.spec = newThreadSpec(&t.thread)
+	}
 	p := &placement{e: e, wid: wid, tok: tok, attempt: e.placements, ctx: ctx, replays: c.accountReplay(r, t)}
 	p.start()
 }
@@ -178,6 +181,8 @@ type placement struct {
 	attempt  int
 	ctx      context.Context // the attempt's: cancelled, the worker is told to cancel
 	replays  bool            // it reuses journaled work
+	// withSpec: the request carried the thread's spec, not only its hash.
+	withSpec bool
 
 	interval, idle time.Duration
 	incarnation    time.Time
@@ -200,22 +205,48 @@ func (p *placement) start() {
 	c, t := p.e.c, p.e.t
 	p.e.mu.Lock()
 	defer p.e.mu.Unlock()
-	stop, err := c.execTr.RequestFunc(p.ctx, wire.SubjectExec(p.wid), c.execRequest(t, p.attempt, p.tok), p.reply)
-	if err != nil {
-		if p.ctx.Err() != nil {
-			p.endLocked(runner.Cancelled(p.ctx), aborted)
-		} else {
-			p.endLocked(runner.Result{}, gone)
-		}
+	if !p.sendLocked(!c.registry.holdsSpec(p.wid, t.spec.hash)) {
 		return
 	}
-	p.stopReq = stop
 	p.interval = c.registry.interval(p.wid)
 	p.idle = MissedHeartbeats * p.interval
 	p.incarnation = c.registry.incarnation(p.wid)
 	p.heard = time.Now()
 	p.timer = time.AfterFunc(p.idle, p.silent)
 	p.stopCancel = context.AfterFunc(p.ctx, p.cancelled)
+}
+
+// sendLocked sends the placement's request, with the thread's spec or
+// only its hash; false means it could not, and the placement has ended.
+func (p *placement) sendLocked(withSpec bool) bool {
+	c, t := p.e.c, p.e.t
+	stop, err := c.execTr.RequestFunc(p.ctx, wire.SubjectExec(p.wid), c.execRequest(t, p.attempt, p.tok, withSpec), p.reply)
+	if err != nil {
+		if p.ctx.Err() != nil {
+			p.endLocked(runner.Cancelled(p.ctx), aborted)
+		} else {
+			p.endLocked(runner.Result{}, gone)
+		}
+		return false
+	}
+	p.stopReq, p.withSpec = stop, withSpec
+	return true
+}
+
+// specMissingLocked answers a worker that holds no spec of the request's
+// hash (restarted, or it let the spec go): the request goes again, once,
+// with the spec.
+func (p *placement) specMissingLocked() {
+	e := p.e
+	if p.withSpec {
+		p.endLocked(runner.Failed(fmt.Sprintf("worker %s did not take the thread's spec", p.wid)), aborted)
+		return
+	}
+	e.c.registry.heldSpec(p.wid, e.t.spec.hash, false)
+	p.stopReq()
+	if p.sendLocked(true) {
+		p.heard = time.Now()
+	}
 }
 
 // endLocked decides the placement's outcome, once; what follows runs on a
@@ -278,7 +309,12 @@ func (p *placement) reply(m actor.Msg, err error) {
 	switch wire.Type(m.Type) {
 	case wire.TypeExecAccepted:
 		p.heard = time.Now()
+		if p.withSpec {
+			c.registry.heldSpec(p.wid, e.t.spec.hash, true)
+		}
 		c.recordStarted(e.r, e.t, p.wid)
+	case wire.TypeExecSpecMissing:
+		p.specMissingLocked()
 	case wire.TypeProgress:
 		if c.progressOf(m, e.t, p.wid, p.tok) {
 			p.heard = time.Now()
@@ -359,14 +395,18 @@ func (p *placement) cancelLocked() {
 	}
 }
 
-// execRequest is the message placing t on a worker.
+// execRequest is the message placing t on a worker, with its spec or only
+// the spec's hash.
 //
 //go:noinline
-func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string) actor.Msg {
-	th := t.thread
+func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string, withSpec bool) actor.Msg {
+	th := wire.WithoutSpec(t.thread)
 	th.Replay = t.replay
-	req := wire.ExecRequest{Thread: th, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
+	req := wire.ExecRequest{Thread: th, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
 		Token: tok, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
+	if withSpec {
+		req.Spec = t.spec.body
+	}
 	m := wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
 	for k, v := range t.trace {
 		m.Header[k] = v

@@ -174,6 +174,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	// The helper's own budget comes from the template it was made from, as
 	// derived here from the parent, never from the request.
 	t := rn.add(th, parent, node.Child(th.Agent.Helper.Budget))
+	t.spec = rn.helperSpec(parent, &th, req.Handoffs)
 	t.admitted = in
 	t.trace = tracing.Carry(m.Header)
 	c.cfg.Metrics.SpawnAdmitted()

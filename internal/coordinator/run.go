@@ -11,6 +11,7 @@ import (
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // run is one run this coordinator owns: its ledger, its thread tree and its
@@ -71,9 +72,39 @@ type threadRec struct {
 	// asks for the same helper waits for this one instead of starting another.
 	ended chan struct{}
 
-	// replay is what the current placement reuses; owned by the goroutine
-	// placing the thread (execThread).
+	// replay is what the current placement reuses; owned by the step
+	// placing the thread (execution).
 	replay []journal.Entry
+	// spec is the thread's spec as it travels (wire.EncodeSpec), set
+	// before its first placement; childSpec, guarded by run.mu, is the one
+	// its helpers made without a handoff share.
+	spec, childSpec *threadSpec
+}
+
+// threadSpec is an encoded spec and its hash.
+type threadSpec struct {
+	hash string
+	body []byte
+}
+
+func newThreadSpec(th *runner.Thread) *threadSpec {
+	hash, body := wire.EncodeSpec(th)
+	return &threadSpec{hash: hash, body: body}
+}
+
+// helperSpec is the spec of helper th of parent, made after the handoffs:
+// encoded once per parent when there are none, since such siblings differ
+// only in their names, which the spec leaves out.
+func (r *run) helperSpec(parent *threadRec, th *runner.Thread, handoffs []string) *threadSpec {
+	if len(handoffs) > 0 {
+		return newThreadSpec(th)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if parent.childSpec == nil {
+		parent.childSpec = newThreadSpec(th)
+	}
+	return parent.childSpec
 }
 
 func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver string) *run {

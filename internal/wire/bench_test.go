@@ -42,6 +42,32 @@ func BenchmarkEncodeDecodeSpawnResult(b *testing.B) {
 	}
 }
 
+// sampleExecByHash is sampleExec as a coordinator sends it once the
+// worker holds its spec (withSpec: the first time, with it).
+func sampleExecByHash(withSpec bool) ExecRequest {
+	in := sampleExec()
+	hash, body := EncodeSpec(&in.Thread)
+	in.Thread, in.SpecHash = WithoutSpec(in.Thread), hash
+	if withSpec {
+		in.Spec = body
+	}
+	return in
+}
+
+// BenchmarkEncodeDecodeExecByHash is the ExecRequest of a helper whose
+// spec the worker holds: the thread without its spec, and the hash.
+func BenchmarkEncodeDecodeExecByHash(b *testing.B) {
+	in := sampleExecByHash(false)
+	b.ReportAllocs()
+	for b.Loop() {
+		data, _ := Encode(TypeExecRequest, in)
+		var out ExecRequest
+		if err := DecodeAs(data, TypeExecRequest, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkEncodeEvent is what a worker pays per event it publishes.
 func BenchmarkEncodeEvent(b *testing.B) {
 	e := event.Event{Type: event.ModelCall, Time: time.Now(), RunID: "1c9d4f1e-4a0f-4e51-9f0a-3a7b1f2c9d10",

@@ -77,10 +77,15 @@ type SpawnResult struct {
 }
 
 // ExecRequest places a thread on a worker (coordinator → worker). The worker
-// answers ExecAccepted or ExecBusy at once, then Progress every heartbeat
-// interval, then ExecResult.
+// answers ExecAccepted, ExecBusy or ExecSpecMissing at once, then Progress
+// every heartbeat interval, then ExecResult.
 type ExecRequest struct {
 	Thread runner.Thread `msgpack:"thread"`
+	// SpecHash, when set, names the thread's spec (see ThreadSpec), which
+	// Thread then goes without; Spec is the spec itself (EncodeSpec), sent
+	// when the worker may not hold it.
+	SpecHash string `msgpack:"spec_hash,omitempty"`
+	Spec     []byte `msgpack:"spec,omitempty"`
 	// Coordinator is the id of the coordinator that owns the run: where the
 	// thread's spawns and approval requests go.
 	Coordinator string `msgpack:"coordinator"`

@@ -2,9 +2,11 @@ package wire
 
 import (
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/formica-run/formica/internal/event"
@@ -98,6 +100,8 @@ func TestErrorReplyCrossesWire(t *testing.T) {
 // FuzzDecode feeds arbitrary bytes to every decoder a network peer can reach.
 func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeExecRequest, sampleExec()))
+	f.Add(MustEncode(TypeExecRequest, sampleExecByHash(true)))
+	f.Add(MustEncode(TypeExecSpecMissing, ExecSpecMissing{Worker: "w", SpecHash: "h"}))
 	f.Add(MustEncode(TypeSpawnRequest, SpawnRequest{RunID: "r", Name: "n", Task: "t"}))
 	f.Add(MustEncode(TypeWorkerHeartbeat, WorkerHeartbeat{ID: "w", Slots: 4}))
 	f.Add(MustEncode(TypeApprovalRequest, ApprovalRequest{ApprovalRequest: tools.ApprovalRequest{RunID: "r", Tool: "bash"}, Token: "t"}))
@@ -127,11 +131,16 @@ func FuzzDecode(f *testing.F) {
 			TypeApprovalDecision: &tools.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{}, TypeApprovalDecide: &ApprovalDecide{},
-			TypePlacementCheck: &PlacementCheck{},
-			TypeJournalEntry:   &journal.Entry{}, TypeJournalBatch: &journalBatch{},
+			TypePlacementCheck: &PlacementCheck{}, TypeThreadSpec: &ThreadSpec{}, TypeExecSpecMissing: &ExecSpecMissing{},
+			TypeJournalEntry: &journal.Entry{}, TypeJournalBatch: &journalBatch{},
 		}
 		for typ, v := range targets {
 			_ = env.Into(typ, v)
+		}
+		// An exec request may carry its spec, encoded alone.
+		var ex ExecRequest
+		if env.Into(TypeExecRequest, &ex) == nil && ex.Spec != nil {
+			_ = DecodeAs(ex.Spec, TypeThreadSpec, &ThreadSpec{})
 		}
 		// A worker's journal batch holds entries encoded alone.
 		var b journalBatch
@@ -160,4 +169,35 @@ func BenchmarkEncodeDecodeExec(b *testing.B) {
 // journalBatch has the shape of the store's journal batch body.
 type journalBatch struct {
 	Entries [][]byte `msgpack:"e"`
+}
+
+// TestSpecHash: a spec's hash leaves out the agent's name (siblings share
+// one spec), does not depend on map order, and changes with anything else.
+func TestSpecHash(t *testing.T) {
+	base := sampleExec().Thread
+	base.Agent.ModelArgs = model.Args{"temperature": 0.2, "max_tokens": 100.0, "top_p": 0.9, "stop": "END"}
+	hash, body := EncodeSpec(&base)
+	sibling := base
+	sibling.Agent.Name, sibling.Name, sibling.ID, sibling.Task = "c", "c", "t2", "other task"
+	for range 20 { // maps iterate in a new order each time
+		sibling.Agent.ModelArgs = maps.Clone(base.Agent.ModelArgs)
+		if h, _ := EncodeSpec(&sibling); h != hash {
+			t.Fatal("a sibling's spec hashes apart from its own")
+		}
+	}
+	if SpecHash(body) != hash {
+		t.Error("SpecHash of the encoded spec is not its hash")
+	}
+	other := base
+	other.Permissions = nil
+	if h, _ := EncodeSpec(&other); h == hash {
+		t.Error("a spec without the permissions hashes like one with them")
+	}
+	var got ThreadSpec
+	if err := DecodeAs(body, TypeThreadSpec, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(base, WithSpec(WithoutSpec(base), &got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("thread without its spec, then with it (-want +got):\n%s", diff)
+	}
 }

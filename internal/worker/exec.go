@@ -141,13 +141,21 @@ func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
 		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID, Draining: true}))
 		return
 	}
+	th, err := w.specs.thread(&req)
+	if err != nil {
+		if errors.Is(err, errSpecMissing) {
+			r.Reply(wire.Message(wire.TypeExecSpecMissing, wire.ExecSpecMissing{Worker: w.cfg.ID, SpecHash: req.SpecHash}))
+			return
+		}
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
 	select {
 	case w.slots <- struct{}{}:
 	default:
 		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID}))
 		return
 	}
-	th := req.Thread
 	// The trace goes on from the parent's execute_tool agent span (or the
 	// run's submission), whichever process that was in.
 	base := tracing.Extract(context.Background(), m.Header)

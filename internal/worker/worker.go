@@ -86,6 +86,8 @@ type Worker struct {
 	runner *runner.Runner
 	slots  chan struct{}
 
+	specs specs // the thread specs placements named, by hash
+
 	mu      sync.Mutex
 	threads map[string]*hosted    // by thread id
 	coords  map[string]*coordSeen // coordinator id -> liveness

@@ -1,0 +1,145 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+	"github.com/formica-run/formica/internal/worker"
+)
+
+// TestSpecResentToAWorkerThatLacksIt: a worker that holds no spec of the
+// hash a placement names (restarted since it took it, before its new
+// heartbeat came) answers spec_missing, and the coordinator places the
+// thread there again, once, with the spec; the run goes on. Threads
+// placed on a worker known to hold their spec travel without it.
+func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
+	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	conn := func(name string) *nats.Conn {
+		nc, err := srv.Connect(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	c, err := New(Config{Conn: conn("coordinator"), HeartbeatInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+
+	// Every placement on w1, as the worker receives it.
+	var mu sync.Mutex
+	var placed []wire.ExecRequest
+	obs := conn("observer")
+	if _, err := obs.Subscribe(wire.SubjectExec("w1"), func(m *nats.Msg) {
+		var req wire.ExecRequest
+		if err := wire.DecodeAs(m.Data, wire.TypeExecRequest, &req); err != nil {
+			t.Errorf("exec request: %v", err)
+			return
+		}
+		mu.Lock()
+		placed = append(placed, req)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	w, err := worker.New(worker.Config{ID: "w1", Conn: conn("worker"), Slots: 8,
+		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for len(c.Workers()) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the worker never registered")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	a := spec.Default().Agent
+	a.Model = providers.Sim
+	a.ModelArgs = model.Args{"latency_ms": 0}
+	par := false // helpers one at a time: the second is placed once the first was taken
+	a.ParallelToolCalls = &par
+	sub := wire.RunSubmit{RunID: uuid.NewString(), Task: "Plan:\n- a\n- b", Agent: a, Cwd: t.TempDir()}
+	// The coordinator believes w1 holds the root's spec, which it never
+	// saw: the spec as the submission arrives.
+	var got wire.RunSubmit
+	if err := wire.DecodeAs(wire.MustEncode(wire.TypeRunSubmit, sub), wire.TypeRunSubmit, &got); err != nil {
+		t.Fatal(err)
+	}
+	root := runner.Thread{Agent: got.Agent, Agents: got.Agents, Permissions: tools.Permissions{got.Agent.Harness.Permissions}}
+	rootHash, _ := wire.EncodeSpec(&root)
+	c.registry.heldSpec("w1", rootHash, true)
+
+	cl, err := client.New(conn("client"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rec, err := cl.Run(ctx, sub, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "a: done: a\nb: done: b"; rec.Status != event.Succeeded || rec.Output != want {
+		t.Fatalf("run: %s %q, output %q, want %q", rec.Status, rec.Error, rec.Output, want)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	byThread := map[string][]wire.ExecRequest{}
+	var order []string
+	for _, req := range placed {
+		if byThread[req.Thread.ID] == nil {
+			order = append(order, req.Thread.ID)
+		}
+		byThread[req.Thread.ID] = append(byThread[req.Thread.ID], req)
+	}
+	if len(order) != 3 {
+		t.Fatalf("placements of %d threads, want 3 (root, a, b)", len(order))
+	}
+	rootReqs := byThread[order[0]]
+	if len(rootReqs) != 2 || rootReqs[0].Spec != nil || rootReqs[0].SpecHash != rootHash || rootReqs[1].Spec == nil ||
+		rootReqs[1].Token != rootReqs[0].Token {
+		t.Errorf("root placed %d times (want by hash, then once more with the spec, same placement): %+v", len(rootReqs), rootReqs)
+	}
+	first, second := byThread[order[1]], byThread[order[2]]
+	if len(first) != 1 || first[0].Spec == nil {
+		t.Errorf("first helper: %d requests, spec sent %v; want one, with the spec", len(first), len(first) == 1 && first[0].Spec != nil)
+	}
+	if len(second) != 1 || second[0].Spec != nil || second[0].SpecHash != first[0].SpecHash {
+		t.Errorf("second helper: %d requests; want one, by the hash its sibling's spec came under", len(second))
+	}
+}

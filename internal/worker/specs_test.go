@@ -1,0 +1,162 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// byHash is req as a coordinator sends it once the worker holds its spec;
+// withSpec adds the spec.
+func byHash(req wire.ExecRequest, withSpec bool) wire.ExecRequest {
+	hash, body := wire.EncodeSpec(&req.Thread)
+	req.Thread = wire.WithoutSpec(req.Thread)
+	req.SpecHash = hash
+	if withSpec {
+		req.Spec = body
+	}
+	return req
+}
+
+// place sends req and returns the worker's first answer and, if it took
+// the thread, its result.
+func place(t *testing.T, ctx context.Context, coord *natstransport.Transport, req wire.ExecRequest) (first actor.Msg, res *wire.ExecResult) {
+	t.Helper()
+	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer call.Close()
+	first, err = call.Next(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatalf("thread %s: %v", req.Thread.ID, err)
+	}
+	if first.Type != string(wire.TypeExecAccepted) {
+		return first, nil
+	}
+	for {
+		m, err := call.Next(ctx, 10*time.Second)
+		if err != nil {
+			t.Fatalf("thread %s: no result: %v", req.Thread.ID, err)
+		}
+		if m.Type == string(wire.TypeExecResult) {
+			var er wire.ExecResult
+			if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
+				t.Fatal(err)
+			}
+			return first, &er
+		}
+	}
+}
+
+// TestSpecByHash: a placement naming a spec the worker does not hold is
+// answered spec_missing and takes no slot; one carrying its spec runs, and
+// from then on placements naming that spec by its hash alone run with it. A
+// spec that does not hash to the name it comes under is refused, and not
+// kept: the hash still names nothing.
+func TestSpecByHash(t *testing.T) {
+	w, coord := startWorker(t)
+	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	cwd := t.TempDir()
+
+	first, _ := place(t, ctx, coord, byHash(execIn(cwd, "t1", 0), false))
+	if first.Type != string(wire.TypeExecSpecMissing) {
+		t.Fatalf("hash alone before the spec came: %s, want %s", first.Type, wire.TypeExecSpecMissing)
+	}
+	var missing wire.ExecSpecMissing
+	if err := wire.DecodeAs(first.Data, wire.TypeExecSpecMissing, &missing); err != nil || missing.Worker != "w1" || missing.SpecHash == "" {
+		t.Errorf("spec_missing = %+v, %v", missing, err)
+	}
+
+	// A spec under another spec's hash: refused, and nothing is kept.
+	forged := byHash(execIn(cwd, "t2", 0), true)
+	other := execIn(cwd, "t2", 0)
+	other.Thread.Agent.Instructions = "do something else"
+	forged.SpecHash, _ = wire.EncodeSpec(&other.Thread)
+	first, _ = place(t, ctx, coord, forged)
+	err := actor.MsgError(first)
+	var remote *actor.RemoteError
+	if !errors.As(err, &remote) || remote.Code != string(wire.CodeBadRequest) {
+		t.Fatalf("spec under a hash it does not have: %s %v, want a bad_request error", first.Type, err)
+	}
+	forged.Spec = nil
+	if first, _ = place(t, ctx, coord, forged); first.Type != string(wire.TypeExecSpecMissing) {
+		t.Fatalf("the forged spec's hash after the refusal: %s, want %s", first.Type, wire.TypeExecSpecMissing)
+	}
+
+	if first, res := place(t, ctx, coord, byHash(execIn(cwd, "t3", 0), true)); res == nil || res.Result.Status != event.Succeeded {
+		t.Fatalf("with its spec: %s, %+v", first.Type, res)
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("t%d", 4+i)
+		first, res := place(t, ctx, coord, byHash(execIn(cwd, id, 0), false))
+		if res == nil || res.Result.Status != event.Succeeded {
+			t.Fatalf("%s by hash once the spec is held: %s, %+v", id, first.Type, res)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.threads) != 0 || len(w.slots) != 0 {
+		t.Errorf("after every thread ended: %d hosted, %d slots taken", len(w.threads), len(w.slots))
+	}
+}
+
+// TestSpecsBounded: past maxSpecs, the oldest spec goes.
+func TestSpecsBounded(t *testing.T) {
+	var s specs
+	var first string
+	for i := range maxSpecs + 1 {
+		req := execIn("/tmp", "t", 0)
+		req.Thread.Agent.Instructions = fmt.Sprint("spec ", i)
+		req = byHash(req, true)
+		if i == 0 {
+			first = req.SpecHash
+		}
+		if _, err := s.thread(&req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.byKey) != maxSpecs {
+		t.Errorf("%d specs held, want %d", len(s.byKey), maxSpecs)
+	}
+	req := byHash(execIn("/tmp", "t", 0), false)
+	req.SpecHash = first
+	if _, err := s.thread(&req); !errors.Is(err, errSpecMissing) {
+		t.Errorf("the oldest spec after %d more: %v, want errSpecMissing", maxSpecs, err)
+	}
+}
+
+// TestSpecRoundTrip: a thread sent without its spec, beside one that
+// came before, is the thread the coordinator placed, its own name
+// included.
+func TestSpecRoundTrip(t *testing.T) {
+	var s specs
+	a, b := execIn("/tmp", "a", time.Second), execIn("/tmp", "b", time.Second)
+	b.Thread.Agent.Name, b.Thread.Name = "sibling", "sibling"
+	withSpec, byName := byHash(a, true), byHash(b, false)
+	if withSpec.SpecHash != byName.SpecHash {
+		t.Fatal("siblings that differ only in their names have different spec hashes")
+	}
+	for _, c := range []struct {
+		req  wire.ExecRequest
+		want wire.ExecRequest
+	}{{withSpec, a}, {byName, b}} {
+		got, err := s.thread(&c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c.want.Thread, got); diff != "" {
+			t.Errorf("thread %s (-want +got):\n%s", c.want.Thread.ID, diff)
+		}
+	}
+}
