@@ -190,14 +190,14 @@ func TestReplayReusesModelResponsesAndToolResults(t *testing.T) {
 	th := Thread{RunID: "run", ID: "t1", Path: "root", Name: "root", Task: "count twice",
 		Agent: spec.Agent{Name: "root", Tools: []string{"count"}}, Cwd: t.TempDir()}
 
-	first := r.RunThread(context.Background(), th)
+	first := r.RunThread(context.Background(), &th)
 	if first.Status != event.Failed || ran.Load() != 2 || len(m.requests()) != 2 {
 		t.Fatalf("first run: %+v, tools ran %d, model calls %d", first, ran.Load(), len(m.requests()))
 	}
 
 	failSecond.Store(false)
 	th.Replay = j.of("t1")
-	second := r.RunThread(context.Background(), th)
+	second := r.RunThread(context.Background(), &th)
 	if second.Status != event.Succeeded || second.Output != "done: ran|ran" {
 		t.Fatalf("second run: %+v", second)
 	}
@@ -225,7 +225,7 @@ func TestReplayReusesModelResponsesAndToolResults(t *testing.T) {
 
 	// A thread that finished is never run again.
 	th.Replay = j.of("t1")
-	third := r.RunThread(context.Background(), th)
+	third := r.RunThread(context.Background(), &th)
 	if third.Output != second.Output || len(m.requests()) != 3 || ran.Load() != 2 {
 		t.Errorf("finished thread ran again: %+v, model calls %d", third, len(m.requests()))
 	}
@@ -292,7 +292,7 @@ func (r *Runner) runAgain(t *testing.T, th Thread, lim limits.Config) Result {
 	}
 	r.ledgers.Store(th.RunID, ledger)
 	defer r.ledgers.Delete(th.RunID)
-	return r.RunThread(context.Background(), th)
+	return r.RunThread(context.Background(), &th)
 }
 
 func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
@@ -317,7 +317,7 @@ func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
 	a.Model = "fake:root"
 	th := Thread{RunID: "run", ID: "t1", Path: "root", Name: a.Name, Task: "write", Agent: a, Cwd: cwd,
 		Permissions: tools.Permissions{a.Harness.Permissions}}
-	if res := r.RunThread(context.Background(), th); res.Status != event.Succeeded || asked.Load() != 1 {
+	if res := r.RunThread(context.Background(), &th); res.Status != event.Succeeded || asked.Load() != 1 {
 		t.Fatalf("first run: %+v, asked %d", res, asked.Load())
 	}
 	// The thread died after the approval, before the write's result was
@@ -329,7 +329,7 @@ func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
 		}
 	}
 	th.Replay = kept
-	res := r.RunThread(context.Background(), th)
+	res := r.RunThread(context.Background(), &th)
 	if res.Status != event.Succeeded || asked.Load() != 1 {
 		t.Fatalf("second run: %+v, asked %d times in all; want the journaled decision reused", res, asked.Load())
 	}

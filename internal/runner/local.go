@@ -46,5 +46,5 @@ func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res Result, err er
 	}
 	l.r.emit(th.event(event.ThreadSpawned))
 	req.ReportAdmitted(th.ID)
-	return l.r.RunThread(ctx, th), nil
+	return l.r.RunThread(ctx, &th), nil
 }

@@ -15,18 +15,40 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
-// RunThread runs one thread's agent loop to its end. It never panics on bad
-// model output or failing tools: every way a thread can end is a Result.
-func (r *Runner) RunThread(ctx context.Context, th Thread) Result {
+// RunThread runs one thread's agent loop to its end; th is read, never
+// changed. It never panics on bad model output or failing tools: every way
+// a thread can end is a Result.
+//
+// The functions a thread waits in (a model call, its tool calls) keep
+// small frames: what they build before and after the wait is built in
+// functions of their own (go:noinline), so the goroutine of a thread that
+// waits keeps a small stack, which the runtime then shrinks.
+func (r *Runner) RunThread(ctx context.Context, th *Thread) Result {
 	start := r.cfg.Now()
-	r.emit(th.event(event.ThreadStarted))
+	r.emitOf(th, event.ThreadStarted)
 	if r.cfg.MCP != nil {
 		defer r.cfg.MCP.Hold(th.RunID)()
 	}
-	st := &threadState{r: r, th: &th, ctx: ctx}
+	st := &threadState{r: r, th: th, ctx: ctx}
 	res, fromJournal := st.run(ctx)
+	return st.finish(ctx, res, fromJournal, start)
+}
+
+// emitOf emits an event of type typ about th.
+//
+//go:noinline
+func (r *Runner) emitOf(th *Thread, typ event.Type) { r.emit(th.event(typ)) }
+
+// finish journals the end of a thread that did not end in its journal,
+// and emits thread.finished.
+//
+//go:noinline
+func (st *threadState) finish(ctx context.Context, res Result, fromJournal bool, start time.Time) Result {
+	r, th := st.r, st.th
 	res.Usage, res.Own = st.usages()
 	if !fromJournal {
 		st.record(journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output, Error: res.Error,
@@ -97,14 +119,25 @@ func (st *threadState) usages() (total, own model.Usage) {
 // run runs the loop; fromJournal says the thread had finished before and
 // its journaled end is the result.
 func (st *threadState) run(ctx context.Context) (res Result, fromJournal bool) {
+	if res, fromJournal, over := st.begin(); over {
+		return res, fromJournal
+	}
+	return st.loop(ctx), false
+}
+
+// begin replays the journal and becomes the thread's agent; over says the
+// thread ended already, with res (fromJournal: it had finished before).
+//
+//go:noinline
+func (st *threadState) begin() (res Result, fromJournal, over bool) {
 	st.startReplay()
 	if end, ok := st.replay.Finished(); ok {
 		st.own, st.helpers = end.Own, subUsage(end.Usage, end.Own)
-		return Result{Status: end.Status, Output: end.Output}, true
+		return Result{Status: end.Status, Output: end.Output}, true, true
 	}
 	st.permStack = st.th.Permissions
 	if err := st.become(st.th.Agent); err != nil {
-		return failed(err), false
+		return failed(err), false, true
 	}
 	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: st.th.Task})
 	if !st.replay.Started() {
@@ -114,7 +147,7 @@ func (st *threadState) run(ctx context.Context) (res Result, fromJournal bool) {
 		st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
 			Task: st.th.Task, Spec: &a, Model: st.ref.String()})
 	}
-	return st.loop(ctx), false
+	return Result{}, false, false
 }
 
 func (st *threadState) loop(ctx context.Context) Result {
@@ -133,76 +166,140 @@ func (st *threadState) loop(ctx context.Context) Result {
 			st.sync(ctx) // the tool results this call sees are stored first
 			var err error
 			if resp, err = st.generate(ctx, turn); err != nil {
-				if ctx.Err() != nil {
-					return Cancelled(ctx)
-				}
-				var spent *limits.Exhausted
-				if errors.As(err, &spent) {
-					return failed(spent)
-				}
-				return failed(fmt.Errorf("model error: %w", err))
+				return modelFailed(ctx, err)
 			}
 		}
-		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls, Reasoning: resp.Reasoning})
-
+		st.answered(&resp)
 		if len(resp.ToolCalls) == 0 {
-			if st.schema == nil {
-				return Result{Status: event.Succeeded, Output: resp.Text}
+			if res, over := st.final(resp.Text, turn, fromJournal, &schemaRetried); over {
+				return res
 			}
-			out, verr := st.schema.check(resp.Text)
-			if verr == nil {
-				return Result{Status: event.Succeeded, Output: out}
-			}
-			if schemaRetried {
-				return failed(fmt.Errorf("%w: %v", ErrSchema, verr))
-			}
-			schemaRetried = true
-			fix := correction(verr)
-			if !fromJournal {
-				st.record(journal.Entry{Kind: journal.KindCorrection, Turn: turn, Content: fix})
-			}
-			st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: fix})
 			continue
 		}
 		if !fromJournal {
 			st.sync(ctx) // the response is stored before its tool calls run
 		}
 		outputs, target := st.callTools(ctx, turn, resp.ToolCalls)
-		for i, c := range resp.ToolCalls {
-			st.messages = append(st.messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: outputs[i]})
-		}
-		if ctx.Err() != nil {
-			return Cancelled(ctx)
-		}
-		if target != "" {
-			if err := st.handoff(target); err != nil {
-				return failed(err)
-			}
-			if !fromJournal {
-				st.record(journal.Entry{Kind: journal.KindHandoff, Turn: turn, Target: target, System: st.messages[0].Content})
-			}
+		if res, over := st.toolsAnswered(ctx, turn, resp.ToolCalls, outputs, target, fromJournal); over {
+			return res
 		}
 	}
 }
 
+// modelFailed is how a thread ends when its model call failed with err.
+//
+//go:noinline
+func modelFailed(ctx context.Context, err error) Result {
+	if ctx.Err() != nil {
+		return Cancelled(ctx)
+	}
+	var spent *limits.Exhausted
+	if errors.As(err, &spent) {
+		return failed(spent)
+	}
+	return failed(fmt.Errorf("model error: %w", err))
+}
+
+// answered adds the model's response to the conversation.
+//
+//go:noinline
+func (st *threadState) answered(resp *model.Response) {
+	st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls, Reasoning: resp.Reasoning})
+}
+
+// final takes an answer without tool calls: the thread's result, or, once,
+// a correction when it does not meet the output schema (over false).
+//
+//go:noinline
+func (st *threadState) final(text string, turn int, fromJournal bool, schemaRetried *bool) (res Result, over bool) {
+	if st.schema == nil {
+		return Result{Status: event.Succeeded, Output: text}, true
+	}
+	out, verr := st.schema.check(text)
+	if verr == nil {
+		return Result{Status: event.Succeeded, Output: out}, true
+	}
+	if *schemaRetried {
+		return failed(fmt.Errorf("%w: %v", ErrSchema, verr)), true
+	}
+	*schemaRetried = true
+	fix := correction(verr)
+	if !fromJournal {
+		st.record(journal.Entry{Kind: journal.KindCorrection, Turn: turn, Content: fix})
+	}
+	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: fix})
+	return Result{}, false
+}
+
+// toolsAnswered adds the tool results to the conversation and hands off
+// to target if a call asked for it; over says the thread ends with res.
+//
+//go:noinline
+func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []model.ToolCall, outputs []string, target string, fromJournal bool) (res Result, over bool) {
+	for i, c := range calls {
+		st.messages = append(st.messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: outputs[i]})
+	}
+	if ctx.Err() != nil {
+		return Cancelled(ctx), true
+	}
+	if target != "" {
+		if err := st.handoff(target); err != nil {
+			return failed(err), true
+		}
+		if !fromJournal {
+			st.record(journal.Entry{Kind: journal.KindHandoff, Turn: turn, Target: target, System: st.messages[0].Content})
+		}
+	}
+	return Result{}, false
+}
+
 func (st *threadState) generate(ctx context.Context, turn int) (model.Response, error) {
+	var call modelCall
+	if err := st.beforeModel(ctx, &call); err != nil {
+		return model.Response{}, err
+	}
+	resp, err := st.mdl.Generate(call.ctx, call.req)
+	st.afterModel(&call, turn, &resp, err)
+	return resp, err
+}
+
+// modelCall is one model call in flight.
+type modelCall struct {
+	ctx   context.Context
+	req   model.Request
+	meter Meter
+	start time.Time
+	span  trace.Span
+}
+
+// beforeModel checks the budget and builds the model call.
+//
+//go:noinline
+func (st *threadState) beforeModel(ctx context.Context, call *modelCall) error {
 	meter := meterFrom(ctx)
 	if meter != nil {
 		if err := meter.Before(ctx); err != nil {
-			return model.Response{}, err
+			return err
 		}
 	}
-	start := st.r.cfg.Now()
-	obs := st.r.cfg.Observer
-	ctx = model.WithRetryNotice(ctx, retryNotice{st, obs})
-	ctx, span := tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
-	resp, err := st.mdl.Generate(ctx, model.Request{
+	call.meter, call.start = meter, st.r.cfg.Now()
+	ctx = model.WithRetryNotice(ctx, retryNotice{st, st.r.cfg.Observer})
+	call.ctx, call.span = tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
+	call.req = model.Request{
 		Model:             st.ref.Name,
 		Messages:          st.messages,
 		Tools:             tools.Schemas(st.visible),
 		Args:              st.agent.ModelArgs,
 		ParallelToolCalls: st.agent.ParallelCalls(),
-	})
+	}
+	return nil
+}
+
+// afterModel accounts, journals and reports a model call.
+//
+//go:noinline
+func (st *threadState) afterModel(call *modelCall, turn int, resp *model.Response, err error) {
+	meter, start, span, obs := call.meter, call.start, call.span, st.r.cfg.Observer
 	e := st.th.event(event.ModelCall)
 	e.Model = st.ref.String()
 	e.Latency = event.Duration(st.r.cfg.Now().Sub(start))
@@ -222,7 +319,6 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 	if obs != nil {
 		obs.ModelCall(st.ref.Provider, st.ref.Name, time.Duration(e.Latency), e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	}
-	return resp, err
 }
 
 // retryNotice logs a provider's retries and passes them on to the Observer.

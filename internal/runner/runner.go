@@ -219,7 +219,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	r.emit(event.Event{Type: event.RunStarted, RunID: runID, ThreadID: root.ID, Name: root.Name})
 	budget := limits.NewTree(req.Budget, r.cfg.Now)
 	meter := r.newLocalMeter(budget.Root())
-	res := r.RunThread(WithMeter(ctx, meter), root)
+	res := r.RunThread(WithMeter(ctx, meter), &root)
 	meter.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
 	if spent := budget.Root().Spent(); spent != nil {
 		res.Status, res.Error = event.Failed, spent.Detail()

@@ -13,6 +13,8 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // hosted is one thread on this worker: its placement, the cancel function
@@ -48,19 +50,36 @@ type hosted struct {
 }
 
 // run executes the agent loop holding the slot taken at admission, then
-// frees the slot and sends the result.
+// frees the slot and sends the result. Its goroutine lives as long as the
+// thread, so what it builds before and after the loop is built in
+// functions of their own: their large values never sit on this frame.
 func (w *Worker) run(ctx context.Context, h *hosted) {
+	ctx, span := w.threadStarted(ctx, h)
+	res := w.runner.RunThread(ctx, &h.thread)
+	w.threadEnded(ctx, h, span, res)
+}
+
+// threadStarted starts the thread's invoke_agent span.
+//
+//go:noinline
+func (w *Worker) threadStarted(ctx context.Context, h *hosted) (context.Context, trace.Span) {
 	th := &h.thread
 	provider, name := modelOf(th.Agent.Model)
 	ctx, span := tracing.StartInvokeAgent(ctx, tracing.Agent{Name: th.Name, ThreadID: th.ID, RunID: th.RunID,
 		Path: th.Path, Worker: w.cfg.ID, Provider: provider, Model: name, Depth: th.Depth, Attempt: h.attempt})
-	log := w.cfg.Logger
-	if log.Enabled(ctx, slog.LevelDebug) {
+	if log := w.cfg.Logger; log.Enabled(ctx, slog.LevelDebug) {
 		log.DebugContext(ctx, "thread started", "run_id", th.RunID, "thread_id", th.ID, "name", th.Name,
 			"depth", th.Depth, "attempt", h.attempt)
 	}
-	res := w.runner.RunThread(ctx, *th)
-	if log.Enabled(ctx, slog.LevelInfo) {
+	return ctx, span
+}
+
+// threadEnded frees the thread's slot and sends its result.
+//
+//go:noinline
+func (w *Worker) threadEnded(ctx context.Context, h *hosted, span trace.Span, res runner.Result) {
+	th := &h.thread
+	if log := w.cfg.Logger; log.Enabled(ctx, slog.LevelInfo) {
 		log.LogAttrs(ctx, slog.LevelInfo, "thread finished", slog.String("run_id", th.RunID), slog.String("thread_id", th.ID),
 			slog.String("name", th.Name), slog.String("status", string(res.Status)),
 			slog.Int64("input_tokens", res.Own.InputTokens), slog.Int64("output_tokens", res.Own.OutputTokens))
