@@ -21,19 +21,15 @@ import (
 	"github.com/formica-run/formica/internal/worker"
 )
 
-// TestSpecResentToAWorkerThatLacksIt: a worker that holds no spec of the
-// hash a placement names (restarted since it took it, before its new
-// heartbeat came) answers spec_missing, and the coordinator places the
-// thread there again, once, with the spec; the run goes on. Threads
-// placed on a worker known to hold their spec travel without it.
-func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
-	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
-	defer stop()
+// startOnNATS starts a coordinator on a fresh embedded server; conn
+// connects more clients to it. Both go at cleanup.
+func startOnNATS(t *testing.T, ctx context.Context) (*Coordinator, func(name string) *nats.Conn) {
+	t.Helper()
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
+	t.Cleanup(srv.Shutdown)
 	conn := func(name string) *nats.Conn {
 		nc, err := srv.Connect(name)
 		if err != nil {
@@ -49,7 +45,31 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Stop()
+	t.Cleanup(func() { c.Stop() })
+	return c, conn
+}
+
+// rootSpecHash is the hash of the spec of sub's root, as the submission
+// arrives.
+func rootSpecHash(t *testing.T, sub wire.RunSubmit) string {
+	var got wire.RunSubmit
+	if err := wire.DecodeAs(wire.MustEncode(wire.TypeRunSubmit, sub), wire.TypeRunSubmit, &got); err != nil {
+		t.Fatal(err)
+	}
+	root := runner.Thread{Agent: got.Agent, Agents: got.Agents, Permissions: tools.Permissions{got.Agent.Harness.Permissions}}
+	hash, _ := wire.EncodeSpec(&root)
+	return hash
+}
+
+// TestSpecResentToAWorkerThatLacksIt: a worker that holds no spec of the
+// hash a placement names (restarted since it took it, before its new
+// heartbeat came) answers spec_missing, and the coordinator places the
+// thread there again, once, with the spec; the run goes on. Threads
+// placed on a worker known to hold their spec travel without it.
+func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
+	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	c, conn := startOnNATS(t, ctx)
 
 	// Every placement on w1, as the worker receives it.
 	var mu sync.Mutex
@@ -94,14 +114,8 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 	par := false // helpers one at a time: the second is placed once the first was taken
 	a.ParallelToolCalls = &par
 	sub := wire.RunSubmit{RunID: uuid.NewString(), Task: "Plan:\n- a\n- b", Agent: a, Cwd: t.TempDir()}
-	// The coordinator believes w1 holds the root's spec, which it never
-	// saw: the spec as the submission arrives.
-	var got wire.RunSubmit
-	if err := wire.DecodeAs(wire.MustEncode(wire.TypeRunSubmit, sub), wire.TypeRunSubmit, &got); err != nil {
-		t.Fatal(err)
-	}
-	root := runner.Thread{Agent: got.Agent, Agents: got.Agents, Permissions: tools.Permissions{got.Agent.Harness.Permissions}}
-	rootHash, _ := wire.EncodeSpec(&root)
+	// The coordinator believes w1 holds the root's spec, which it never saw.
+	rootHash := rootSpecHash(t, sub)
 	c.registry.heldSpec("w1", rootHash, true)
 
 	cl, err := client.New(conn("client"), nil)
@@ -141,5 +155,70 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 	}
 	if len(second) != 1 || second[0].Spec != nil || second[0].SpecHash != first[0].SpecHash {
 		t.Errorf("second helper: %d requests; want one, by the hash its sibling's spec came under", len(second))
+	}
+}
+
+// TestSpecMissingIsBounded: a worker that answers spec_missing even to the
+// request that carried the spec does not make the coordinator send it
+// again and again: the thread fails after that one resend, saying why.
+func TestSpecMissingIsBounded(t *testing.T) {
+	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	c, conn := startOnNATS(t, ctx)
+
+	// A worker that never keeps a spec.
+	rogue := conn("rogue")
+	var mu sync.Mutex
+	var placed []wire.ExecRequest
+	if _, err := rogue.Subscribe(wire.SubjectExec("rogue"), func(m *nats.Msg) {
+		var req wire.ExecRequest
+		if err := wire.DecodeAs(m.Data, wire.TypeExecRequest, &req); err != nil {
+			t.Errorf("exec request: %v", err)
+			return
+		}
+		mu.Lock()
+		placed = append(placed, req)
+		mu.Unlock()
+		m.Respond(wire.MustEncode(wire.TypeExecSpecMissing, wire.ExecSpecMissing{Worker: "rogue", SpecHash: req.SpecHash}))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hb := wire.MustEncode(wire.TypeWorkerHeartbeat, wire.WorkerHeartbeat{ID: "rogue", Slots: 4, Started: time.Now(), Interval: time.Minute})
+	if err := rogue.Publish(wire.SubjectWorkerHeartbeat("rogue"), hb); err != nil {
+		t.Fatal(err)
+	}
+	if err := rogue.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for len(c.Workers()) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the worker never registered")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	a := spec.Default().Agent
+	a.Model = providers.Sim
+	sub := wire.RunSubmit{RunID: uuid.NewString(), Task: "hello", Agent: a, Cwd: t.TempDir()}
+	rootHash := rootSpecHash(t, sub)
+	c.registry.heldSpec("rogue", rootHash, true)
+
+	cl, err := client.New(conn("client"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rec, err := cl.Run(ctx, sub, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "worker rogue did not take the thread's spec"; rec.Status != event.Failed || rec.Error != want {
+		t.Errorf("run: %s %q, want failed %q", rec.Status, rec.Error, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(placed) != 2 || placed[0].Spec != nil || placed[1].Spec == nil {
+		t.Errorf("%d requests; want 2: by hash, then with the spec", len(placed))
 	}
 }
