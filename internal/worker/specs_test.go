@@ -160,3 +160,41 @@ func TestSpecRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHandOffByHash is BenchmarkHandOff for placements that name
+// their spec by hash, as a coordinator sends every placement after the
+// first of a spec on a worker.
+func BenchmarkHandOffByHash(b *testing.B) {
+	_, coord := startWorker(b)
+	ctx := context.Background()
+	cwd := b.TempDir()
+	first := byHash(execIn(cwd, "t", 0), true)
+	msgs := make([]actor.Msg, b.N+1)
+	msgs[0] = wire.Message(wire.TypeExecRequest, first)
+	for i := range b.N {
+		msgs[i+1] = wire.Message(wire.TypeExecRequest, byHash(execIn(cwd, fmt.Sprintf("t%d", i), 0), false))
+	}
+	b.ReportAllocs()
+	for i, m := range msgs {
+		if i == 1 {
+			b.ResetTimer()
+		}
+		call, err := coord.Request(ctx, wire.SubjectExec("w1"), m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			m, err := call.Next(ctx, 10*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if m.Type == string(wire.TypeExecSpecMissing) {
+				b.Fatal("spec missing")
+			}
+			if m.Type == string(wire.TypeExecResult) {
+				break
+			}
+		}
+		call.Close()
+	}
+}
