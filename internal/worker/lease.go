@@ -121,20 +121,36 @@ func (w *Worker) refuseCall(th *runner.Thread, err error) {
 }
 
 // fenceThread stops a hosted thread whose placement the coordinator says is
-// superseded (a fenced reply or a heartbeat naming it).
+// superseded (a fenced reply or a heartbeat naming it). Heartbeats name it
+// until it ends, and each of its spawns in flight may be refused: it is
+// logged once, with the helpers it leaves to its current placement.
 func (w *Worker) fenceThread(id string, attempt int, reason string) {
 	w.mu.Lock()
 	h := w.threads[id]
 	var cancel context.CancelCauseFunc
+	first, helpers, run := false, 0, ""
 	if h != nil && (attempt == 0 || h.attempt <= attempt) {
+		first, helpers, run = !h.fenced, h.spawning, h.thread.RunID
 		h.fenced = true
 		cancel = h.cancel
 	}
 	w.mu.Unlock()
-	if cancel != nil {
-		w.cfg.Logger.Warn("placement superseded: cancelling thread", "thread_id", id, "reason", reason)
-		cancel(fmt.Errorf("%w: %s", errLapsed, reason))
+	if cancel == nil {
+		return
 	}
+	if first {
+		w.cfg.Logger.Warn("placement superseded: cancelling thread", "run_id", run, "thread_id", id, "helpers", helpers, "reason", reason)
+	}
+	cancel(fmt.Errorf("%w: %s", errLapsed, reason))
+}
+
+// superseded says whether thread id's placement here is known to be
+// superseded or lapsed.
+func (w *Worker) superseded(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.threads[id]
+	return h != nil && h.fenced
 }
 
 // fencedReply reports whether err is a coordinator's refusal of a

@@ -47,7 +47,10 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 		heard = time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
-				if child != "" {
+				// A superseded parent leaves its helpers alone: they are its
+				// current placement's now, and the coordinator refuses a
+				// cancel from this one anyway.
+				if child != "" && !w.superseded(req.ParentID) {
 					w.cancelRemote(coord, req.RunID, req.ParentID, token, child, context.Cause(ctx))
 				}
 				return runner.Result{Status: event.Cancelled, Error: "cancelled"}, nil

@@ -323,21 +323,30 @@ func (w *Worker) tick() {
 		w.mu.Lock()
 		now := time.Now()
 		live := make([]*hosted, 0, len(w.threads))
-		var orphans []*hosted
+		type orphan struct {
+			h       *hosted
+			first   bool
+			helpers int
+		}
+		var orphans []orphan
 		for _, h := range w.threads {
 			live = append(live, h)
 			if c := w.coords[h.coord]; c != nil && !c.fresh(now) {
+				orphans = append(orphans, orphan{h: h, first: !h.fenced, helpers: h.spawning})
 				h.fenced = true
-				orphans = append(orphans, h)
 			}
 		}
 		w.mu.Unlock()
 		for _, h := range live {
 			h.progress()
 		}
-		for _, h := range orphans {
-			w.cfg.Logger.Warn("placement lapsed: cancelling thread", "thread", h.thread.ID, "coordinator", h.coord)
-			h.cancel(fmt.Errorf("%w: coordinator %s went silent", errLapsed, h.coord))
+		for _, o := range orphans {
+			// Logged once per placement, with the helpers it waits on.
+			if o.first {
+				w.cfg.Logger.Warn("placement lapsed: cancelling thread", "run_id", o.h.thread.RunID, "thread_id", o.h.thread.ID,
+					"helpers", o.helpers, "coordinator", o.h.coord)
+			}
+			o.h.cancel(fmt.Errorf("%w: coordinator %s went silent", errLapsed, o.h.coord))
 		}
 	}
 }
