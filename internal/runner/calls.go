@@ -271,7 +271,7 @@ func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.Hel
 		Handoffs:    st.handedTo,
 		Name:        name,
 		Task:        task,
-		Parent:      st.agent,
+		Parent:      *st.agent,
 		Cwd:         st.th.Cwd,
 		Permissions: st.permStack,
 	})

@@ -71,7 +71,7 @@ type threadState struct {
 	r  *Runner
 	th *Thread
 
-	agent     spec.Agent
+	agent     *spec.Agent // the thread's own, or a handoff target's copy
 	ref       model.Ref
 	mdl       model.Model
 	visible   []tools.Tool
@@ -136,12 +136,12 @@ func (st *threadState) begin() (res Result, fromJournal, over bool) {
 		return Result{Status: end.Status, Output: end.Output}, true, true
 	}
 	st.permStack = st.th.Permissions
-	if err := st.become(st.th.Agent); err != nil {
+	if err := st.become(&st.th.Agent); err != nil {
 		return failed(err), false, true
 	}
 	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: st.th.Task})
 	if !st.replay.Started() {
-		a := st.agent
+		a := *st.agent
 		// Nothing depends on the start being stored: it goes with the
 		// first model response, or on its own if that response is slow.
 		st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
@@ -340,7 +340,7 @@ func (n retryNotice) Retrying(ctx context.Context, err error, retry int, wait ti
 }
 
 // become makes a the thread's current agent: its model, tools and system prompt.
-func (st *threadState) become(a spec.Agent) error {
+func (st *threadState) become(a *spec.Agent) error {
 	refText := a.Model
 	if refText == "" {
 		refText = st.r.cfg.DefaultModel
@@ -356,7 +356,7 @@ func (st *threadState) become(a spec.Agent) error {
 	if st.r.cfg.MCP != nil {
 		st.mcpVersion = st.r.cfg.MCP.Version()
 	}
-	visible, handoffs, err := st.r.toolsFor(st.ctx, st.th, a)
+	visible, handoffs, err := st.r.toolsFor(st.ctx, st.th, *a)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
@@ -368,7 +368,7 @@ func (st *threadState) become(a spec.Agent) error {
 	}
 	st.agent, st.ref, st.mdl, st.handoffs, st.schema = a, ref, mdl, handoffs, schema
 	st.setVisible(visible)
-	system := model.Message{Role: model.RoleSystem, Content: systemPrompt(a, schema)}
+	system := model.Message{Role: model.RoleSystem, Content: systemPrompt(*a, schema)}
 	if len(st.messages) == 0 {
 		st.messages = append(st.messages, system)
 	} else {
@@ -413,7 +413,7 @@ func (st *threadState) refreshMCP() {
 		return
 	}
 	st.mcpVersion = m.Version()
-	visible, _, err := st.r.toolsFor(st.ctx, st.th, st.agent)
+	visible, _, err := st.r.toolsFor(st.ctx, st.th, *st.agent)
 	if err != nil {
 		st.r.cfg.Logger.Warn("MCP tools not refreshed", "run_id", st.th.RunID, "thread_id", st.th.ID, "err", err)
 		return

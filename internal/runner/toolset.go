@@ -174,7 +174,7 @@ func (st *threadState) handoff(name string) error {
 	from := st.agent.Name
 	st.permStack = st.permStack.Narrow(target.Harness.Permissions)
 	st.handedTo = append(st.handedTo, name)
-	if err := st.become(target); err != nil {
+	if err := st.become(&target); err != nil {
 		return err
 	}
 	e := st.th.event(event.ThreadHandoff)
