@@ -120,20 +120,37 @@ func permit(p *jwt.Permissions, role Role, id string) {
 		)
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	case Client:
-		p.Pub.Allow.Add(">")
-		p.Pub.Deny.Add(
-			"formica.worker.>", "formica.coord.>", "formica.workers.hb.>", wire.EventsAll, store.SubjectJournalAll,
-			"_INBOX.>", "_FORMICA.>", // replies only to requests it received (Resp)
-			"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
-			"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>",
-			"$JS.API.ACCOUNT.PURGE.>", "$JS.API.META.>", "$JS.API.SERVER.>",
-			"$O."+store.TransfersBucket+".>",
-			// Decisions go to a coordinator (SubjectApprovalDecide), which
-			// records them: the approvals bucket has one writer.
-			"$KV."+store.ApprovalsBucket+".>",
+		p.Pub.Allow.Add(
+			// Requests the coordinators answer and act on: the one way a
+			// client changes a run (records and the queue are theirs).
+			wire.SubjectSubmit, wire.SubjectEnqueue, wire.SubjectCancelRequest, wire.SubjectRunCancel,
+			wire.SubjectResume, wire.SubjectWorkers, wire.SubjectApprovalDecide,
+			// A cancel kept for the coordinator that picks the run up.
+			store.SubjectCancels,
+			// JetStream reads: stream info and single messages of any stream,
+			// flow control of the consumers below; no write, purge, delete,
+			// configuration or ack.
+			"$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>", "$JS.FC.>",
 		)
-		p.Sub.Allow.Add(wire.EventsAll, wire.SubjectApprover("*"), InboxPrefix(Client, id)+".>")
+		for _, stream := range clientReads {
+			p.Pub.Allow.Add(
+				"$JS.API.CONSUMER.CREATE."+stream+".>", "$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
+				"$JS.API.CONSUMER.INFO."+stream+".*", "$JS.API.CONSUMER.DELETE."+stream+".*",
+			)
+		}
+		p.Sub.Allow.Add(wire.EventsAll, InboxPrefix(Client, id)+".>")
 		// An approver answers with progress and then its decision.
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: -1, Expires: time.Hour}
 	}
+}
+
+// clientReads are the streams a client reads through consumers (ordered
+// ones, for watching a record, replaying events and journals, listing
+// approvals, fetching large objects). The cancel requests, the one stream
+// whose messages a client writes, are not among them: a push consumer
+// delivers wherever its creator says, and so would republish what the
+// client wrote on any subject.
+var clientReads = []string{
+	"KV_" + store.RunsBucket, "KV_" + store.ApprovalsBucket, store.EventsStream, store.JournalStream,
+	"OBJ_" + store.PayloadsBucket, TransfersStream,
 }

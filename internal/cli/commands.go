@@ -68,7 +68,7 @@ func submitCommand(args []string, stdio Stdio) int {
 			return 0, err
 		}
 		if !wait {
-			if _, err := c.st.Enqueue(ctx, sub); err != nil {
+			if err := c.svc.Enqueue(ctx, sub); err != nil {
 				return 0, err
 			}
 			fmt.Fprintln(stdio.Out, sub.RunID)
@@ -80,7 +80,7 @@ func submitCommand(args []string, stdio Stdio) int {
 		if ws, err := c.svc.Workers(ctx); err == nil && len(ws) == 0 {
 			fmt.Fprintln(stdio.Err, "formica: no worker is registered: the run waits for one (start one with: worker --nats URL)")
 		}
-		if _, err := c.st.Enqueue(ctx, sub); err != nil {
+		if err := c.svc.Enqueue(ctx, sub); err != nil {
 			return 0, err
 		}
 		view.start()

@@ -66,7 +66,8 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 		defer c.drainEvents(es)
 	}
 	if approver != nil {
-		sub.Approver = wire.SubjectApprover(sub.RunID)
+		// In this connection's own inbox: only it may subscribe there.
+		sub.Approver = c.nc.NewInbox()
 		as, err := c.tr.Serve(sub.Approver, "", 0, approvalHandler(approver))
 		if err != nil {
 			return record.Run{}, err

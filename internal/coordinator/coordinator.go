@@ -250,8 +250,14 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},
 	}
 	if c.cfg.Store != nil {
-		// Decisions on held approvals: this coordinator writes them.
-		serve = append(serve, served{wire.SubjectApprovalDecide, wire.QueueCoordinators, c.handleDecide})
+		// What clients ask of the durable state: this coordinator writes it
+		// (decisions on held approvals, queued runs, cancels, resumes).
+		serve = append(serve,
+			served{wire.SubjectApprovalDecide, wire.QueueCoordinators, c.handleDecide},
+			served{wire.SubjectEnqueue, wire.QueueCoordinators, c.handleEnqueue},
+			served{wire.SubjectCancelRequest, wire.QueueCoordinators, c.handleCancelRequest},
+			served{wire.SubjectResume, wire.QueueCoordinators, c.handleResume},
+		)
 	}
 	for _, s := range serve {
 		sub, err := c.tr.Serve(s.subject, s.queue, 0, s.h)

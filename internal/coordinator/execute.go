@@ -34,6 +34,9 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 	if strings.TrimSpace(sub.Task) == "" || sub.Agent.Name == "" {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a run needs a task and an agent name"}
 	}
+	if !wire.ValidApprover(sub.Approver) {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "approver " + sub.Approver + " is not a subject in a client's inbox"}
+	}
 	if ref := scriptedRef(sub); ref != "" && !c.cfg.AllowScripted {
 		return nil, &wire.Error{Code: wire.CodeForbidden, Message: "model " + ref + ": scripted models are for tests and are refused for submitted runs"}
 	}

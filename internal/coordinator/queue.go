@@ -93,9 +93,22 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		return
 	}
 	defer c.close(rn)
+	// A client's cancel sent while no coordinator could record it. Read
+	// once the run is registered here: a cancel asked after this read
+	// reaches this coordinator as the run's owner.
+	asked, err := st.CancelRequested(ctx, sub.RunID, cur.Resumes)
+	if err != nil {
+		c.retryLater(ctx, s, "read cancel request", err)
+		return
+	}
+	if asked {
+		c.endQueued(ctx, s, event.Cancelled, CancelledByUser)
+		return
+	}
 	rn.trace = tracing.Carry(s.Header())
 	started, err := st.UpdateRecord(ctx, sub.RunID, func(r *record.Run) error {
-		if r.CancelRequested != "" {
+		if r.CancelRequested != "" || r.Status.Final() {
+			// Cancelled meanwhile, before it started.
 			return errCancelRequested
 		}
 		if id := tracing.TraceIDOf(rn.trace); id != "" {

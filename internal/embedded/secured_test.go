@@ -93,13 +93,15 @@ func violations(t *testing.T, s *Stack, role auth.Role, id string) (*nats.Conn, 
 // TestWorkerCredentialsArePinned: a worker's credentials cannot subscribe to
 // another worker's subjects, speak on another worker's subjects, publish
 // run events, or touch the records and approvals buckets; a client's cannot
-// publish exec requests, spawns or events, nor write the approvals bucket.
+// publish exec requests, spawns or events, nor write the records or
+// approvals buckets, the queue or the run index, nor read another client's
+// inbox (where its approvals are asked).
 func TestWorkerCredentialsArePinned(t *testing.T) {
 	s, _ := startSecured(t)
 	victim := s.Workers[0].ID()
 	nc, seen := violations(t, s, auth.Worker, "mallory")
 
-	for _, subj := range []string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", wire.SubjectApprover("*"), wire.EventsAll + "x", ">"} {
+	for _, subj := range []string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", "formica.approver.*", wire.ClientInboxPrefix + ">", wire.EventsAll + "x", ">"} {
 		if _, err := nc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +116,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := 5 + 9
+	want := 6 + 9
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -130,17 +132,32 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 
 	cnc, cseen := violations(t, s, auth.Client, "eve")
 	clientDenied := []string{wire.SubjectExec(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim), wire.SubjectEvents("r1") + ".run.finished",
-		"$KV." + store.ApprovalsBucket + ".a1"}
+		"$KV." + store.ApprovalsBucket + ".a1",
+		// Records, the queue and the index have the coordinators as their
+		// only writers; the cancel requests are appended, never deleted
+		// nor read through a consumer (which would republish them).
+		"$KV." + store.RunsBucket + ".r1", store.SubjectQueue, store.SubjectIndex,
+		"$JS.API.STREAM.MSG.DELETE.KV_" + store.RunsBucket, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket,
+		"$JS.API.STREAM.PURGE." + store.CancelsStream, "$JS.API.CONSUMER.CREATE." + store.CancelsStream + ".c1",
+		"$JS.API.CONSUMER.DELETE." + store.QueueStream + "." + store.QueueConsumer, "$JS.ACK." + store.QueueStream + ".>",
+		"$JS.API.STREAM.CREATE.x", "formica.anything"}
 	for _, subj := range clientDenied {
 		if err := cnc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for len(cseen()) < len(clientDenied) && time.Now().Before(deadline) {
+	clientSubDenied := []string{"formica.approver.*", wire.ClientInboxPrefix + "alice.>", store.SubjectCancels}
+	for _, subj := range clientSubDenied {
+		if _, err := cnc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cwant := len(clientDenied) + len(clientSubDenied)
+	for len(cseen()) < cwant && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := cseen(); len(got) != len(clientDenied) {
-		t.Errorf("client: %d permission violations, want %d: %v", len(got), len(clientDenied), got)
+	if got := cseen(); len(got) != cwant {
+		t.Errorf("client: %d permission violations, want %d:\n%s", len(got), cwant, strings.Join(got, "\n"))
 	}
 }
 

@@ -2,54 +2,21 @@ package service
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/formica-run/formica/internal/api"
-	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
-	"github.com/formica-run/formica/internal/limits"
-	"github.com/formica-run/formica/internal/record"
-	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
 )
 
-// ResumeRun queues a failed or cancelled run again under its id. The
-// coordinator that takes it reads its journal first, so finished threads
-// are reused and failed ones carry on from their last good turn.
+// ResumeRun asks a coordinator to queue a failed or cancelled run again
+// under its id. The coordinator that takes it reads its journal first, so
+// finished threads are reused and failed ones carry on from their last good
+// turn.
 func (s *Service) ResumeRun(ctx context.Context, id string) error {
-	var sub wire.RunSubmit
-	var refused error // said as it is, without the store's words around it
-	rec, err := s.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
-		refused = nil // from an earlier try, if any
-		if r.Status != event.Failed && r.Status != event.Cancelled {
-			refused = api.Errorf(api.ErrConflict, "run %s is %s; only failed or cancelled runs resume", id, r.Status)
-			return refused
-		}
-		if r.Spec == nil {
-			refused = api.Errorf(api.ErrConflict, "run %s has no submitted spec to resume", id)
-			return refused
-		}
-		sub = wire.RunSubmit{RunID: id, Task: r.Task, Agent: *r.Spec, Agents: r.Agents, Cwd: r.Cwd,
-			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}, Budget: r.SubmittedBudget, Timeout: r.Timeout}
-		r.Resumes++
-		r.Status, r.Error, r.Output, r.CancelRequested = record.Queued, "", "", ""
-		r.FinishedAt = time.Time{}
-		return nil
-	})
-	switch {
-	case refused != nil:
-		return refused
-	case errors.Is(err, store.ErrNotFound):
-		return api.Errorf(api.ErrNotFound, "run %s not found", id)
-	case err != nil:
-		return mapErr(err)
-	}
-	// Its own message id: the queue drops a second copy under the run id.
-	return mapErr(s.cfg.Store.Requeue(ctx, sub, id+"-resume-"+strconv.Itoa(rec.Resumes)))
+	_, err := s.ask(ctx, wire.SubjectResume, wire.Message(wire.TypeRunResume, wire.RunResume{RunID: id}), "to resume the run")
+	return err
 }
 
 // Threads lists a run's threads from its journal.

@@ -23,6 +23,7 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
+	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -83,10 +84,36 @@ func (s *Service) Submit(ctx context.Context, req api.SubmitRequest) (string, er
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.cfg.Store.Enqueue(ctx, sub); err != nil {
-		return "", mapErr(err)
+	if err := s.Enqueue(ctx, sub); err != nil {
+		return "", err
 	}
 	return sub.RunID, nil
+}
+
+// Enqueue hands a submission to a coordinator, which checks it against its
+// own ceilings, writes its queued record and queues it: clients write
+// neither records nor the queue. With no coordinator up, nothing is queued
+// and the error says so (unavailable).
+func (s *Service) Enqueue(ctx context.Context, sub wire.RunSubmit) error {
+	msg := wire.Message(wire.TypeRunSubmit, sub)
+	if limit := int(s.cfg.Conn.MaxPayload()); len(msg.Data) > limit {
+		return api.Errorf(api.ErrInvalid, "submission of run %s is %d bytes, past the NATS max payload of %d", sub.RunID, len(msg.Data), limit)
+	}
+	// The run's trace starts here, where it is submitted.
+	ctx, span := tracing.StartSubmit(ctx, sub.RunID)
+	defer span.End()
+	msg = wire.WithIDs(msg, sub.RunID, "")
+	msg.Header = tracing.Inject(ctx, msg.Header)
+	_, err := s.ask(ctx, wire.SubjectEnqueue, msg, "to queue the run")
+	var u *unanswered
+	if errors.As(err, &u) && errors.Is(u.cause, actor.ErrNoResponders) {
+		u.msg += ": nothing was queued"
+	}
+	if errors.Is(err, api.ErrConflict) {
+		// The one conflict of a submission: its id names another run.
+		return api.Wrap(store.ErrIDTaken, err)
+	}
+	return err
 }
 
 // Submission builds the queued form of a request: the default agent when it
@@ -135,13 +162,27 @@ func (s *Service) ListRuns(ctx context.Context, status string, limit int, page s
 	return p.Runs, p.Next, mapErr(err)
 }
 
-// GetRun returns one record.
+// GetRun returns one record. A run not yet finished whose cancel a client
+// asked while no coordinator could record it shows that request as its
+// cancel_requested, as the coordinator that picks it up will honour it.
 func (s *Service) GetRun(ctx context.Context, id string) (record.Run, error) {
 	r, _, err := s.cfg.Store.GetRecord(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return r, api.Errorf(api.ErrNotFound, "run %s not found", id)
 	}
-	return r, mapErr(err)
+	if err != nil {
+		return r, mapErr(err)
+	}
+	if !r.Status.Final() && r.CancelRequested == "" {
+		asked, err := s.cfg.Store.CancelRequested(ctx, id, r.Resumes)
+		if err != nil {
+			return r, mapErr(err)
+		}
+		if asked {
+			r.CancelRequested = coordinator.CancelledByUser
+		}
+	}
+	return r, nil
 }
 
 // Events replays and follows a run's events until it finishes.
@@ -171,7 +212,12 @@ func (s *Service) Events(ctx context.Context, id string, after uint64, send func
 	return mapErr(s.cfg.Store.Events(ctx, id, after, send))
 }
 
-// CancelRun cancels a queued or running run.
+// CancelRun cancels a queued or running run. The request is kept first on
+// the run's subject of the cancel-requests stream, the one thing a client
+// writes: a run whose coordinator is dead hears no message, and the next
+// coordinator to pick it up honours the request. Then any coordinator
+// records it (a queued run ends at once) and tells the run's owner; with
+// none up, the kept request stands and GetRun shows it.
 func (s *Service) CancelRun(ctx context.Context, id string) error {
 	rec, err := s.GetRun(ctx, id)
 	if err != nil {
@@ -180,22 +226,14 @@ func (s *Service) CancelRun(ctx context.Context, id string) error {
 	if rec.Status.Final() {
 		return api.Errorf(api.ErrConflict, "run %s already %s", id, rec.Status)
 	}
-	// Recorded first: a run whose coordinator is dead hears no message,
-	// and the next coordinator to pick it up honours the record instead.
-	_, err = s.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
-		switch {
-		case r.Status == record.Queued:
-			r.Status, r.Error, r.FinishedAt = event.Cancelled, "cancelled before it started", time.Now()
-		case !r.Status.Final():
-			r.CancelRequested = "cancelled by a user"
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.cfg.Store.RequestCancel(ctx, id, rec.Resumes); err != nil {
 		return mapErr(err)
 	}
-	c := wire.Cancel{RunID: id, Reason: "cancelled by a user"}
-	return s.tr.Publish(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
+	_, err = s.ask(ctx, wire.SubjectCancelRequest, wire.Message(wire.TypeRunCancel, wire.RunCancel{RunID: id, Resumes: rec.Resumes}), "to record the cancel")
+	if errors.Is(err, errNoCoordinator) {
+		return nil // kept; honoured when a coordinator picks the run up
+	}
+	return err
 }
 
 // CancelThread cancels one thread of a running run and its subtree. The
@@ -248,31 +286,61 @@ func (s *Service) ListApprovals(ctx context.Context) ([]api.Approval, error) {
 // Decide answers a pending approval. The decision goes to a coordinator,
 // which records it: clients may read the approvals bucket, not write it.
 func (s *Service) Decide(ctx context.Context, id string, allow bool) error {
-	call, err := s.tr.Request(ctx, wire.SubjectApprovalDecide, wire.Message(wire.TypeApprovalDecide, wire.ApprovalDecide{ID: id, Allow: allow}))
+	_, err := s.ask(ctx, wire.SubjectApprovalDecide, wire.Message(wire.TypeApprovalDecide, wire.ApprovalDecide{ID: id, Allow: allow}), "to record the decision")
+	return err
+}
+
+// askTimeout bounds the wait for a coordinator's answer to a request.
+const askTimeout = 15 * time.Second
+
+// errNoCoordinator: no coordinator answered a request, because none runs
+// (actor.ErrNoResponders) or none answered within askTimeout.
+var errNoCoordinator = errors.New("no coordinator answered")
+
+// unanswered is a request no coordinator answered: unavailable (503),
+// said in its own words.
+type unanswered struct {
+	msg   string
+	cause error
+}
+
+func (e *unanswered) Error() string   { return e.msg }
+func (e *unanswered) Unwrap() []error { return []error{api.ErrUnavailable, errNoCoordinator, e.cause} }
+
+// ask sends a request that any one coordinator answers and returns its
+// answer, with the coordinator's errors as the API's: not_found 404,
+// conflict 409, bad_request 400. No coordinator answering within
+// askTimeout is unavailable (503), said with what the request was doing
+// ("to record the decision").
+func (s *Service) ask(ctx context.Context, subject string, m actor.Msg, doing string) (actor.Msg, error) {
+	call, err := s.tr.Request(ctx, subject, m)
 	if err != nil {
-		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		return actor.Msg{}, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 	}
 	defer call.Close()
-	m, err := call.Next(ctx, 15*time.Second)
+	reply, err := call.Next(ctx, askTimeout)
 	if err != nil {
-		if errors.Is(err, actor.ErrNoResponders) {
-			return api.Errorf(api.ErrUnavailable, "no coordinator is running to record the decision")
+		if ctx.Err() != nil {
+			return actor.Msg{}, context.Cause(ctx)
 		}
-		return api.Errorf(api.ErrUnavailable, "no coordinator answered: %v", err)
+		if errors.Is(err, actor.ErrNoResponders) {
+			return actor.Msg{}, &unanswered{"no coordinator is running " + doing, err}
+		}
+		return actor.Msg{}, &unanswered{fmt.Sprintf("no coordinator answered within %v %s: %v", askTimeout, doing, err), err}
 	}
-	err = actor.MsgError(m)
+	err = actor.MsgError(reply)
 	var re *actor.RemoteError
 	if errors.As(err, &re) {
 		switch wire.Code(re.Code) {
 		case wire.CodeNotFound:
-			return api.Errorf(api.ErrNotFound, "%s", re.Text)
+			return reply, api.Errorf(api.ErrNotFound, "%s", re.Text)
 		case wire.CodeConflict:
-			return api.Errorf(api.ErrConflict, "%s", re.Text)
-		case wire.CodeBadRequest:
-			return api.Errorf(api.ErrInvalid, "%s", re.Text)
+			return reply, api.Errorf(api.ErrConflict, "%s", re.Text)
+		case wire.CodeBadRequest, wire.CodeBadMessage:
+			return reply, api.Errorf(api.ErrInvalid, "%s", re.Text)
 		}
 	}
-	return err
+	return reply, err
 }
 
 // Workers asks any coordinator for the live workers.

@@ -20,6 +20,9 @@
 //   - large payloads: the object store formica_payloads (see Offloader).
 //   - the run index: the stream FORMICA_RUN_INDEX, one message per created
 //     record, which ListPage reads from its end.
+//   - cancel requests: the stream FORMICA_CANCELS, a client's last request
+//     to cancel each run, kept until a coordinator honours it (clients
+//     write no records; see RequestCancel).
 //
 // Records, approvals, payload objects and index entries are kept for
 // Config.Retention after their last write, events for EventsMaxAge,
@@ -184,6 +187,8 @@ type Store struct {
 	transfers jetstream.ObjectStore
 	// indexStream is the run index (see ListPage).
 	indexStream jetstream.Stream
+	// cancels holds clients' cancel requests (see RequestCancel).
+	cancels jetstream.Stream
 }
 
 // Open creates or updates every stream, bucket and consumer of the store,
@@ -234,7 +239,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		AllowDirect: true,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
-	}, journalStreamConfig(cfg)}
+	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg)}
 	for _, sc := range streams {
 		if err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) error {
 			st, err := ensure(ctx, cfg.Client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
@@ -245,6 +250,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 			}
 			if err == nil && sc.Name == IndexStream {
 				s.indexStream = st
+			}
+			if err == nil && sc.Name == CancelsStream {
+				s.cancels = st
 			}
 			return err
 		}); err != nil {

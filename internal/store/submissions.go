@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
@@ -35,10 +36,15 @@ func (s *Store) Enqueue(ctx context.Context, sub wire.RunSubmit) (duplicate bool
 	if err := checkID(sub.RunID); err != nil {
 		return false, err
 	}
-	// The run's trace starts here, where it is submitted, and travels in
-	// the queued message's headers to whichever coordinator runs it.
-	ctx, span := tracing.StartSubmit(ctx, sub.RunID)
-	defer span.End()
+	// The run's trace starts where it is submitted (ctx carries it when
+	// the submitter sent one with its request; else it starts here) and
+	// travels in the queued message's headers to whichever coordinator
+	// runs it.
+	if tracing.TraceID(ctx) == "" {
+		var span trace.Span
+		ctx, span = tracing.StartSubmit(ctx, sub.RunID)
+		defer span.End()
+	}
 	data, err := wire.Encode(wire.TypeRunSubmit, sub)
 	if err != nil {
 		return false, fmt.Errorf("store: enqueue %s: %w", sub.RunID, err)

@@ -33,6 +33,7 @@ const (
 	TypeRunSubmit        Type = "run.submit"
 	TypeRunAccepted      Type = "run.accepted"
 	TypeRunCancel        Type = "run.cancel"
+	TypeRunResume        Type = "run.resume"
 	TypeRunResult        Type = "run.result"
 	TypeEvent            Type = "event"
 	TypeWorkersList      Type = "workers.list"

@@ -236,6 +236,22 @@ func (s *RunSubmit) Ask() limits.Ask {
 	return limits.Ask{Limits: s.Limits, Budget: s.Budget, TaskBytes: len(s.Task), Timeout: s.Timeout}
 }
 
+// RunCancel asks for a whole run to be cancelled (client → coordinator, on
+// SubjectCancelRequest), and is what a client appends to the run's subject
+// of the cancel-requests stream so a cancel sent while no coordinator runs
+// is kept. Resumes is the record's resume count when it was asked: a
+// request counts only for that execution, never for a later resume.
+type RunCancel struct {
+	RunID   string `msgpack:"run_id"`
+	Resumes int    `msgpack:"resumes,omitempty"`
+}
+
+// RunResume asks a coordinator to queue a failed or cancelled run again
+// under its id (client → coordinator, on SubjectResume).
+type RunResume struct {
+	RunID string `msgpack:"run_id"`
+}
+
 // RunAccepted acknowledges a submission.
 type RunAccepted struct {
 	RunID       string `msgpack:"run_id"`

@@ -4,16 +4,30 @@ import "strings"
 
 // Subjects. Ids are UUIDs or worker names without dots, so each is one token.
 const (
-	// SubjectSubmit takes run submissions; coordinators share it in a queue group.
+	// SubjectSubmit takes runs to run at once, outside the queue (`formica
+	// run --nats`); coordinators share it in a queue group.
 	SubjectSubmit = "formica.runs.submit"
 	// SubjectRunCancel reaches every coordinator; the run's owner acts.
 	SubjectRunCancel = "formica.runs.cancel"
+	// SubjectEnqueue takes submissions for the durable queue (client →
+	// coordinator, in the coordinators' queue group): the coordinator checks
+	// each against its own ceilings, writes the queued record and enqueues
+	// it, so clients never write records or the queue themselves.
+	SubjectEnqueue = "formica.runs.enqueue"
+	// SubjectCancelRequest asks any coordinator to cancel a whole run
+	// (RunCancel, in the coordinators' queue group): it records the cancel
+	// in the run's record and tells the run's owner on SubjectRunCancel.
+	SubjectCancelRequest = "formica.runs.cancel.request"
+	// SubjectResume asks any coordinator to queue a failed or cancelled run
+	// again (RunResume, in the coordinators' queue group).
+	SubjectResume = "formica.runs.resume"
 	// SubjectWorkerHeartbeats matches every worker's heartbeat subject
 	// (SubjectWorkerHeartbeat).
 	SubjectWorkerHeartbeats = "formica.workers.hb.*"
 	// SubjectCoordHeartbeats carries every coordinator's heartbeat.
 	SubjectCoordHeartbeats = "formica.coord.hb"
-	// QueueCoordinators is the queue group of coordinators on SubjectSubmit.
+	// QueueCoordinators is the queue group of coordinators on SubjectSubmit
+	// and the other subjects any one coordinator answers.
 	QueueCoordinators = "coordinators"
 	// SubjectWorkers asks any coordinator for the live workers.
 	SubjectWorkers = "formica.workers.list"
@@ -82,9 +96,6 @@ func SubjectCancel(worker string) string { return "formica.worker." + worker + "
 // follows, so SubjectEvents(run)+".>" follows the whole tree.
 func SubjectEvents(run string) string { return "formica.events." + run }
 
-// SubjectApprover is where the submitter of a run answers its approvals.
-func SubjectApprover(run string) string { return "formica.approver." + run }
-
 // Header names carried on every message that concerns a run or thread.
 const (
 	HeaderType        = "Formica-Type"
@@ -97,4 +108,32 @@ const (
 // cancel helpers of its placed threads (a parent cancelled on the worker).
 func SubjectThreadCancel(coordinator, worker string) string {
 	return "formica.coord." + coordinator + ".cancel." + worker
+}
+
+// Inbox roots an approver subject may be under: a client's own inbox
+// (_FORMICA.client.<id>, see package auth), or the default inbox of a
+// connection without credentials.
+const (
+	ClientInboxPrefix  = "_FORMICA.client."
+	DefaultInboxPrefix = "_INBOX."
+)
+
+// ValidApprover reports whether subject may answer a run's `ask` decisions
+// (RunSubmit.Approver): empty, or one literal subject in a client's inbox,
+// where the submitter serves it. A coordinator sends approval requests
+// nowhere else, so a submission cannot make it publish on a bucket's,
+// stream's or worker's subject.
+func ValidApprover(subject string) bool {
+	if subject == "" {
+		return true
+	}
+	if !strings.HasPrefix(subject, ClientInboxPrefix) && !strings.HasPrefix(subject, DefaultInboxPrefix) {
+		return false
+	}
+	for _, tok := range strings.Split(subject, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+			return false
+		}
+	}
+	return len(subject) <= 256
 }

@@ -110,6 +110,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeApprovalDecide, ApprovalDecide{ID: "a", Allow: true}))
 	f.Add(MustEncode(TypePlacementCheck, PlacementCheck{RunID: "r", ThreadID: "t", Token: "k"}))
 	f.Add(MustEncode(TypeProgress, Progress{Token: "t", Events: Events{{Type: event.ToolCall, Tool: "bash", Arguments: "{}"}}}))
+	f.Add(MustEncode(TypeRunCancel, RunCancel{RunID: "r", Resumes: 2}))
+	f.Add(MustEncode(TypeRunResume, RunResume{RunID: "r"}))
 	f.Add(ErrorBody(errors.New("x")))
 	entry := MustEncode(TypeJournalEntry, journal.Entry{Kind: journal.KindModel, Turn: 1,
 		Message: &model.Message{Role: model.RoleAssistant, Content: "hi", ToolCalls: []model.ToolCall{{ID: "c", Name: "bash"}}}})
@@ -132,6 +134,7 @@ func FuzzDecode(f *testing.F) {
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{}, TypeApprovalDecide: &ApprovalDecide{},
 			TypePlacementCheck: &PlacementCheck{}, TypeThreadSpec: &ThreadSpec{}, TypeExecSpecMissing: &ExecSpecMissing{},
+			TypeRunCancel: &RunCancel{}, TypeRunResume: &RunResume{},
 			TypeJournalEntry: &journal.Entry{}, TypeJournalBatch: &journalBatch{},
 		}
 		for typ, v := range targets {

@@ -137,7 +137,8 @@ func TestAttacksAreRefused(t *testing.T) {
 		m := c.attacker(c.creds("worker", "mallory"), "_FORMICA.worker.mallory")
 		m.refused("read another worker's exec requests", wire.SubjectExec("w1"), true)
 		m.refused("read every subject", ">", true)
-		m.refused("read approvals asked of submitters", wire.SubjectApprover("*"), true)
+		m.refused("read approvals asked of submitters", "formica.approver.*", true)
+		m.refused("read clients' inboxes, where their approvals are asked", wire.ClientInboxPrefix+">", true)
 		m.refused("exec request straight to a worker", wire.SubjectExec("w1"), false)
 		m.refused("heartbeat as another worker", wire.SubjectWorkerHeartbeat("w1"), false)
 		m.refused("spawn as another worker", wire.SubjectSpawn("coord", "w1"), false)
@@ -172,6 +173,10 @@ func TestAttacksAreRefused(t *testing.T) {
 		e.refused("read exec requests", wire.SubjectExec("w1"), true)
 		e.refused("delete the events stream", "$JS.API.STREAM.DELETE."+store.EventsStream, false)
 		e.refused("purge the records", "$JS.API.STREAM.PURGE.KV_"+store.RunsBucket, false)
+		e.refused("write a run record", "$KV."+store.RunsBucket+"."+target, false)
+		e.refused("submit straight into the queue", store.SubjectQueue, false)
+		e.refused("add a run to the index", store.SubjectIndex, false)
+		e.refused("read approvals asked of submitters", "formica.approver.*", true)
 
 		// A workers listing with a payload reference naming the large
 		// record's object: refused unread, the object kept.

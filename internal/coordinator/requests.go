@@ -1,0 +1,178 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/ids"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/submission"
+	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// Clients submit, cancel and resume queued runs by asking a coordinator:
+// coordinators are the only writers of run records and of the queue. Each
+// request is answered OK (or RunAccepted), or an error coded bad_request,
+// not_found or conflict; anything else is internal.
+
+// requestTimeout bounds the store work one client request does.
+const requestTimeout = 15 * time.Second
+
+// CancelledByUser is the reason recorded for a cancel a person asked for.
+const CancelledByUser = "cancelled by a user"
+
+// handleEnqueue queues a submission: checked here against this
+// coordinator's own ceilings (whatever the client checked), its queued
+// record written and the submission published to the queue. The same id
+// with the same submission is the same run; with another, a conflict.
+func (c *Coordinator) handleEnqueue(_ context.Context, m actor.Msg, r actor.Replier) {
+	var sub wire.RunSubmit
+	if err := wire.DecodeAs(m.Data, wire.TypeRunSubmit, &sub); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	if sub.RunID == "" {
+		sub.RunID = c.cfg.NewID()
+	}
+	// A queued run's `ask` decisions wait for a person in the approvals
+	// bucket; nobody attached answers them.
+	sub.Approver = ""
+	if err := submission.Check(sub, submission.Options{Ceilings: c.cfg.Ceilings}); err != nil {
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
+		return
+	}
+	// The run's trace is the submitter's, when it sent one.
+	ctx, cancel := context.WithTimeout(tracing.Extract(context.Background(), m.Header), requestTimeout)
+	defer cancel()
+	if _, err := c.cfg.Store.Enqueue(ctx, sub); err != nil {
+		r.Reply(wire.ErrorReply(storeError(err)))
+		return
+	}
+	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
+}
+
+// handleCancelRequest cancels a whole run for a client: a queued run is
+// ended before it starts, a running one gets the cancel in its record (so
+// a coordinator that picks it up after its owner died honours it) and its
+// owner is told on SubjectRunCancel.
+func (c *Coordinator) handleCancelRequest(_ context.Context, m actor.Msg, r actor.Replier) {
+	var rc wire.RunCancel
+	if err := wire.DecodeAs(m.Data, wire.TypeRunCancel, &rc); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	if err := ids.Check(rc.RunID); err != nil {
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: "run " + err.Error()}))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	var final event.Status
+	_, err := c.cfg.Store.UpdateRecord(ctx, rc.RunID, func(rec *record.Run) error {
+		final = ""
+		switch {
+		case rec.Status.Final():
+			final = rec.Status
+			return errFinal
+		case rec.Status == record.Queued:
+			rec.Status, rec.Error, rec.FinishedAt = event.Cancelled, "cancelled before it started", c.cfg.Now()
+		default:
+			rec.CancelRequested = CancelledByUser
+		}
+		return nil
+	})
+	switch {
+	case final != "":
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeConflict, Message: "run " + rc.RunID + " already " + string(final)}))
+		return
+	case errors.Is(err, store.ErrNotFound):
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "run " + rc.RunID + " not found"}))
+		return
+	case err != nil:
+		r.Reply(wire.ErrorReply(storeError(err)))
+		return
+	}
+	cn := wire.Cancel{RunID: rc.RunID, Reason: CancelledByUser}
+	if err := c.tr.Publish(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, cn)); err != nil {
+		c.cfg.Logger.Warn("tell the run's owner of a cancel", "run_id", rc.RunID, "err", err)
+	}
+	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+}
+
+// handleResume queues a failed or cancelled run again under its id. The
+// coordinator that takes it reads its journal first, so finished threads
+// are reused and failed ones carry on from their last good turn.
+func (c *Coordinator) handleResume(_ context.Context, m actor.Msg, r actor.Replier) {
+	var rr wire.RunResume
+	if err := wire.DecodeAs(m.Data, wire.TypeRunResume, &rr); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	if err := ids.Check(rr.RunID); err != nil {
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: "run " + err.Error()}))
+		return
+	}
+	id := rr.RunID
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	var sub wire.RunSubmit
+	var refused *wire.Error // said as it is, without the store's words around it
+	rec, err := c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+		refused = nil // from an earlier try, if any
+		if r.Status != event.Failed && r.Status != event.Cancelled {
+			refused = &wire.Error{Code: wire.CodeConflict, Message: "run " + id + " is " + string(r.Status) + "; only failed or cancelled runs resume"}
+			return refused
+		}
+		if r.Spec == nil {
+			refused = &wire.Error{Code: wire.CodeConflict, Message: "run " + id + " has no submitted spec to resume"}
+			return refused
+		}
+		sub = wire.RunSubmit{RunID: id, Task: r.Task, Agent: *r.Spec, Agents: r.Agents, Cwd: r.Cwd,
+			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}, Budget: r.SubmittedBudget, Timeout: r.Timeout}
+		r.Resumes++
+		r.Status, r.Error, r.Output, r.CancelRequested = record.Queued, "", "", ""
+		r.FinishedAt = time.Time{}
+		return nil
+	})
+	switch {
+	case refused != nil:
+		r.Reply(wire.ErrorReply(refused))
+		return
+	case errors.Is(err, store.ErrNotFound):
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "run " + id + " not found"}))
+		return
+	case err != nil:
+		r.Reply(wire.ErrorReply(storeError(err)))
+		return
+	}
+	// Its own message id: the queue drops a second copy under the run id.
+	if err := c.cfg.Store.Requeue(ctx, sub, id+"-resume-"+strconv.Itoa(rec.Resumes)); err != nil {
+		r.Reply(wire.ErrorReply(storeError(err)))
+		return
+	}
+	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+}
+
+// errFinal stops an update of a record that is final already.
+var errFinal = errors.New("run already finished")
+
+// storeError gives a store error the code a client tells apart.
+func storeError(err error) error {
+	code := wire.CodeInternal
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		code = wire.CodeNotFound
+	case errors.Is(err, store.ErrIDTaken):
+		code = wire.CodeConflict
+	case errors.Is(err, store.ErrInvalidID), errors.Is(err, store.ErrTooLarge):
+		code = wire.CodeBadRequest
+	}
+	return &wire.Error{Code: code, Message: err.Error()}
+}
