@@ -58,7 +58,7 @@ func TestRecordsOnlyThroughTheCoordinator(t *testing.T) {
 
 	// The one stream a client writes cannot be read back through a
 	// consumer delivering onto the record's subject.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	js, err := jetstream.New(e.nc)
 	if err != nil {
