@@ -102,15 +102,15 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			// Threads' own journal entries (never the coordinator's); they
 			// count only under a placement token the worker was given.
 			store.SubjectJournal("*", "*", false),
-			// The transfers object store, and nothing else of JetStream.
+			// The transfers object store, and nothing else of JetStream:
+			// written, and read by direct gets. No consumers: one delivers
+			// on whatever subject its creator names, so it would let a worker
+			// speak, through the server, on another worker's subjects.
 			"$JS.API.STREAM.INFO."+TransfersStream,
 			"$JS.API.STREAM.MSG.GET."+TransfersStream,
-			"$JS.API.DIRECT.GET."+TransfersStream+".>",
-			"$JS.API.CONSUMER.CREATE."+TransfersStream+".>",
-			"$JS.API.CONSUMER.DELETE."+TransfersStream+".>",
+			"$JS.API.DIRECT.GET."+TransfersStream, "$JS.API.DIRECT.GET."+TransfersStream+".>",
 			"$JS.API.STREAM.PURGE."+TransfersStream,
 			"$O."+store.TransfersBucket+".>",
-			"$JS.FC."+TransfersStream+".>",
 		)
 		p.Sub.Allow.Add(
 			"formica.worker."+id+".>",
@@ -146,11 +146,10 @@ func permit(p *jwt.Permissions, role Role, id string) {
 
 // clientReads are the streams a client reads through consumers (ordered
 // ones, for watching a record, replaying events and journals, listing
-// approvals, fetching large objects). The cancel requests, the one stream
-// whose messages a client writes, are not among them: a push consumer
-// delivers wherever its creator says, and so would republish what the
-// client wrote on any subject.
+// approvals): their messages are written by coordinators. The cancel
+// requests, which clients write, and the object stores, which workers
+// write, are read by direct gets only: a consumer delivers on whatever
+// subject its creator names, and would republish what another wrote there.
 var clientReads = []string{
 	"KV_" + store.RunsBucket, "KV_" + store.ApprovalsBucket, store.EventsStream, store.JournalStream,
-	"OBJ_" + store.PayloadsBucket, TransfersStream,
 }

@@ -110,13 +110,15 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		wire.SubjectExec(victim), wire.SubjectWorkerHeartbeat(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim),
 		wire.SubjectEvents("r1") + ".run.finished", "$KV." + store.RunsBucket + ".r1", "$KV." + store.ApprovalsBucket + ".a1",
 		"$JS.API.STREAM.DELETE." + store.EventsStream, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket, wire.SubjectSubmit,
+		// A consumer of what it wrote, delivering onto another's subject.
+		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1",
 	} {
 		if err := nc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := 6 + 9
+	want := 6 + 10
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -140,7 +142,8 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		"$JS.API.STREAM.MSG.DELETE.KV_" + store.RunsBucket, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket,
 		"$JS.API.STREAM.PURGE." + store.CancelsStream, "$JS.API.CONSUMER.CREATE." + store.CancelsStream + ".c1",
 		"$JS.API.CONSUMER.DELETE." + store.QueueStream + "." + store.QueueConsumer, "$JS.ACK." + store.QueueStream + ".>",
-		"$JS.API.STREAM.CREATE.x", "formica.anything"}
+		"$JS.API.STREAM.CREATE.x", "formica.anything",
+		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1", "$JS.API.CONSUMER.CREATE.OBJ_" + store.PayloadsBucket + ".c1"}
 	for _, subj := range clientDenied {
 		if err := cnc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)

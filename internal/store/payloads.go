@@ -79,7 +79,11 @@ func (s *Store) GetPayload(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
 	}
-	data, err := ob.GetBytes(ctx, ref)
+	st, err := s.objectStream(ctx, TransfersBucket)
+	if err != nil {
+		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
+	}
+	data, err := readObject(ctx, ob, st, TransfersBucket, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: payload %s", ErrNotFound, ref)
 	}

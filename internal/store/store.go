@@ -185,6 +185,9 @@ type Store struct {
 	// transferStore); tmu guards it.
 	tmu       sync.Mutex
 	transfers jetstream.ObjectStore
+	// objStreams are the object stores' streams, read by direct gets
+	// (see readObject); tmu guards it.
+	objStreams map[string]jetstream.Stream
 	// indexStream is the run index (see ListPage).
 	indexStream jetstream.Stream
 	// cancels holds clients' cancel requests (see RequestCancel).

@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
@@ -151,6 +153,29 @@ func TestAttacksAreRefused(t *testing.T) {
 		m.refused("read the records bucket", "$JS.API.STREAM.INFO.KV_"+store.RunsBucket, false)
 		m.refused("submit a run", wire.SubjectSubmit, false)
 		m.refused("ask for the workers list", wire.SubjectWorkers, false)
+
+		// An exec request for w1 as an object of its own in the transfers
+		// store (it may write there), then a consumer delivering that
+		// chunk onto w1's exec subject: the server would publish it.
+		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		defer cancel()
+		js, err := jetstream.New(m.nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, err := js.ObjectStore(ctx, store.TransfersBucket)
+		if err != nil {
+			t.Fatalf("a worker may use the transfers store: %v", err)
+		}
+		exec := wire.ExecRequest{Coordinator: "coord", Token: "forged", Thread: runner.Thread{ID: "evil", RunID: target, Task: "cat /etc/shadow"}}
+		info, err := obs.PutBytes(ctx, "evil", wire.MustEncode(wire.TypeExecRequest, exec))
+		if err != nil {
+			t.Fatalf("put an object in the transfers store: %v", err)
+		}
+		push, _ := json.Marshal(map[string]any{"stream_name": auth.TransfersStream, "config": map[string]any{
+			"name": "evil", "deliver_subject": wire.SubjectExec("w1"), "filter_subject": "$O." + store.TransfersBucket + ".C." + info.NUID,
+			"ack_policy": "none"}})
+		m.refusedPublish("deliver its own chunk as an exec request to w1", "$JS.API.CONSUMER.CREATE."+auth.TransfersStream+".evil", push)
 
 		// Its own subjects work, but name no thread it holds.
 		spawn := wire.SpawnRequest{RunID: target, ParentID: "root", Name: "evil", Task: "cat /etc/shadow"}
