@@ -253,6 +253,12 @@ func TestPlacedOnTheWorkerWithTheServer(t *testing.T) {
 func TestKilledServerRestarts(t *testing.T) {
 	srv, mark := everything(t)
 	const long = "mcp__everything__trigger-long-running-operation"
+	// The killing stops, under mu, when the model is asked its next turn:
+	// the long call's result is in by then, and the restarted server of the
+	// next call is never killed. (Events may reach the test a heartbeat
+	// late, so they cannot mark the end.)
+	var mu sync.Mutex
+	ended := false
 	ms := startModel(t, func(r *chatRequest) answer {
 		switch r.turn() {
 		case 0:
@@ -260,6 +266,9 @@ func TestKilledServerRestarts(t *testing.T) {
 		case 1:
 			return answer{calls: []call{{long, map[string]int{"duration": 60, "steps": 1}}}}
 		case 2:
+			mu.Lock()
+			ended = true
+			mu.Unlock()
 			return answer{calls: []call{{"mcp__everything__echo", map[string]string{"message": "after restart"}}}}
 		}
 		return answer{text: r.lastTool()}
@@ -268,43 +277,47 @@ func TestKilledServerRestarts(t *testing.T) {
 	a := agent([]string{"everything"}, tools.PermissionPolicy{})
 	a.Tools = nil
 	// Once the long call is under way, kill its server until the call ends.
-	called, ended := make(chan struct{}), make(chan struct{})
-	var once1, once2 sync.Once
+	called := make(chan struct{})
+	var once sync.Once
 	events := event.SinkFunc(func(e event.Event) {
-		switch {
-		case e.Type == event.ToolCall && e.Tool == long:
-			once1.Do(func() { close(called) })
-		case e.Type == event.ToolResult && e.Tool == long:
-			once2.Do(func() { close(ended) })
+		if e.Type == event.ToolCall && e.Tool == long {
+			once.Do(func() { close(called) })
 		}
 	})
-	killed := make(chan int, 1)
+	killed, done := make(chan int, 1), make(chan struct{})
 	go func() {
 		n := 0
 		defer func() { killed <- n }()
 		select {
 		case <-called:
-		case <-time.After(runTimeout):
+		case <-done:
 			return
 		}
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-ended:
+			case <-done:
 				return
 			case <-tick.C:
-				for _, pid := range markedPids(mark) {
-					if syscall.Kill(pid, syscall.SIGKILL) == nil {
-						n++
-					}
+			}
+			mu.Lock()
+			if ended {
+				mu.Unlock()
+				return
+			}
+			for _, pid := range markedPids(mark) {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					n++
 				}
 			}
+			mu.Unlock()
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	rec, err := cl.Run(ctx, wire.RunSubmit{RunID: uuid.NewString(), Task: "root", Agent: a, Cwd: t.TempDir()}, events, nil)
+	close(done)
 	if err != nil {
 		t.Fatal(err)
 	}
