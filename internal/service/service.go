@@ -246,7 +246,7 @@ func (s *Service) CancelThread(ctx context.Context, runID, threadID string) erro
 	if rec.Status.Final() {
 		return api.Errorf(api.ErrConflict, "run %s already %s", runID, rec.Status)
 	}
-	c := wire.Cancel{RunID: runID, ThreadIDs: []string{threadID}, Reason: "cancelled by a user"}
+	c := wire.Cancel{RunID: runID, ThreadIDs: []string{threadID}, Reason: coordinator.CancelledByUser}
 	call, err := s.tr.Request(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
 	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
