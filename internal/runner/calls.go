@@ -128,16 +128,14 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 		// A helper's tokens go with the result: reused, they count again.
 		e := journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
 			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: sp.usage}
-		if sp.succeeded {
-			// The helper's journaled end holds this result durably already
-			// (a parent that runs again gets it from there), so the next
-			// model call need not wait for this entry to be stored: it goes
-			// with the response of that call.
-			st.recordLazy(e)
-		} else {
-			st.record(e)
+		st.record(e) // stored before the next model call sees it
+		if !sp.succeeded {
 			// Sent now, not held: sibling calls may run long, and a
-			// result stored is a call not run again.
+			// result stored is a call not run again. A helper that
+			// succeeded sent its end before its result, and a call that
+			// asks for it again is answered with that result (from the
+			// coordinator, or from the end in a later execution of the
+			// run), so its entry can go with the next one sent.
 			st.j.Flush()
 		}
 	}
@@ -244,7 +242,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 type threadSpawner struct {
 	st        *threadState
 	failed    bool
-	succeeded bool // a helper answered and succeeded: its end is journaled
+	succeeded bool // a helper answered and succeeded: it sent its end before its result
 	usage     model.Usage
 }
 

@@ -11,7 +11,9 @@ import (
 // Journal keeps the journal of each thread (package journal). The runner
 // appends as the thread lives and syncs where later work depends on an
 // entry: a model response before its tool calls run, tool results before
-// the next model call sees them, the end before the result is reported.
+// the next model call sees them, a root's end before its result is
+// reported (a helper's end is sent before its result, not waited for: see
+// endWritten).
 type Journal interface {
 	Open(th *Thread) ThreadJournal
 }
@@ -69,6 +71,35 @@ func (st *threadState) sync(ctx context.Context) {
 	if err := st.j.Sync(ctx); err != nil && ctx.Err() == nil {
 		st.r.cfg.Logger.Warn("journal", "run", st.th.RunID, "thread", st.th.ID, "err", err)
 	}
+}
+
+// endWritten sends the thread's end, journaled last. A root's end is
+// stored before its result is reported: the run's record is final on it.
+// A helper's end is sent, not waited for, before its result: the result
+// goes to its parent, which journals it as the agent call's tool result and
+// stores that before its next model call (a tool result before the model
+// call that sees it), and a parent that runs again takes a journaled
+// result as the call's answer, never asking for the helper again. Until
+// then the helper's result is what its parent's turn in flight waits on,
+// and that turn is redone after a crash; its agent call then finds the
+// helper's end (same id: run, parent, call) and is answered from it, or,
+// if the end was lost with the crash, runs the helper's last turn again,
+// as any tool call in flight runs again. On one server the wait would buy
+// nothing more: the end reaches the server before the parent's entry of
+// the result can (it is sent before the result, the entry only once the
+// result arrived), and a stream stores what it receives in order, so
+// whenever that entry is stored the end is too.
+func (st *threadState) endWritten(ctx context.Context) {
+	if st.th.Depth > 0 {
+		st.mu.Lock()
+		st.unsynced = false
+		st.mu.Unlock()
+		st.j.Flush()
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endSyncTimeout)
+	st.sync(sctx)
+	cancel()
 }
 
 // startReplay indexes the thread's journal and opens it for writing.

@@ -73,10 +73,12 @@ func (m *memJournal) logf(id, what string) {
 
 // TestJournalSyncsOnlyWhatLaterWorkNeeds: a tool result is stored before
 // the model call that sees it and a model response before its tool calls,
-// but neither the start nor a helper's result (its own journaled end holds
-// it) makes the next model call wait, nor is sent on its own: they go with
-// the next response stored (the journal sends them itself if that is
-// slow). Other tool results are sent at once. The end is always synced.
+// but the start does not make the next model call wait, nor is it sent on
+// its own: it goes with the next entry stored (the journal sends it itself
+// if that is slow). A helper's result waits for the next sync too (the
+// helper sent its end before it); other tool results are sent at once.
+// The root's end is synced; a helper's end is sent before its result, not
+// waited for (its parent stores the result before its next model call).
 func TestJournalSyncsOnlyWhatLaterWorkNeeds(t *testing.T) {
 	counter := &tools.Func{ToolName: "count", Desc: "counts", Parameters: json.RawMessage(`{"type":"object"}`),
 		Fn: func(context.Context, json.RawMessage) (string, error) { return "ran", nil }}
@@ -111,12 +113,12 @@ func TestJournalSyncsOnlyWhatLaterWorkNeeds(t *testing.T) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	want := []string{"start", "model", "sync", "spawn", "tool", "model", "sync", "tool", "flush", "sync", "model", "end", "sync"}
+	want := []string{"start", "model", "sync", "spawn", "tool", "sync", "model", "sync", "tool", "flush", "sync", "model", "end", "sync"}
 	if diff := cmp.Diff(want, j.log[res.RootID]); diff != "" {
 		t.Errorf("root's journal writes (-want +got):\n%s", diff)
 	}
 	helperID := journal.ThreadID("run", res.RootID, journal.CallKey(0, "call_1"))
-	if diff := cmp.Diff([]string{"start", "model", "end", "sync"}, j.log[helperID]); diff != "" {
+	if diff := cmp.Diff([]string{"start", "model", "end", "flush"}, j.log[helperID]); diff != "" {
 		t.Errorf("helper's journal writes (-want +got):\n%s", diff)
 	}
 	// The parent journals its spawn: the call, the helper's id.

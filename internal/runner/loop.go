@@ -53,11 +53,7 @@ func (st *threadState) finish(ctx context.Context, res Result, fromJournal bool,
 	if !fromJournal {
 		st.record(journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output, Error: res.Error,
 			Usage: res.Usage, Own: res.Own})
-		// The end is what lets a finished thread be reused instead of run
-		// again: it is stored before the result is reported.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endSyncTimeout)
-		st.sync(sctx)
-		cancel()
+		st.endWritten(ctx)
 	}
 	e := th.event(event.ThreadFinished)
 	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
