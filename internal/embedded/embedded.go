@@ -146,7 +146,18 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
 			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
 			Metrics: cfg.Metrics, MCP: cfg.MCP}
-		if st := s.Store; st != nil {
+		if s.Store != nil {
+			// On the worker's own connection, as a worker process has it: its
+			// journal writes and their acks stay off the coordinator's, and a
+			// helper's end goes out before its result on the one connection.
+			sc := store.Config{Logger: cfg.Logger, JournalFailed: cfg.Store.JournalFailed}
+			if sc.JournalFailed == nil && cfg.Metrics != nil {
+				sc.JournalFailed = cfg.Metrics.JournalWriteFailed
+			}
+			st, err := store.OpenTransfers(ctx, nc, sc)
+			if err != nil {
+				return nil, err
+			}
 			wc.Offloader = st
 			wc.Journal = func(run, thread, token string) runner.ThreadJournal {
 				return st.Journal(run, thread, token, false).Batched(store.JournalLinger)
