@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 
@@ -16,7 +15,7 @@ import (
 const levelTrace = slog.LevelDebug - 4
 
 // discardLogger is the default: a library stays quiet unless given a logger.
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+var discardLogger = slog.New(slog.DiscardHandler)
 
 func orDiscard(l *slog.Logger) *slog.Logger {
 	if l == nil {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -171,7 +170,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.Cwd, _ = os.Getwd()
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	tc := natstransport.Config{Logger: cfg.Logger, MayCarryRef: wire.MayCarryRef}
 	if cfg.Store != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -60,7 +59,7 @@ func New(cfg Config) (*Pool, error) {
 		cfg.OutputCap = DefaultOutputCap
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Pool{cfg: cfg, runs: map[string]*runSessions{}}, nil
 }

@@ -80,7 +80,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, errors.New("ops: no listen address")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -137,7 +136,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg.Approver = tools.DenyAll
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = func() string { return uuid.NewString() }

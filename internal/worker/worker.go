@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -123,7 +122,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	host, _ := os.Hostname()
 	if cfg.ID == "" {
