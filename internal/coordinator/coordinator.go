@@ -116,6 +116,7 @@ type Coordinator struct {
 	draining   atomic.Bool
 	idle       chan struct{} // closed when the last run ends; guarded by mu
 
+	events   *publisher // every event leaves through it, in order
 	alive    keepalive
 	subs     []actor.Subscription
 	natsSubs []*nats.Subscription
@@ -200,6 +201,7 @@ func New(cfg Config) (*Coordinator, error) {
 		alive:     keepalive{repliers: map[*alivePing]struct{}{}},
 		stop:      make(chan struct{}),
 	}
+	c.events = newPublisher(maxQueuedEvents, (&eventSender{c: c}).send)
 	cfg.Metrics.FleetLoad(c.fleetLoad)
 	if cfg.Store != nil {
 		cfg.Metrics.QueueDepth(func(ctx context.Context) (metrics.Queue, error) {
@@ -317,6 +319,7 @@ func (c *Coordinator) Stop() error {
 	}
 	close(c.stop)
 	c.loops.Wait()
+	c.events.flush(flushTimeout)
 	return c.stopSubs()
 }
 

@@ -132,6 +132,10 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	res = runOutcome(rn, res)
 	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
 		Status: res.Status, Reason: res.Error, Output: event.Clip(res.Output, maxEventOutput), Usage: res.Usage})
+	// Its events are sent before its record is final (publisher).
+	if !c.events.flush(flushTimeout) {
+		c.cfg.Logger.Warn("run's events not all sent in time", "run_id", sub.RunID)
+	}
 	rn.rec.SetResult(res.Status, res.Output, res.Error, res.Usage)
 	// A run handed back to the queue on shutdown has not finished.
 	c.cfg.Metrics.RunEnded(string(res.Status), time.Since(begun), !errors.Is(context.Cause(rn.ctx), errStopping))

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/wire"
@@ -42,28 +41,41 @@ func (c *Coordinator) relay(t *threadRec, events []event.Event, subject string) 
 	}
 }
 
-// eventBufs hold the JSON of events being published: a publish copies the
-// body, so a buffer serves event after event.
-var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledEvent bounds the buffers kept for the next event.
-const maxPooledEvent = 64 << 10
-
-// publish sends e to the run's watchers as its JSON (event.AppendJSON).
+// publish queues e for the run's watchers (publisher); its time is the
+// moment it was queued when it has none.
 func (c *Coordinator) publish(e event.Event) {
 	if e.Time.IsZero() {
 		e.Time = c.cfg.Now()
 	}
-	buf := eventBufs.Get().(*[]byte)
-	data, err := event.AppendJSON((*buf)[:0], &e)
+	c.events.put(e)
+}
+
+// eventSender publishes events as their JSON (event.AppendJSON), one at a
+// time (the publisher's one draining goroutine): its buffer and header
+// serve event after event, since a publish copies both.
+type eventSender struct {
+	c      *Coordinator
+	buf    []byte
+	header map[string]string
+}
+
+// maxKeptEvent bounds the buffer kept for the next event.
+const maxKeptEvent = 64 << 10
+
+func (s *eventSender) send(e *event.Event) {
+	data, err := event.AppendJSON(s.buf[:0], e)
 	if err == nil {
-		err = c.tr.Publish(context.Background(), wire.EventSubject(e), wire.EventMessage(&e, data))
+		if s.header == nil {
+			s.header = make(map[string]string, 3)
+		}
+		err = s.c.tr.Publish(context.Background(), wire.EventSubject(*e), wire.EventMessage(s.header, e, data))
 	}
-	if cap(data) <= maxPooledEvent {
-		*buf = data[:0]
-		eventBufs.Put(buf)
+	if cap(data) <= maxKeptEvent {
+		s.buf = data[:0]
+	} else {
+		s.buf = nil
 	}
 	if err != nil {
-		c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
+		s.c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 	}
 }

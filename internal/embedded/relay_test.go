@@ -118,3 +118,74 @@ func TestWorkerEventsAreStampedByTheCoordinator(t *testing.T) {
 		t.Errorf("events published for a run the worker does not host: %s", strings.Join(elsewhere, ", "))
 	}
 }
+
+// TestEventsLeaveInOrder: the coordinator publishes events through one
+// ordered queue, off the paths that relay them. A thread's relayed events
+// (its model calls) still come before its thread.finished, each helper's
+// thread.finished before its parent's tool.result for the call that spawned
+// it (relayed later, from the parent's worker), and run.finished last, with
+// every event of the run delivered by the time the run's record is.
+func TestEventsLeaveInOrder(t *testing.T) {
+	_, cl := startStack(t, 2, 8)
+	var mu sync.Mutex
+	var got []event.Event
+	sink := event.SinkFunc(func(e event.Event) {
+		mu.Lock()
+		got = append(got, e)
+		mu.Unlock()
+	})
+	for round := range 3 {
+		got = got[:0]
+		sub := simSubmit(t, "Plan:\n- a\n- b\n- c\n- d\n- e\n- f", 0, limits.Config{})
+		rec := runAsync(t, context.Background(), cl, sub, sink)()
+		if rec.Status != event.Succeeded || len(rec.Threads) != 7 {
+			t.Fatalf("round %d: run %s (%s), %d threads", round, rec.Status, rec.Error, len(rec.Threads))
+		}
+		mu.Lock()
+		evs := append([]event.Event(nil), got...)
+		mu.Unlock()
+		if n := len(evs); n == 0 || evs[n-1].Type != event.RunFinished {
+			t.Fatalf("round %d: %d events when the record came, the last not run.finished: %v", round, n, types(evs))
+		}
+		finished := map[string]int{} // thread -> index of its thread.finished
+		helperOf := map[string]string{}
+		for i, e := range evs {
+			switch e.Type {
+			case event.ThreadFinished:
+				finished[e.ThreadID] = i
+			case event.ThreadSpawned:
+				helperOf[e.CallID] = e.ThreadID
+			}
+		}
+		models := 0
+		for i, e := range evs {
+			switch e.Type {
+			case event.ModelCall, event.ToolCall, event.ToolResult:
+				end, ok := finished[e.ThreadID]
+				if !ok || end < i {
+					t.Errorf("round %d: %s of thread %s (%s) at %d, after its thread.finished (at %d, seen %v)", round, e.Type, e.ThreadID, e.Name, i, end, ok)
+				}
+				if e.Type == event.ModelCall && e.Depth == 1 {
+					models++
+				}
+			}
+			if e.Type == event.ToolResult && e.Depth == 0 {
+				h := helperOf[e.CallID]
+				if end, ok := finished[h]; !ok || end > i {
+					t.Errorf("round %d: the root's tool.result for call %s at %d, before its helper %q's thread.finished (at %d, seen %v)", round, e.CallID, i, h, end, ok)
+				}
+			}
+		}
+		if models != 6 {
+			t.Errorf("round %d: %d helpers' model.call events, want 6: %v", round, models, types(evs))
+		}
+	}
+}
+
+func types(evs []event.Event) []event.Type {
+	out := make([]event.Type, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}

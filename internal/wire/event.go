@@ -22,11 +22,13 @@ func EventSubject(e event.Event) string {
 }
 
 // EventMessage builds the message publishing e, whose JSON (event.Marshal
-// or event.AppendJSON) is data. Unlike protocol messages, events are JSON,
-// not msgpack, so any tool can read them; the type header still routes them
-// without decoding.
-func EventMessage(e *event.Event, data []byte) actor.Msg {
-	return actor.Msg{Type: string(TypeEvent), Data: data, Header: map[string]string{
-		HeaderRun: e.RunID, HeaderThread: e.ThreadID, HeaderContentType: event.ContentType,
-	}}
+// or event.AppendJSON) is data, with its headers written into h (its other
+// keys removed): a publisher sending one event at a time keeps one map for
+// all of them, since a publish copies it. Unlike protocol messages, events
+// are JSON, not msgpack, so any tool can read them; the type header still
+// routes them without decoding.
+func EventMessage(h map[string]string, e *event.Event, data []byte) actor.Msg {
+	clear(h)
+	h[HeaderRun], h[HeaderThread], h[HeaderContentType] = e.RunID, e.ThreadID, event.ContentType
+	return actor.Msg{Type: string(TypeEvent), Data: data, Header: h}
 }
