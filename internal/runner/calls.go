@@ -22,6 +22,14 @@ import (
 // gets all of it.
 const maxEventOutput = 4 << 10
 
+// maxEventArguments bounds the arguments copied into a tool.call or
+// approval.requested event: an event travels inline on the messages its
+// worker sends and is published as one NATS message, so a call whose
+// arguments near the max payload (a helper's task of megabytes) must not
+// make it too large. The call, the approval request and the journal keep
+// them all.
+const maxEventArguments = 64 << 10
+
 // callTools runs one response's tool calls, all at once when the agent allows
 // parallel calls and one by one otherwise, and returns their outputs in call
 // order. target is the agent a transfer_to_<name> call handed off to, if any:
@@ -110,7 +118,7 @@ func (st *threadState) journaledResult(turn int, c model.ToolCall) (string, bool
 // announce emits a call's tool.call event.
 func (st *threadState) announce(c model.ToolCall) {
 	e := st.th.event(event.ToolCall)
-	e.Tool, e.CallID, e.Arguments = c.Name, c.ID, c.Arguments
+	e.Tool, e.CallID, e.Arguments = c.Name, c.ID, event.Clip(c.Arguments, maxEventArguments)
 	st.r.emit(e)
 }
 
@@ -207,7 +215,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 	}
 	req := tools.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args)}
 	e := st.th.event(event.ApprovalRequested)
-	e.Tool, e.Arguments = name, req.Arguments
+	e.Tool, e.Arguments = name, event.Clip(req.Arguments, maxEventArguments)
 	st.r.emit(e)
 	tracing.AddEvent(ctx, tracing.EventApprovalRequested, tracing.AttrToolName.String(name))
 

@@ -19,11 +19,12 @@ func WithIDs(m actor.Msg, run, thread string) actor.Msg {
 
 // MayCarryRef says whether a message of type t may arrive with its body by
 // reference (natstransport.Config.MayCarryRef): only the messages whose
-// bodies grow with a task, a spec or a result.
+// bodies grow with a task, a spec, a result or the thread events they
+// carry (progress).
 func MayCarryRef(t string) bool {
 	switch Type(t) {
 	case TypeExecRequest, TypeExecResult, TypeSpawnRequest, TypeSpawnResult, TypeApprovalRequest,
-		TypeRunSubmit, TypeRunResult:
+		TypeRunSubmit, TypeRunResult, TypeProgress:
 		return true
 	}
 	return false
