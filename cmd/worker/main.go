@@ -187,7 +187,10 @@ func run(args []string) error {
 	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
 	wc.Metrics = mx
 	// Results larger than the NATS max payload travel through the object store.
-	if st, err := store.OpenTransfers(ctx, nc, store.Config{Logger: logger, JournalFailed: mx.JournalWriteFailed}); err != nil {
+	if wc.ID == "" {
+		wc.ID = worker.NewID()
+	}
+	if st, err := store.OpenTransfers(ctx, nc, wc.ID, store.Config{Logger: logger, JournalFailed: mx.JournalWriteFailed}); err != nil {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail and threads keep no journal", "err", err)
 	} else {
 		wc.Offloader = st

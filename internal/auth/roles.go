@@ -44,8 +44,8 @@ func InboxPrefix(role Role, id string) string {
 	return "_FORMICA." + string(role) + "." + id
 }
 
-// TransfersStream is the JetStream stream of the object store workers may
-// use for payloads over the NATS max payload.
+// TransfersStream is the JetStream stream of the coordinators' transfers
+// bucket, which workers read bodies over the NATS max payload from.
 const TransfersStream = "OBJ_" + store.TransfersBucket
 
 // Credentials are one user's JWT and nkey seed.
@@ -102,16 +102,21 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			// Threads' own journal entries (never the coordinator's); they
 			// count only under a placement token the worker was given.
 			store.SubjectJournal("*", "*", false),
-			// The transfers object store, and nothing else of JetStream:
-			// written, and read by direct gets. No consumers: one delivers
-			// on whatever subject its creator names, so it would let a worker
-			// speak, through the server, on another worker's subjects.
-			"$JS.API.STREAM.INFO."+TransfersStream,
-			"$JS.API.STREAM.MSG.GET."+TransfersStream,
-			"$JS.API.DIRECT.GET."+TransfersStream, "$JS.API.DIRECT.GET."+TransfersStream+".>",
-			"$JS.API.STREAM.PURGE."+TransfersStream,
-			"$O."+store.TransfersBucket+".>",
 		)
+		// Its own transfers bucket (made by a coordinator when it joins),
+		// written, deleted from and read; the coordinators', read alone;
+		// and nothing else of JetStream. Reads are direct gets. No
+		// consumers: one delivers on whatever subject its creator names, so
+		// it would let a worker speak, through the server, on another
+		// worker's subjects. No purge but of its own bucket: a purge takes
+		// its filter from the request's body, so a right to purge a stream
+		// is a right to purge all of it.
+		own := "OBJ_" + store.WorkerTransfers(id)
+		for _, stream := range []string{own, TransfersStream} {
+			p.Pub.Allow.Add("$JS.API.STREAM.INFO."+stream, "$JS.API.STREAM.MSG.GET."+stream,
+				"$JS.API.DIRECT.GET."+stream, "$JS.API.DIRECT.GET."+stream+".>")
+		}
+		p.Pub.Allow.Add("$JS.API.STREAM.PURGE."+own, "$O."+store.WorkerTransfers(id)+".>")
 		p.Sub.Allow.Add(
 			"formica.worker."+id+".>",
 			wire.SubjectCoordHeartbeats,

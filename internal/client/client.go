@@ -14,6 +14,7 @@ import (
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
@@ -35,7 +36,7 @@ type Client struct {
 // New returns a client. off, when not nil, fetches and stores messages
 // larger than the NATS max payload (a run's large record) by reference.
 func New(nc *nats.Conn, off natstransport.Offloader) (*Client, error) {
-	tr, err := natstransport.New(nc, natstransport.Config{Offloader: off, MayCarryRef: wire.MayCarryRef})
+	tr, err := natstransport.New(nc, natstransport.Config{Offloader: off, MayCarryRef: wire.MayCarryRef, Sender: store.FromCoordinators})
 	if err != nil {
 		return nil, err
 	}

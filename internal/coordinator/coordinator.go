@@ -118,6 +118,7 @@ type Coordinator struct {
 
 	events   *publisher // every event leaves through it, in order
 	alive    keepalive
+	buckets  buckets
 	subs     []actor.Subscription
 	natsSubs []*nats.Subscription
 	stop     chan struct{}
@@ -173,7 +174,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	tc := natstransport.Config{Logger: cfg.Logger, MayCarryRef: wire.MayCarryRef}
+	tc := natstransport.Config{Logger: cfg.Logger, MayCarryRef: wire.MayCarryRef, Sender: senderOf}
 	if cfg.Store != nil {
 		tc.Offloader = cfg.Store
 	}
@@ -240,6 +241,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		subject, queue string
 		h              actor.Handler
 	}
+	// Before any handler: they may start background work (see admit).
+	c.background, c.stopBg = context.WithCancel(context.Background())
+	c.taking, c.stopTaking = context.WithCancel(c.background)
 	serve := []served{
 		{wire.SubjectSubmit, wire.QueueCoordinators, c.handleSubmit},
 		{wire.SubjectSpawn(c.cfg.ID, wire.AnyWorker), "", c.handleSpawn},
@@ -286,8 +290,6 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.loops.Add(2)
 	go c.tick()
 	go c.keepAlive()
-	c.background, c.stopBg = context.WithCancel(context.Background())
-	c.taking, c.stopTaking = context.WithCancel(c.background)
 	if c.cfg.Store != nil {
 		c.loops.Add(1 + c.cfg.MaxRuns)
 		go c.watchApprovals(c.background)
@@ -400,6 +402,11 @@ func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
 	if hb.Slots > c.cfg.MaxWorkerSlots {
 		hb.Slots = c.cfg.MaxWorkerSlots
 	}
+	c.admit(hb)
+}
+
+// joined records a worker's heartbeat, and announces a worker that joined.
+func (c *Coordinator) joined(hb wire.WorkerHeartbeat) {
 	if c.registry.heartbeat(hb) {
 		c.cfg.Logger.Info("worker joined", "worker", hb.ID, "host", hb.Host, "slots", hb.Slots)
 		e := event.Event{Type: event.WorkerJoined, Worker: hb.ID, Reason: hb.Host}

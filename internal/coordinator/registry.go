@@ -131,6 +131,14 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 	return !ok
 }
 
+// has reports whether worker id is live.
+func (g *registry) has(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.workers[id]
+	return ok
+}
+
 // incarnation is worker id's start time, as its heartbeats give it.
 func (g *registry) incarnation(id string) time.Time {
 	g.mu.Lock()

@@ -148,13 +148,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			Metrics: cfg.Metrics, MCP: cfg.MCP}
 		if s.Store != nil {
 			// On the worker's own connection, as a worker process has it: its
-			// journal writes and their acks stay off the coordinator's, and a
-			// helper's end goes out before its result on the one connection.
+			// journal writes and their acks stay off the coordinator's, a
+			// helper's end goes out before its result on the one connection,
+			// and it writes bodies over the max payload into its own bucket.
 			sc := store.Config{Logger: cfg.Logger, JournalFailed: cfg.Store.JournalFailed}
 			if sc.JournalFailed == nil && cfg.Metrics != nil {
 				sc.JournalFailed = cfg.Metrics.JournalWriteFailed
 			}
-			st, err := store.OpenTransfers(ctx, nc, sc)
+			st, err := store.OpenTransfers(ctx, nc, id, sc)
 			if err != nil {
 				return nil, err
 			}

@@ -92,7 +92,9 @@ func violations(t *testing.T, s *Stack, role auth.Role, id string) (*nats.Conn, 
 
 // TestWorkerCredentialsArePinned: a worker's credentials cannot subscribe to
 // another worker's subjects, speak on another worker's subjects, publish
-// run events, or touch the records and approvals buckets; a client's cannot
+// run events, touch the records and approvals buckets, write, delete or
+// purge another's transfers (or read another worker's), or make, change or
+// delete a stream, its own bucket's included; a client's cannot
 // publish exec requests, spawns or events, nor write the records or
 // approvals buckets, the queue or the run index, nor read another client's
 // inbox (where its approvals are asked).
@@ -100,6 +102,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 	s, _ := startSecured(t)
 	victim := s.Workers[0].ID()
 	nc, seen := violations(t, s, auth.Worker, "mallory")
+	mine, theirs := "OBJ_"+store.WorkerTransfers("mallory"), "OBJ_"+store.WorkerTransfers(victim)
 
 	for _, subj := range []string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", "formica.approver.*", wire.ClientInboxPrefix + ">", wire.EventsAll + "x", ">"} {
 		if _, err := nc.SubscribeSync(subj); err != nil {
@@ -112,13 +115,24 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		"$JS.API.STREAM.DELETE." + store.EventsStream, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket, wire.SubjectSubmit,
 		// A consumer of what it wrote, delivering onto another's subject.
 		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1",
+		"$JS.API.CONSUMER.CREATE." + mine + ".c1",
+		// Another's transfers: the coordinators' and the victim's, purged,
+		// overwritten, deleted from, or (the victim's) read; its own
+		// bucket made, reconfigured or deleted by itself.
+		"$JS.API.STREAM.PURGE." + auth.TransfersStream, "$JS.API.STREAM.PURGE." + theirs,
+		"$O." + store.TransfersBucket + ".M.x", "$O." + store.TransfersBucket + ".C.x",
+		"$O." + store.WorkerTransfers(victim) + ".M.x", "$O." + store.WorkerTransfers(victim) + ".C.x",
+		"$JS.API.STREAM.MSG.DELETE." + auth.TransfersStream, "$JS.API.STREAM.MSG.DELETE." + theirs,
+		"$JS.API.STREAM.INFO." + theirs, "$JS.API.DIRECT.GET." + theirs, "$JS.API.STREAM.MSG.GET." + theirs,
+		"$JS.API.STREAM.CREATE." + mine, "$JS.API.STREAM.UPDATE." + mine, "$JS.API.STREAM.DELETE." + mine,
+		"$JS.API.STREAM.DELETE." + auth.TransfersStream,
 	} {
 		if err := nc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := 6 + 10
+	want := 6 + 26
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

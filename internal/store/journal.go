@@ -394,6 +394,21 @@ func (s *Store) decodeEntries(ctx context.Context, msg jetstream.Msg) []journal.
 	return out
 }
 
+// journalPayload reads the large entry ref names, written on subject: a
+// coordinator's entry (.c) from the coordinators' transfers bucket, a
+// thread's (.t) from a worker's. A read never deletes it: the entry is read
+// again on every replay and transcript, until the bucket's TTL.
+func (s *Store) journalPayload(ctx context.Context, subject, ref string) ([]byte, error) {
+	r, err := parseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(subject, ".c") != (r.bucket == TransfersBucket) {
+		return nil, fmt.Errorf("%w: %s on %s", ErrForeignRef, ref, subject)
+	}
+	return s.readPayload(ctx, r)
+}
+
 // decodeEntry reads one entry of msg, encoded in data.
 func (s *Store) decodeEntry(ctx context.Context, msg jetstream.Msg, data []byte) (journal.Entry, bool) {
 	var e journal.Entry
@@ -403,7 +418,7 @@ func (s *Store) decodeEntry(ctx context.Context, msg jetstream.Msg, data []byte)
 			s.log.Warn("store: bad journal reference", "subject", msg.Subject(), "err", err)
 			return e, false
 		}
-		if data, err = s.GetPayload(ctx, ref.Ref); err != nil {
+		if data, err = s.journalPayload(ctx, msg.Subject(), ref.Ref); err != nil {
 			s.log.Warn("store: journal entry lost", "subject", msg.Subject(), "err", err)
 			return e, false
 		}

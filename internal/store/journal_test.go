@@ -53,7 +53,16 @@ func TestJournalBatchedSendsWithinItsLinger(t *testing.T) {
 // or batched: held until Sync and stored as one message), a large one, a
 // forged placement's and another thread's, and reads them back.
 func TestJournalAppendSyncRead(t *testing.T) {
-	s, _ := openStore(t, Config{})
+	s, nc := openStore(t, Config{})
+	// Threads' entries come from a worker's store: a large one goes to the
+	// worker's own transfers bucket.
+	if err := s.OpenWorkerTransfers(ctxT(t, 10*time.Second), "w1"); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := OpenTransfers(ctxT(t, 10*time.Second), nc, "w1", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, batched := range []bool{false, true} {
 		run := fmt.Sprintf("run-%d", i)
 		writer := func(w *JournalWriter) *JournalWriter {
@@ -71,7 +80,7 @@ func TestJournalAppendSyncRead(t *testing.T) {
 			if err := coord.Sync(ctx); err != nil {
 				t.Fatal(err)
 			}
-			w := writer(s.Journal(run, thread, "tok-1", false))
+			w := writer(ws.Journal(run, thread, "tok-1", false))
 			w.Append(journal.Entry{Kind: journal.KindStart, Task: "do it", Thread: &journal.ThreadInfo{ID: thread, Name: "root", Path: "root"}})
 			big := strings.Repeat("x", 2<<20) // over the NATS max payload: through the object store
 			w.Append(journal.Entry{Kind: journal.KindModel, Message: &model.Message{Role: model.RoleAssistant, Content: big}})
@@ -86,7 +95,7 @@ func TestJournalAppendSyncRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A placement nobody journaled: its entries must not count.
-			forged := writer(s.Journal(run, thread, "tok-forged", false))
+			forged := writer(ws.Journal(run, thread, "tok-forged", false))
 			forged.Append(journal.Entry{Kind: journal.KindEnd, Status: event.Succeeded, Output: "planted"})
 			// Another thread of the run.
 			other := s.Journal(run, "thread-2", "", true)

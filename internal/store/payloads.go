@@ -15,100 +15,187 @@ import (
 
 // Offloader keeps payloads too large for one NATS message (over the
 // server's max payload, 1 MiB by default) out of band: the sender puts the
-// bytes and sends the returned reference instead, the receiver gets the
-// bytes back by that reference. References are opaque strings, valid on
-// every process connected to the same NATS system. The transport defines
-// the same two methods where it needs them; *Store satisfies it.
+// bytes into its own transfers bucket and sends the returned reference
+// instead, the receiver gets the bytes back by that reference. References
+// are opaque strings, valid on every process connected to the same NATS
+// system. The transport defines the same two methods where it needs them;
+// *Store satisfies it.
 //
-// Payloads are not expired: whoever knows a payload is no longer needed
-// (typically the receiver, after reading it) deletes it with
-// Store.DeletePayload.
+// Each party that sends bodies writes only into a bucket of its own: the
+// coordinators into TransfersBucket, worker w into WorkerTransfers(w)
+// (made by a coordinator when w joins; a worker creates no stream). A
+// reference names its bucket, and GetPayload reads it only when that is the
+// bucket of the party the message came from (from), so no message can make
+// its reader fetch, or drop, a body someone else wrote. A body is deleted
+// by its owner, or by a coordinator once it has read a body sent to it;
+// the buckets' TTL (Config.Retention) bounds the rest.
 type Offloader interface {
 	PutPayload(ctx context.Context, data []byte) (ref string, err error)
-	GetPayload(ctx context.Context, ref string) ([]byte, error)
+	GetPayload(ctx context.Context, from, ref string) ([]byte, error)
 }
 
 var _ Offloader = (*Store)(nil)
 
-// payloadPrefix names transport payloads in TransfersBucket. A reference
-// is "payloads/<random>.<sha256 of the body>": the reader checks the body
+// payloadPrefix starts transport payloads' object names in their bucket. A
+// reference is "<bucket>/<random>.<sha256 of the body>", the object's name
+// in that bucket "payloads/<random>.<sha256>": the reader checks the body
 // against it, so a reference names the one object its message created and
-// nothing else (never a run record, which lives in another bucket).
+// nothing else (never a run record, which lives in another bucket). A
+// reference "payloads/<random>.<sha256>" (as stores before per-party
+// buckets wrote them, in journals) names the coordinators' bucket.
 const payloadPrefix = "payloads/"
 
-// PutPayload stores data in the transfers object store and returns its
-// reference.
+// workerTransfersPrefix starts the names of workers' transfers buckets.
+const workerTransfersPrefix = TransfersBucket + "_w_"
+
+// WorkerTransfers is the bucket worker id writes its bodies into: the
+// worker's id with every byte outside [A-Za-z0-9-] written as _ and two hex
+// digits, so that distinct ids name distinct buckets.
+func WorkerTransfers(id string) string {
+	var b strings.Builder
+	b.WriteString(workerTransfersPrefix)
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "_%02x", c)
+		}
+	}
+	return b.String()
+}
+
+// FromCoordinators is the sender (natstransport.Config.Sender) of every
+// message a worker or a client receives: only coordinators send them
+// requests or answer theirs, so a reference must name the coordinators'
+// bucket.
+func FromCoordinators(string) string { return TransfersBucket }
+
+// isTransfers reports whether bucket is a transfers bucket: the
+// coordinators' or a worker's.
+func isTransfers(bucket string) bool {
+	return bucket == TransfersBucket || isWorkerTransfers(bucket)
+}
+
+func isWorkerTransfers(bucket string) bool {
+	rest, ok := strings.CutPrefix(bucket, workerTransfersPrefix)
+	return ok && rest != "" && !strings.ContainsAny(rest, "./*> ")
+}
+
+// ErrNoTransfers reports a body too large for one message from a store
+// that has no transfers bucket of its own (a client's): clients send every
+// message inline, within the NATS max payload.
+var ErrNoTransfers = errors.New("store: this party has no transfers bucket: the body must fit one NATS message")
+
+// ErrForeignRef reports a reference into a bucket other than its sender's,
+// or one this store may not delete.
+var ErrForeignRef = errors.New("store: reference outside its sender's bucket")
+
+// PutPayload stores data in this store's own transfers bucket and returns
+// its reference.
 func (s *Store) PutPayload(ctx context.Context, data []byte) (string, error) {
+	if s.own == "" {
+		return "", fmt.Errorf("store: put payload of %d bytes: %w", len(data), ErrNoTransfers)
+	}
 	sum := sha256.Sum256(data)
-	ref := payloadPrefix + uuid.NewString() + "." + hex.EncodeToString(sum[:])
-	ob, err := s.transferStore(ctx)
+	id := uuid.NewString() + "." + hex.EncodeToString(sum[:])
+	b, err := s.bucket(ctx, s.own)
 	if err != nil {
 		return "", fmt.Errorf("store: put payload: %w", err)
 	}
-	if _, err := ob.PutBytes(ctx, ref, data); err != nil {
+	if _, err := b.ob.PutBytes(ctx, payloadPrefix+id, data); err != nil {
 		return "", fmt.Errorf("store: put payload: %w", err)
 	}
-	return ref, nil
+	return s.own + "/" + id, nil
 }
 
-// checkRef refuses what is not a reference PutPayload made.
-func checkRef(ref string) (sum string, err error) {
-	name, ok := strings.CutPrefix(ref, payloadPrefix)
-	id, sum, ok2 := strings.Cut(name, ".")
-	if !ok || !ok2 || uuid.Validate(id) != nil || len(sum) != sha256.Size*2 || strings.ContainsAny(sum, "/.") {
-		return "", fmt.Errorf("%w: %q is not a payload reference", ErrInvalidConfig, ref)
+// payloadRef is a parsed reference.
+type payloadRef struct {
+	bucket, name, sum string
+}
+
+// parseRef refuses what is not a reference PutPayload made.
+func parseRef(ref string) (payloadRef, error) {
+	bucket, id, ok := strings.Cut(ref, "/")
+	if bucket+"/" == payloadPrefix {
+		bucket = TransfersBucket
 	}
-	return sum, nil
+	uid, sum, ok2 := strings.Cut(id, ".")
+	if !ok || !ok2 || !isTransfers(bucket) || uuid.Validate(uid) != nil || len(sum) != sha256.Size*2 || strings.ContainsAny(sum, "/.") {
+		return payloadRef{}, fmt.Errorf("%w: %q is not a payload reference", ErrInvalidConfig, ref)
+	}
+	return payloadRef{bucket: bucket, name: payloadPrefix + id, sum: sum}, nil
 }
 
 // payloadReadTimeout bounds one payload read, the largest included.
 const payloadReadTimeout = 10 * time.Second
 
-// GetPayload returns the payload stored under ref, or ErrNotFound. A body
-// that does not match the hash its reference names is refused.
-func (s *Store) GetPayload(ctx context.Context, ref string) ([]byte, error) {
-	want, err := checkRef(ref)
+// GetPayload returns the payload stored under ref, or ErrNotFound. from is
+// the bucket of the party the reference came from: a reference into any
+// other bucket is refused unread (ErrForeignRef). A body that does not
+// match the hash its reference names is refused.
+func (s *Store) GetPayload(ctx context.Context, from, ref string) ([]byte, error) {
+	r, err := parseRef(ref)
 	if err != nil {
 		return nil, err
 	}
+	if r.bucket != from {
+		return nil, fmt.Errorf("%w: %s, sent by the owner of %q", ErrForeignRef, ref, from)
+	}
+	return s.readPayload(ctx, r)
+}
+
+// readPayload reads a parsed reference.
+func (s *Store) readPayload(ctx context.Context, r payloadRef) ([]byte, error) {
 	// An object past its retention loses its chunks before its info, and a
 	// read in between waits for chunks that never come: bound it.
 	ctx, cancel := context.WithTimeout(ctx, payloadReadTimeout)
 	defer cancel()
-	ob, err := s.transferStore(ctx)
+	ref := r.bucket + "/" + r.name
+	b, err := s.bucket(ctx, r.bucket)
 	if err != nil {
 		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
 	}
-	st, err := s.objectStream(ctx, TransfersBucket)
-	if err != nil {
-		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
-	}
-	data, err := readObject(ctx, ob, st, TransfersBucket, ref)
+	data, err := readObject(ctx, b.ob, b.st, r.bucket, r.name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: payload %s", ErrNotFound, ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
 	}
-	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != want {
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r.sum {
 		return nil, fmt.Errorf("%w: payload %s does not match its reference", ErrNotFound, ref)
 	}
 	return data, nil
 }
 
+// MayDeletePayload reports whether this store deletes the payload under
+// ref: one in its own bucket, or, for a coordinator's store (the
+// authority), any transfers bucket's.
+func (s *Store) MayDeletePayload(ref string) bool {
+	r, err := parseRef(ref)
+	return err == nil && s.own != "" && (r.bucket == s.own || s.own == TransfersBucket)
+}
+
 // DeletePayload removes the payload stored under ref. Deleting a missing
 // payload is no error (the object store itself does not tell a deleted
 // object from a live one on Delete), so cleanup can be retried freely.
-// Only payload references are deleted: never a run record.
+// Only payload references are deleted, never a run record, and only those
+// MayDeletePayload allows (ErrForeignRef otherwise, asking the server
+// nothing).
 func (s *Store) DeletePayload(ctx context.Context, ref string) error {
-	if _, err := checkRef(ref); err != nil {
+	r, err := parseRef(ref)
+	if err != nil {
 		return err
 	}
-	ob, err := s.transferStore(ctx)
+	if !s.MayDeletePayload(ref) {
+		return fmt.Errorf("%w: %s is not this party's to delete", ErrForeignRef, ref)
+	}
+	b, err := s.bucket(ctx, r.bucket)
 	if err != nil {
 		return fmt.Errorf("store: delete payload %s: %w", ref, err)
 	}
-	if err := ob.Delete(ctx, ref); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+	if err := b.ob.Delete(ctx, r.name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("store: delete payload %s: %w", ref, err)
 	}
 	return nil

@@ -26,7 +26,10 @@ func TestPayloadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := off.GetPayload(ctx, ref)
+	if !strings.HasPrefix(ref, TransfersBucket+"/") {
+		t.Fatalf("a coordinator's reference %q is not in the coordinators' bucket", ref)
+	}
+	got, err := off.GetPayload(ctx, TransfersBucket, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,26 +40,28 @@ func TestPayloadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetPayload(ctx, empty); err != nil || len(got) != 0 {
+	if got, err := s.GetPayload(ctx, TransfersBucket, empty); err != nil || len(got) != 0 {
 		t.Fatalf("empty payload: %d bytes, %v", len(got), err)
 	}
 	if err := s.DeletePayload(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetPayload(ctx, ref); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetPayload(ctx, TransfersBucket, ref); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
 	}
 	if err := s.DeletePayload(ctx, ref); err != nil {
 		t.Fatalf("delete twice: %v", err)
 	}
-	missing := "payloads/00000000-0000-4000-8000-000000000000." + strings.Repeat("ab", 32)
+	missing := TransfersBucket + "/00000000-0000-4000-8000-000000000000." + strings.Repeat("ab", 32)
 	if err := s.DeletePayload(ctx, missing); err != nil {
 		t.Fatalf("delete missing: %v", err)
 	}
 	// A reference names only a payload its message created: never a run
-	// record's object, never anything but "payloads/<id>.<sha256>".
-	for _, bad := range []string{"records/run-1/0b9e0c57-0d54-4a43-9d1c-1c2f3b7e6a10", "payloads/x", "payloads/../records/r"} {
-		if _, err := s.GetPayload(ctx, bad); err == nil {
+	// record's object, never anything but "<transfers bucket>/<id>.<sha256>".
+	for _, bad := range []string{"records/run-1/0b9e0c57-0d54-4a43-9d1c-1c2f3b7e6a10", "payloads/x", "payloads/../records/r",
+		PayloadsBucket + "/00000000-0000-4000-8000-000000000000." + strings.Repeat("ab", 32),
+		"formica_transfers_w_/00000000-0000-4000-8000-000000000000." + strings.Repeat("ab", 32)} {
+		if _, err := s.GetPayload(ctx, TransfersBucket, bad); err == nil {
 			t.Errorf("GetPayload(%q) succeeded", bad)
 		}
 		if err := s.DeletePayload(ctx, bad); err == nil {
@@ -65,36 +70,121 @@ func TestPayloadRoundTrip(t *testing.T) {
 	}
 }
 
-// TestTransfersBeforeTheCoordinator opens a worker's transfers store on a
-// JetStream where no coordinator has made the bucket yet (a worker started
-// first): the store opens, payload calls fail while the bucket is missing,
-// and once a coordinator's store is open the same worker store puts, gets
-// and deletes payloads, with no restart.
-func TestTransfersBeforeTheCoordinator(t *testing.T) {
+func TestWorkerTransfersNames(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range []string{"gpu-1", "gpu_1", "gpu_5f1", "w1", "W1", "ü", "a:b", "a/b"} {
+		b := WorkerTransfers(id)
+		if !isWorkerTransfers(b) || strings.ContainsFunc(b, func(r rune) bool {
+			return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) {
+			t.Errorf("WorkerTransfers(%q) = %q: not a bucket name", id, b)
+		}
+		if other, ok := seen[b]; ok {
+			t.Errorf("workers %q and %q share bucket %q", id, other, b)
+		}
+		seen[b] = id
+	}
+	if got := WorkerTransfers("gpu-1"); got != "formica_transfers_w_gpu-1" {
+		t.Errorf("WorkerTransfers(gpu-1) = %q", got)
+	}
+}
+
+// TestTransfersArePerParty: a worker writes into its own bucket, made by a
+// coordinator (before that its puts fail); each reader takes a reference
+// only from the party whose bucket it names; a worker deletes only its own
+// bodies, a coordinator any it read; a client writes none.
+func TestTransfersArePerParty(t *testing.T) {
 	srv := brokertest.Start(t)
 	ctx := ctxT(t, 30*time.Second)
-	w, err := OpenTransfers(ctx, connect(t, srv), Config{})
+	w1, err := OpenTransfers(ctx, connect(t, srv), "w1", Config{})
 	if err != nil {
 		t.Fatalf("OpenTransfers before any coordinator: %v", err)
 	}
-	if _, err := w.PutPayload(ctx, []byte("early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := w1.PutPayload(ctx, []byte("early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Fatalf("PutPayload without a bucket: %v, want ErrBucketNotFound", err)
 	}
-	if _, err := Open(ctx, connect(t, srv), Config{}); err != nil {
+	c, err := Open(ctx, connect(t, srv), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.PutPayload(ctx, []byte("still early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("PutPayload before w1 joined: %v, want ErrBucketNotFound", err)
+	}
+	for _, id := range []string{"w1", "w2", "w1"} { // idempotent
+		if err := c.OpenWorkerTransfers(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2, err := OpenTransfers(ctx, connect(t, srv), "w2", Config{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("late"), 1<<19)
-	ref, err := w.PutPayload(ctx, data)
+	ref, err := w1.PutPayload(ctx, data)
 	if err != nil {
 		t.Fatalf("PutPayload once the coordinator made the bucket: %v", err)
 	}
-	if got, err := w.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("GetPayload: %d bytes, %v", len(got), err)
+	if !strings.HasPrefix(ref, WorkerTransfers("w1")+"/") {
+		t.Fatalf("w1's reference %q is not in its bucket", ref)
 	}
-	if err := w.DeletePayload(ctx, ref); err != nil {
+	// Only as w1's: not as the coordinators', not as w2's.
+	for _, from := range []string{TransfersBucket, WorkerTransfers("w2"), ""} {
+		if _, err := c.GetPayload(ctx, from, ref); !errors.Is(err, ErrForeignRef) {
+			t.Errorf("w1's reference read as sent by %q: %v, want ErrForeignRef", from, err)
+		}
+	}
+	if got, err := c.GetPayload(ctx, WorkerTransfers("w1"), ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("coordinator reads w1's body: %d bytes, %v", len(got), err)
+	}
+	// w2 may not delete it; w1 may, and so may a coordinator.
+	if err := w2.DeletePayload(ctx, ref); !errors.Is(err, ErrForeignRef) {
+		t.Fatalf("w2 deletes w1's body: %v, want ErrForeignRef", err)
+	}
+	if _, err := c.GetPayload(ctx, WorkerTransfers("w1"), ref); err != nil {
+		t.Fatalf("w1's body after w2's delete: %v", err)
+	}
+	if err := w1.DeletePayload(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.GetPayload(ctx, ref); !errors.Is(err, ErrNotFound) {
+	if _, err := c.GetPayload(ctx, WorkerTransfers("w1"), ref); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetPayload after delete: %v", err)
+	}
+	ref2, err := w2.PutPayload(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeletePayload(ctx, ref2); err != nil {
+		t.Fatalf("coordinator deletes a body sent to it: %v", err)
+	}
+	// The coordinators' bodies: read by workers, deleted only by coordinators.
+	cref, err := c.PutPayload(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := w1.GetPayload(ctx, TransfersBucket, cref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("w1 reads the coordinator's body: %d bytes, %v", len(got), err)
+	}
+	if err := w1.DeletePayload(ctx, cref); !errors.Is(err, ErrForeignRef) {
+		t.Fatalf("w1 deletes the coordinator's body: %v, want ErrForeignRef", err)
+	}
+	if _, err := w2.GetPayload(ctx, TransfersBucket, cref); err != nil {
+		t.Fatalf("the coordinator's body after w1's delete: %v", err)
+	}
+	// A client has no bucket: its bodies must fit one message.
+	cl, err := Open(ctx, connect(t, srv), Config{Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.PutPayload(ctx, data); !errors.Is(err, ErrNoTransfers) {
+		t.Fatalf("client PutPayload: %v, want ErrNoTransfers", err)
+	}
+	if got, err := cl.GetPayload(ctx, TransfersBucket, cref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("client reads the coordinator's body: %d bytes, %v", len(got), err)
+	}
+	if err := cl.DeletePayload(ctx, cref); !errors.Is(err, ErrForeignRef) {
+		t.Fatalf("client deletes the coordinator's body: %v, want ErrForeignRef", err)
+	}
+	if err := w1.OpenWorkerTransfers(ctx, "w3"); err == nil {
+		t.Fatal("a worker's store made a bucket")
 	}
 }

@@ -17,7 +17,9 @@
 //     formica.journal.<run>.<thread>.{t,c}, every thread's life entry by
 //     entry (see JournalWriter, ReadJournal and package journal).
 //   - approvals held for a person: the KV bucket formica_approvals.
-//   - large payloads: the object store formica_payloads (see Offloader).
+//   - large records: the object store formica_payloads; message bodies
+//     over the NATS max payload: a transfers bucket per party (see
+//     Offloader).
 //   - the run index: the stream FORMICA_RUN_INDEX, one message per created
 //     record, which ListPage reads from its end.
 //   - cancel requests: the stream FORMICA_CANCELS, a client's last request
@@ -63,9 +65,9 @@ const (
 	ApprovalsBucket = "formica_approvals"
 	// PayloadsBucket is the object store of large run records.
 	PayloadsBucket = "formica_payloads"
-	// TransfersBucket is the object store of message bodies over the NATS
-	// max payload (Offloader), apart from the records: workers may use it
-	// and nothing else of JetStream.
+	// TransfersBucket is the coordinators' object store of message bodies
+	// over the NATS max payload (Offloader); each worker has its own
+	// (WorkerTransfers), and reads this one.
 	TransfersBucket = "formica_transfers"
 )
 
@@ -181,12 +183,15 @@ type Store struct {
 	runs      jetstream.KeyValue
 	approvals jetstream.KeyValue
 	payloads  jetstream.ObjectStore
-	// transfers is set by Open, or by the first use that finds it (see
-	// transferStore); tmu guards it.
-	tmu       sync.Mutex
-	transfers jetstream.ObjectStore
+	// own is the transfers bucket this store writes bodies into: the
+	// coordinators' (Open), a worker's (OpenTransfers), none for a client.
+	own string
+	// tmu guards buckets and objStreams.
+	tmu sync.Mutex
+	// buckets are the transfers buckets looked up so far (see bucket).
+	buckets map[string]objBucket
 	// objStreams are the object stores' streams, read by direct gets
-	// (see readObject); tmu guards it.
+	// (see readObject).
 	objStreams map[string]jetstream.Stream
 	// indexStream is the run index (see ListPage).
 	indexStream jetstream.Stream
@@ -311,11 +316,12 @@ func (s *Store) openBuckets(ctx context.Context) error {
 			return err
 		}
 	}
+	var transfers jetstream.ObjectStore
 	for _, ob := range []struct {
 		dst  *jetstream.ObjectStore
 		name string
 		desc string
-	}{{&s.payloads, PayloadsBucket, "Formica large run records"}, {&s.transfers, TransfersBucket, "Formica large message bodies"}} {
+	}{{&s.payloads, PayloadsBucket, "Formica large run records"}, {&transfers, TransfersBucket, "Formica large message bodies of the coordinators"}} {
 		oc := jetstream.ObjectStoreConfig{Bucket: ob.name, Description: ob.desc, TTL: s.cfg.Retention,
 			Storage: jetstream.FileStorage, Replicas: r}
 		err := retry(ctx, s.log, "object store "+ob.name, func(ctx context.Context) (err error) {
@@ -328,21 +334,44 @@ func (s *Store) openBuckets(ctx context.Context) error {
 			return err
 		}
 	}
+	if !client {
+		s.own = TransfersBucket
+	}
 	return nil
 }
 
-// OpenTransfers returns an Offloader over the transfers object store alone,
-// made by a coordinator: what a worker, whose credentials allow no other
-// JetStream use, needs for bodies over the NATS max payload. It also writes
-// its threads' journals (Journal), publishing to their subjects. Of cfg it
+// OpenWorkerTransfers creates or updates, idempotently, the transfers
+// bucket of worker id (WorkerTransfers): a coordinator does so when the
+// worker joins, since a worker's credentials create no stream. Its TTL is
+// Config.Retention, like the coordinators' bucket's (a worker's journal
+// keeps its large entries there).
+func (s *Store) OpenWorkerTransfers(ctx context.Context, id string) error {
+	if s.cfg.Client || s.own != TransfersBucket {
+		return fmt.Errorf("store: open transfers of worker %s: %w", id, ErrClient)
+	}
+	name := WorkerTransfers(id)
+	oc := jetstream.ObjectStoreConfig{Bucket: name, Description: "Formica large message bodies of worker " + id,
+		TTL: s.cfg.Retention, Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas}
+	if _, err := s.js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
+		return fmt.Errorf("store: open transfers of worker %s: %w", id, err)
+	}
+	return nil
+}
+
+// OpenTransfers returns worker's Offloader: it writes bodies over the NATS
+// max payload into the worker's own transfers bucket (WorkerTransfers),
+// made by a coordinator when the worker joined, and reads the
+// coordinators' (TransfersBucket) by direct gets: what a worker, whose
+// credentials allow no other JetStream use, needs. It also writes its
+// threads' journals (Journal), publishing to their subjects. Of cfg it
 // uses Logger and JournalFailed.
 //
-// A worker may start before any coordinator has made the bucket (an
+// A worker may start before any coordinator has made its bucket (an
 // orchestrator gives no start order), or while JetStream is not ready yet:
 // then the store is returned all the same and each payload call looks the
 // bucket up again, bounded by its own ctx, until one finds it. No thread
-// reaches a worker before its coordinator's store is open.
-func OpenTransfers(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+// reaches a worker before a coordinator saw it join.
+func OpenTransfers(ctx context.Context, nc *nats.Conn, worker string, cfg Config) (*Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("store: jetstream: %w", err)
@@ -351,31 +380,18 @@ func OpenTransfers(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{nc: nc, js: js, log: log, cfg: Config{Now: time.Now, Logger: log, JournalFailed: cfg.JournalFailed}}
+	if err := ids.CheckToken(worker); err != nil {
+		return nil, fmt.Errorf("store: transfers of worker: %w", err)
+	}
+	s := &Store{nc: nc, js: js, log: log, own: WorkerTransfers(worker),
+		cfg: Config{Now: time.Now, Logger: log, JournalFailed: cfg.JournalFailed}}
 	if s.jjs, err = s.journalPublisher(nc); err != nil {
 		return nil, err
 	}
-	if _, err := s.transferStore(ctx); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !transient(err) {
+	if _, err := s.bucket(ctx, s.own); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !transient(err) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// transferStore is the transfers object store, looked up on first use by a
-// store that did not make it (OpenTransfers) and again on every use until
-// found.
-func (s *Store) transferStore(ctx context.Context) (jetstream.ObjectStore, error) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	if s.transfers != nil {
-		return s.transfers, nil
-	}
-	ob, err := s.js.ObjectStore(ctx, TransfersBucket)
-	if err != nil {
-		return nil, fmt.Errorf("store: object store %s: %w", TransfersBucket, err)
-	}
-	s.transfers = ob
-	return ob, nil
 }
 
 // ensure returns the asset called name: for a client, the existing one as

@@ -32,6 +32,7 @@ import (
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -131,7 +132,8 @@ func New(cfg Config) (*Worker, error) {
 	if err := ids.CheckToken(cfg.ID); err != nil {
 		return nil, fmt.Errorf("%w: id: %w", ErrBadConfig, err)
 	}
-	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader, MayCarryRef: wire.MayCarryRef})
+	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader, MayCarryRef: wire.MayCarryRef,
+		Sender: store.FromCoordinators})
 	if err != nil {
 		return nil, err
 	}

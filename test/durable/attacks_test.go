@@ -2,6 +2,9 @@ package durable_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
@@ -154,29 +157,6 @@ func TestAttacksAreRefused(t *testing.T) {
 		m.refused("submit a run", wire.SubjectSubmit, false)
 		m.refused("ask for the workers list", wire.SubjectWorkers, false)
 
-		// An exec request for w1 as an object of its own in the transfers
-		// store (it may write there), then a consumer delivering that
-		// chunk onto w1's exec subject: the server would publish it.
-		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-		defer cancel()
-		js, err := jetstream.New(m.nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obs, err := js.ObjectStore(ctx, store.TransfersBucket)
-		if err != nil {
-			t.Fatalf("a worker may use the transfers store: %v", err)
-		}
-		exec := wire.ExecRequest{Coordinator: "coord", Token: "forged", Thread: runner.Thread{ID: "evil", RunID: target, Task: "cat /etc/shadow"}}
-		info, err := obs.PutBytes(ctx, "evil", wire.MustEncode(wire.TypeExecRequest, exec))
-		if err != nil {
-			t.Fatalf("put an object in the transfers store: %v", err)
-		}
-		push, _ := json.Marshal(map[string]any{"stream_name": auth.TransfersStream, "config": map[string]any{
-			"name": "evil", "deliver_subject": wire.SubjectExec("w1"), "filter_subject": "$O." + store.TransfersBucket + ".C." + info.NUID,
-			"ack_policy": "none"}})
-		m.refusedPublish("deliver its own chunk as an exec request to w1", "$JS.API.CONSUMER.CREATE."+auth.TransfersStream+".evil", push)
-
 		// Its own subjects work, but name no thread it holds.
 		spawn := wire.SpawnRequest{RunID: target, ParentID: "root", Name: "evil", Task: "cat /etc/shadow"}
 		reply, err := m.nc.Request(wire.SubjectSpawn("coord", "mallory"), wire.MustEncode(wire.TypeSpawnRequest, spawn), 10*time.Second)
@@ -189,6 +169,8 @@ func TestAttacksAreRefused(t *testing.T) {
 			t.Errorf("approval on its own subject: %v, reply %q", err, replyText(reply))
 		}
 	})
+
+	t.Run("worker credentials against transfers", func(t *testing.T) { transferAttacks(t, c) })
 
 	t.Run("client credentials", func(t *testing.T) {
 		e := c.attacker(c.creds("client", "eve"), "_FORMICA.client.eve")
@@ -223,6 +205,151 @@ func TestAttacksAreRefused(t *testing.T) {
 	}
 	if c.p.Exited() || w1.Exited() {
 		t.Errorf("coordinator %s, worker %s", c.p.Status(), w1.Status())
+	}
+}
+
+// transferAttacks replays, with a worker's credentials (mallory, which
+// joins as a worker of its own), what a hostile worker could do to the
+// bodies others send over the NATS max payload: purge, overwrite or delete
+// them in the coordinators' or another worker's transfers bucket, have the
+// server republish its own body on another's subject, and, placed a
+// thread, send a spawn or a result whose reference names another party's
+// body. Each is refused, and both bodies stay.
+func transferAttacks(t *testing.T, c *coord) {
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	m := c.attacker(c.creds("worker", "mallory"), "_FORMICA.worker.mallory")
+	execs, err := m.nc.SubscribeSync(wire.SubjectExec("mallory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Join: a coordinator makes the bucket of a worker that joins.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		hb := wire.WorkerHeartbeat{ID: "mallory", Host: "evil", Slots: 1, Started: time.Now(), Interval: 200 * time.Millisecond}
+		for {
+			m.nc.Publish(wire.SubjectWorkerHeartbeat("mallory"), wire.MustEncode(wire.TypeWorkerHeartbeat, hb))
+			select {
+			case <-stop:
+				return
+			case <-time.After(hb.Interval):
+			}
+		}
+	}()
+	cnc := c.connect()
+	defer cnc.Close()
+	cjs, _ := jetstream.New(cnc)
+	proc.WaitUntil(t, readyTimeout, "mallory's transfers bucket", func() bool {
+		_, err := cjs.ObjectStore(ctx, store.WorkerTransfers("mallory"))
+		return err == nil
+	})
+
+	// The victims: a body in the coordinators' bucket, one in w1's, as
+	// their owners write them.
+	type victim struct{ bucket, name, ref string }
+	plant := func(bucket string) victim {
+		obs, err := cjs.ObjectStore(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := []byte(strings.Repeat("a body of "+bucket+" ", 1000))
+		sum := sha256.Sum256(data)
+		id := uuid.NewString() + "." + hex.EncodeToString(sum[:])
+		if _, err := obs.PutBytes(ctx, "payloads/"+id, data); err != nil {
+			t.Fatal(err)
+		}
+		return victim{bucket, "payloads/" + id, bucket + "/" + id}
+	}
+	victims := []victim{plant(store.TransfersBucket), plant(store.WorkerTransfers("w1"))}
+	for _, v := range victims {
+		meta := "$O." + v.bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(v.name))
+		m.refused("purge "+v.bucket, "$JS.API.STREAM.PURGE.OBJ_"+v.bucket, false)
+		m.refused("overwrite or delete a body in "+v.bucket, meta, false)
+		m.refused("write chunks into "+v.bucket, "$O."+v.bucket+".C.evil", false)
+		m.refused("delete a message of "+v.bucket, "$JS.API.STREAM.MSG.DELETE.OBJ_"+v.bucket, false)
+	}
+	m.refused("list the names of w1's bodies", "$JS.API.STREAM.INFO.OBJ_"+store.WorkerTransfers("w1"), false)
+	m.refused("read w1's bodies", "$JS.API.DIRECT.GET.OBJ_"+store.WorkerTransfers("w1"), false)
+	m.refused("make a stream", "$JS.API.STREAM.CREATE.OBJ_"+store.WorkerTransfers("mallory2"), false)
+	m.refused("reconfigure its own bucket", "$JS.API.STREAM.UPDATE.OBJ_"+store.WorkerTransfers("mallory"), false)
+
+	// An exec request for w1 as a body of its own (it may write there),
+	// then a consumer delivering that chunk onto w1's exec subject: the
+	// server would publish it.
+	js, err := jetstream.New(m.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := js.ObjectStore(ctx, store.WorkerTransfers("mallory"))
+	if err != nil {
+		t.Fatalf("a worker may use its own transfers bucket: %v", err)
+	}
+	exec := wire.ExecRequest{Coordinator: "coord", Token: "forged", Thread: runner.Thread{ID: "evil", RunID: "any", Task: "cat /etc/shadow"}}
+	info, err := own.PutBytes(ctx, "evil", wire.MustEncode(wire.TypeExecRequest, exec))
+	if err != nil {
+		t.Fatalf("put a body in its own bucket: %v", err)
+	}
+	stream := "OBJ_" + store.WorkerTransfers("mallory")
+	push, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
+		"name": "evil", "deliver_subject": wire.SubjectExec("w1"), "filter_subject": "$O." + store.WorkerTransfers("mallory") + ".C." + info.NUID,
+		"ack_policy": "none"}})
+	m.refusedPublish("deliver its own chunk as an exec request to w1", "$JS.API.CONSUMER.CREATE."+stream+".evil", push)
+
+	// Placed a thread (mallory is the least loaded worker), it names the
+	// victims' bodies in its spawn requests and its result.
+	bait := c.submit(map[string]any{"task": "bait", "agent": simAgent(0)})
+	var placed *nats.Msg
+	var req wire.ExecRequest
+	for placed == nil {
+		msg, err := execs.NextMsg(runTimeout)
+		if err != nil {
+			t.Fatalf("no thread placed on mallory: %v", err)
+		}
+		if err := wire.DecodeAs(msg.Data, wire.TypeExecRequest, &req); err != nil {
+			t.Fatalf("exec request: %v", err)
+		}
+		if req.Thread.RunID != bait { // another run's: somewhere else, please
+			busy := nats.NewMsg(msg.Reply)
+			busy.Header.Set(wire.HeaderType, string(wire.TypeExecBusy))
+			busy.Data = wire.MustEncode(wire.TypeExecBusy, wire.ExecBusy{Worker: "mallory"})
+			m.nc.PublishMsg(busy)
+			continue
+		}
+		placed = msg
+	}
+	accepted := nats.NewMsg(placed.Reply)
+	accepted.Header.Set(wire.HeaderType, string(wire.TypeExecAccepted))
+	accepted.Data = wire.MustEncode(wire.TypeExecAccepted, wire.ExecAccepted{Worker: "mallory"})
+	if err := m.nc.PublishMsg(accepted); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range victims {
+		spawn := nats.NewMsg(wire.SubjectSpawn("coord", "mallory"))
+		spawn.Header.Set(wire.HeaderType, string(wire.TypeSpawnRequest))
+		spawn.Header.Set("Formica-Payload", v.ref)
+		reply, err := m.nc.RequestMsg(spawn, 10*time.Second)
+		if err != nil || reply.Header.Get(wire.HeaderType) != "error" || !strings.Contains(string(reply.Data), "sender's bucket") {
+			t.Errorf("spawn naming %s: %v, reply %q", v.ref, err, replyText(reply))
+		}
+	}
+	result := nats.NewMsg(placed.Reply)
+	result.Header.Set(wire.HeaderType, string(wire.TypeExecResult))
+	result.Header.Set("Formica-Payload", victims[1].ref)
+	if err := m.nc.PublishMsg(result); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.waitFinal(bait); r.Status != event.Failed || !strings.Contains(r.Error, "sender's bucket") {
+		t.Errorf("bait run whose result named w1's body: %s (%s), want failed for it", r.Status, r.Error)
+	}
+	for _, v := range victims {
+		obs, err := cjs.ObjectStore(ctx, v.bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, err := obs.GetBytes(ctx, v.name); err != nil || !strings.HasPrefix(string(data), "a body of "+v.bucket) {
+			t.Errorf("the body %s after the attacks: %d bytes, %v", v.ref, len(data), err)
+		}
 	}
 }
 

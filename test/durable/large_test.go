@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/record"
 )
 
@@ -16,6 +17,12 @@ import (
 // output. The whole of it comes back through every path: the record read by
 // GET /v1/runs/{id} and `formica get --json`, `formica submit --wait`, and
 // `formica run --nats` (which gets the record straight from the coordinator).
+// Then a task as large, both ways between worker and coordinator: a root
+// (scripted) hands a helper (sim) a 1.5 MiB task in its spawn request,
+// which reaches the helper's worker in its exec request, and the helper's
+// answer, as large, comes back to the root: its transcript holds it whole.
+// Each worker writes into its own transfers bucket, the coordinator into
+// its own.
 func TestResultLargerThanNATSMessage(t *testing.T) {
 	t.Parallel()
 	c := startCoord(t, coordOpts{})
@@ -77,4 +84,19 @@ func TestResultLargerThanNATSMessage(t *testing.T) {
 		t.Fatalf("formica run --nats: exit %d, %v: %s", r.code, err, r.stderr)
 	}
 	check(fmt.Sprintf("formica run --nats (run %s)", direct.RunID), direct.Output)
+
+	bigTask := "TASK-" + strings.Repeat("fedcba9876543210", (3<<19)/16) + "-END"
+	root := writeFile(t, "root.yaml", "responses:\n  - tool_calls: [{name: agent, arguments: {name: huge, task: "+bigTask+"}}]\n  - text: handed over\n")
+	id = c.submit(map[string]any{"task": "Hand the big task over", "agent": map[string]any{
+		"name": "formica", "model": "scripted:" + root, "tools": []string{"agent"}, "helper": map[string]any{"model": "sim"}}})
+	if rec := c.waitFinal(id); rec.Status != event.Succeeded || rec.Output != "handed over" || len(rec.Threads) != 2 {
+		t.Fatalf("run %s: %s (%s), %d threads, output %q", id, rec.Status, rec.Error, len(rec.Threads), rec.Output)
+	}
+	code, body, err := c.do(http.MethodGet, "/v1/runs/"+id+"/threads/"+journal.RootID(id), nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("root transcript: %d %v", code, err)
+	}
+	if !strings.Contains(string(body), "done: "+bigTask) {
+		t.Errorf("the root's transcript (%d bytes) does not hold the helper's whole answer", len(body))
+	}
 }

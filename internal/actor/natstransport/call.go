@@ -30,7 +30,7 @@ func (t *Transport) Request(ctx context.Context, subject string, m actor.Msg) (a
 	}
 	t.calls[token] = c
 	t.mu.Unlock()
-	if err := t.publish(subject, reply, m); err != nil {
+	if err := t.publish(subject, reply, m, c); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (t *Transport) RequestFunc(ctx context.Context, subject string, m actor.Msg
 	}
 	t.calls[token] = c
 	t.mu.Unlock()
-	if err := t.publish(subject, reply, m); err != nil {
+	if err := t.publish(subject, reply, m, c); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -85,6 +85,10 @@ type call struct {
 	mu       sync.Mutex
 	overflow []*nats.Msg
 	chClosed bool // ch is closed
+
+	// ref is the request's body sent by reference, deleted once the call
+	// is closed.
+	ref atomic.Pointer[string]
 }
 
 func (c *call) deliver(m *nats.Msg) {
@@ -184,7 +188,7 @@ func (c *call) received(m *nats.Msg, ok bool) (actor.Msg, error) {
 		c.err = fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders)
 		return actor.Msg{}, c.err
 	}
-	return c.t.receive(m)
+	return c.t.receive(m, c.subject)
 }
 
 // dispatch hands a reply to fn: the no-responders status as the call's
@@ -200,7 +204,7 @@ func (c *call) dispatch(m *nats.Msg) {
 	msg := fromNats(m)
 	if _, ref := msg.Header[PayloadHeader]; ref {
 		go func() {
-			msg, err := c.t.resolve(msg)
+			msg, err := c.t.resolve(msg, c.subject)
 			c.handOver(msg, err, false)
 		}()
 		return
@@ -235,11 +239,21 @@ func (c *call) forget() {
 		delete(c.t.calls, c.token)
 	}
 	c.t.mu.Unlock()
+	c.dropBody()
+}
+
+// dropBody deletes the request's body sent by reference: the exchange is
+// over, no reply will need it read again.
+func (c *call) dropBody() {
+	if ref := c.ref.Swap(nil); ref != nil {
+		c.t.dropSent(*ref, false)
+	}
 }
 
 // shut closes ch so a blocked Next returns ErrClosed; a RequestFunc's
 // function gets ErrClosed as its last word.
 func (c *call) shut() {
+	c.dropBody()
 	if c.fn != nil {
 		if c.closed.CompareAndSwap(false, true) {
 			c.handOver(actor.Msg{}, fmt.Errorf("natstransport: call %s: transport %w", c.subject, actor.ErrClosed), true)

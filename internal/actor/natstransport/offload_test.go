@@ -16,6 +16,7 @@ import (
 type memOffloader struct {
 	mu   sync.Mutex
 	objs map[string][]byte
+	from []string // GetPayload's from, in order
 }
 
 func (o *memOffloader) PutPayload(_ context.Context, data []byte) (string, error) {
@@ -26,9 +27,10 @@ func (o *memOffloader) PutPayload(_ context.Context, data []byte) (string, error
 	return ref, nil
 }
 
-func (o *memOffloader) GetPayload(_ context.Context, ref string) ([]byte, error) {
+func (o *memOffloader) GetPayload(_ context.Context, from, ref string) ([]byte, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.from = append(o.from, from)
 	d, ok := o.objs[ref]
 	if !ok {
 		return nil, fmt.Errorf("no object %s", ref)
@@ -45,7 +47,12 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		tr, err := New(nc, Config{Offloader: off})
+		tr, err := New(nc, Config{Offloader: off, Sender: func(subject string) string {
+			if subject == "big.echo" {
+				return "echo's"
+			}
+			return "" // no references on anything else
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,5 +86,31 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 	}
 	if len(off.objs) != 2 {
 		t.Fatalf("%d objects stored, want the request and the reply", len(off.objs))
+	}
+	// Both ends fetched a body sent on, or in answer to, big.echo: read as
+	// the party Sender names for it.
+	if len(off.from) != 2 || off.from[0] != "echo's" || off.from[1] != "echo's" {
+		t.Fatalf("bodies read as sent by %q, want echo's twice", off.from)
+	}
+
+	// A reference on a subject whose sender may send none is refused unread.
+	other, err := server.Serve("big.other", "", 0, func(_ context.Context, m actor.Msg, r actor.Replier) {
+		r.Reply(actor.Msg{Type: "echo", Data: m.Data})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop()
+	server.Flush(context.Background())
+	call2, err := client.Request(context.Background(), "big.other", actor.Msg{Type: "req", Data: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer call2.Close()
+	if m, err := call2.Next(context.Background(), 10*time.Second); err != nil || m.Type != actor.TypeError {
+		t.Fatalf("a reference on big.other: %q %v, want an error reply", m.Type, err)
+	}
+	if len(off.from) != 2 {
+		t.Fatalf("bodies read as sent by %q, want none more", off.from)
 	}
 }

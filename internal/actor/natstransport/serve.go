@@ -109,7 +109,7 @@ func (s *serveSub) handle(m *nats.Msg) {
 			}
 		}
 	}()
-	msg, err := s.t.receive(m)
+	msg, err := s.t.receive(m, m.Subject)
 	if err != nil {
 		s.t.log.Warn("unreadable message", "subject", s.subject, "err", err)
 		r.Reply(actor.ErrorMsg(actor.CodeInternal, err.Error()))
@@ -126,7 +126,7 @@ func (s *serveSub) refuse(m *nats.Msg, code, text string) {
 		s.t.log.Warn("refused message without reply subject", "subject", s.subject, "reason", code)
 		return
 	}
-	if err := s.t.publish(m.Reply, "", actor.ErrorMsg(code, text)); err != nil {
+	if err := s.t.publish(m.Reply, "", actor.ErrorMsg(code, text), nil); err != nil {
 		s.t.log.Warn("refusal not sent", "subject", s.subject, "reason", code, "err", err)
 	}
 }
@@ -197,7 +197,7 @@ func (r *replier) Reply(m actor.Msg) error {
 	if r.subject == "" {
 		return nil
 	}
-	return r.t.publish(r.subject, "", m)
+	return r.t.publish(r.subject, "", m, nil)
 }
 
 func (r *replier) NoReply() bool { return r.subject == "" }

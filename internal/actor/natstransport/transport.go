@@ -67,6 +67,11 @@ type Config struct {
 	// this process fetch (and drop) an object by naming it in, say, a
 	// listing request. Nil allows every type.
 	MayCarryRef func(msgType string) bool
+	// Sender names the party whose body references may come on a message
+	// served on subject, or in a reply to a request sent to subject; it is
+	// passed to Offloader.GetPayload, which reads only that party's bodies.
+	// "" refuses references there unread. Nil passes "" for every message.
+	Sender func(subject string) string
 }
 
 // Transport is an actor.Transport over one NATS connection. It does not own
@@ -138,7 +143,7 @@ func (t *Transport) Publish(ctx context.Context, subject string, m actor.Msg) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return t.publish(subject, "", m)
+	return t.publish(subject, "", m, nil)
 }
 
 // Flush waits until the server has processed everything sent so far. With
@@ -188,10 +193,23 @@ func (t *Transport) Close() error {
 
 // publish sends m with the type header; nats.Msg and its header are only
 // borrowed for the call, nats.go copies them into its write buffer.
-func (t *Transport) publish(subject, reply string, m actor.Msg) error {
-	m, err := t.offload(m)
+//
+// A body sent by reference is the sender's to delete: a request's when its
+// call is closed (c, not nil), any other's after SentBodyLife.
+func (t *Transport) publish(subject, reply string, m actor.Msg, c *call) error {
+	m, ref, err := t.offload(m)
 	if err != nil {
 		return err
+	}
+	if ref != "" {
+		if c != nil {
+			c.ref.Store(&ref)
+			if c.closed.Load() {
+				c.dropBody() // closed while the body was stored
+			}
+		} else {
+			defer t.dropSent(ref, true)
+		}
 	}
 	h, err := getHeader(m)
 	if err != nil {

@@ -1,0 +1,30 @@
+package coordinator
+
+import (
+	"testing"
+
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// TestSenderOf: a reference may name only the bucket of the worker a
+// message is pinned to by its subject; none on clients' subjects.
+func TestSenderOf(t *testing.T) {
+	for _, tc := range []struct{ subject, want string }{
+		{wire.SubjectSpawn("c1", "w1"), store.WorkerTransfers("w1")},
+		{wire.SubjectApproval("c1", "gpu-2"), store.WorkerTransfers("gpu-2")},
+		{wire.SubjectExec("w2"), store.WorkerTransfers("w2")},
+		{wire.SubjectSpawn("c1", wire.AnyWorker), ""},
+		{wire.SubjectSubmit, ""},
+		{wire.SubjectEnqueue, ""},
+		{wire.SubjectWorkers, ""},
+		{wire.SubjectApprovalDecide, ""},
+		{"_FORMICA.client.eve.abc", ""},
+		{"formica.worker.", ""},
+		{"formica.coord.c1.spawn", ""},
+	} {
+		if got := senderOf(tc.subject); got != tc.want {
+			t.Errorf("senderOf(%q) = %q, want %q", tc.subject, got, tc.want)
+		}
+	}
+}
