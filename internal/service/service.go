@@ -153,13 +153,21 @@ func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
 	return sub, nil
 }
 
-// ListRuns lists records, newest first.
+// ListRuns lists records, newest first, each shown as GetRun shows it.
 func (s *Service) ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error) {
 	if err := api.CheckList(status, limit); err != nil {
 		return nil, "", err
 	}
 	p, err := s.cfg.Store.ListPage(ctx, store.ListOptions{Status: event.Status(status), Limit: limit, Page: page})
-	return p.Runs, p.Next, mapErr(err)
+	if err != nil {
+		return nil, "", mapErr(err)
+	}
+	for i := range p.Runs {
+		if err := s.keptCancel(ctx, &p.Runs[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	return p.Runs, p.Next, nil
 }
 
 // GetRun returns one record. A run not yet finished whose cancel a client
@@ -173,16 +181,25 @@ func (s *Service) GetRun(ctx context.Context, id string) (record.Run, error) {
 	if err != nil {
 		return r, mapErr(err)
 	}
-	if !r.Status.Final() && r.CancelRequested == "" {
-		asked, err := s.cfg.Store.CancelRequested(ctx, id, r.Resumes)
-		if err != nil {
-			return r, mapErr(err)
-		}
-		if asked {
-			r.CancelRequested = coordinator.CancelledByUser
-		}
+	return r, s.keptCancel(ctx, &r)
+}
+
+// keptCancel shows, in a run not yet finished, the cancel a client asked
+// while no coordinator could record it as the record's cancel_requested:
+// the coordinator that picks the run up will honour it. GetRun and
+// ListRuns show records through it alike.
+func (s *Service) keptCancel(ctx context.Context, r *record.Run) error {
+	if r.Status.Final() || r.CancelRequested != "" {
+		return nil
 	}
-	return r, nil
+	asked, err := s.cfg.Store.CancelRequested(ctx, r.RunID, r.Resumes)
+	if err != nil {
+		return mapErr(err)
+	}
+	if asked {
+		r.CancelRequested = coordinator.CancelledByUser
+	}
+	return nil
 }
 
 // Events replays and follows a run's events until it finishes.

@@ -168,7 +168,7 @@ func TestRequestsGoThroughTheCoordinator(t *testing.T) {
 
 // TestCancelWhileNoCoordinatorRuns: with no coordinator up, a submission
 // is refused as unavailable and nothing is queued; a cancel is kept as the
-// client's request (the record untouched, GetRun shows it), and the
+// client's request (the record untouched, GetRun and ListRuns show it), and the
 // coordinator that next picks the run up ends it cancelled.
 func TestCancelWhileNoCoordinatorRuns(t *testing.T) {
 	s, svc, st := secured(t)
@@ -197,6 +197,18 @@ func TestCancelWhileNoCoordinatorRuns(t *testing.T) {
 	shown, err := svc.GetRun(ctx, "held-1")
 	if err != nil || shown.Status.Final() || shown.CancelRequested != coordinator.CancelledByUser {
 		t.Fatalf("GetRun after the cancel: %s, cancel_requested %q, %v", shown.Status, shown.CancelRequested, err)
+	}
+	listed, _, err := svc.ListRuns(ctx, "", 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range listed {
+		if r.RunID == "held-1" && r.CancelRequested != coordinator.CancelledByUser {
+			t.Errorf("ListRuns after the cancel: held-1 with cancel_requested %q, want it as GetRun shows it", r.CancelRequested)
+		}
+	}
+	if len(listed) != 1 || listed[0].RunID != "held-1" {
+		t.Errorf("ListRuns: %d runs, want held-1 alone", len(listed))
 	}
 	if _, err := svc.GetRun(ctx, "lost-1"); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("the refused submission has a record: %v", err)
