@@ -150,11 +150,11 @@ func permit(p *jwt.Permissions, role Role, id string) {
 }
 
 // clientReads are the streams a client reads through consumers (ordered
-// ones, for watching a record, replaying events and journals, listing
-// approvals): their messages are written by coordinators. The cancel
-// requests, which clients write, and the object stores, which workers
-// write, are read by direct gets only: a consumer delivers on whatever
-// subject its creator names, and would republish what another wrote there.
+// ones, for watching a record, replaying events, listing approvals): their
+// messages are written by coordinators. The cancel requests, which clients
+// write, and the journal and the object stores, which workers write, are
+// read by direct gets only: a consumer delivers on whatever subject its
+// creator names, and would republish what another wrote there.
 var clientReads = []string{
-	"KV_" + store.RunsBucket, "KV_" + store.ApprovalsBucket, store.EventsStream, store.JournalStream,
+	"KV_" + store.RunsBucket, "KV_" + store.ApprovalsBucket, store.EventsStream,
 }

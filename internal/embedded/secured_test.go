@@ -157,7 +157,9 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		"$JS.API.STREAM.PURGE." + store.CancelsStream, "$JS.API.CONSUMER.CREATE." + store.CancelsStream + ".c1",
 		"$JS.API.CONSUMER.DELETE." + store.QueueStream + "." + store.QueueConsumer, "$JS.ACK." + store.QueueStream + ".>",
 		"$JS.API.STREAM.CREATE.x", "formica.anything",
-		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1", "$JS.API.CONSUMER.CREATE.OBJ_" + store.PayloadsBucket + ".c1"}
+		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1", "$JS.API.CONSUMER.CREATE.OBJ_" + store.PayloadsBucket + ".c1",
+		// The journal's thread entries are workers': read by direct gets.
+		"$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1", "$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1.formica.journal.r1.>"}
 	for _, subj := range clientDenied {
 		if err := cnc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/record"
@@ -236,5 +237,27 @@ func TestCancelWhileNoCoordinatorRuns(t *testing.T) {
 	r := waitRecord(t, st, "held-1", final)
 	if r.Status != event.Cancelled || r.Error != coordinator.CancelledByUser || r.Attempts != 1 {
 		t.Errorf("held-1: %s (%s), %d attempts; want cancelled by a user, never started again", r.Status, r.Error, r.Attempts)
+	}
+}
+
+// TestJournalsReadByDirectGets: a client's credentials may create no
+// consumer of the journal (its thread entries are workers'), and read a
+// run's threads and transcripts all the same, by direct gets.
+func TestJournalsReadByDirectGets(t *testing.T) {
+	_, svc, st := secured(t)
+	ctx := context.Background()
+	if _, err := svc.Submit(ctx, simRun("read-1", "Plan:\n- a\n- b", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRecord(t, st, "read-1", final); r.Status != event.Succeeded {
+		t.Fatalf("run: %s (%s)", r.Status, r.Error)
+	}
+	threads, err := svc.Threads(ctx, "read-1")
+	if err != nil || len(threads) != 3 {
+		t.Fatalf("threads: %d, %v; want the root and two helpers", len(threads), err)
+	}
+	tr, err := svc.Transcript(ctx, "read-1", journal.RootID("read-1"))
+	if err != nil || tr.Status != event.Succeeded || tr.Output != "a: done: a\nb: done: b" || len(tr.Messages) == 0 {
+		t.Fatalf("root transcript: %s %q, %d messages, %v", tr.Status, tr.Output, len(tr.Messages), err)
 	}
 }

@@ -84,10 +84,6 @@ func (s *Store) journalFailed(msg *nats.Msg, err error) {
 // within it cost one stored message together.
 const JournalLinger = 200 * time.Millisecond
 
-// journalReadIdle is how long the server keeps a journal reader's consumer
-// once it stops asking for entries.
-const journalReadIdle = 5 * time.Second
-
 // journalStreamConfig is the journal stream of cfg.
 func journalStreamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
@@ -99,6 +95,8 @@ func journalStreamConfig(cfg Config) jetstream.StreamConfig {
 		MaxAge:      cfg.JournalMaxAge,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
+		// Read by direct gets (ReadJournal).
+		AllowDirect: true,
 	}
 }
 
@@ -303,10 +301,6 @@ func (s *Store) offloadEntry(kind journal.Kind, data []byte) ([]byte, error) {
 	return wire.Encode(wire.TypeJournalRef, journalRef{Kind: kind, Ref: ref})
 }
 
-// journalReadAttempts bounds the consumer creations of one journal read
-// (each bounded by nats.go to 10s, with a second between them).
-const journalReadAttempts = 2
-
 // ReadJournal returns the entries journaled for thread of run, in the order
 // they were stored, or the whole run's entries when thread is empty; none
 // for a thread that journaled nothing. Entries come back as written: filter
@@ -324,45 +318,26 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	// Each fetch of an ordered consumer (re)creates it on the server, and
-	// nats.go retries a failed creation without end, whatever ctx says (a
-	// node of the cluster just lost, say): bound the attempts so a read
-	// fails within its ctx's time rather than hang its thread's placement.
-	// The consumer is gone soon after the read: transcripts read often
-	// (a page that polls) leave no pile of idle consumers on the server.
-	cons, err := s.js.OrderedConsumer(ctx, JournalStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxResetAttempts:  journalReadAttempts,
-		InactiveThreshold: journalReadIdle,
+	// By direct gets: clients read journals too, and may create no
+	// consumer of what workers write (see readDirect).
+	var out []journal.Entry
+	err := s.readDirect(ctx, JournalStream, filter, func(msg *storedMsg) {
+		for _, e := range s.decodeEntries(ctx, msg) {
+			e.Seq = msg.seq
+			out = append(out, e)
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: journal of %s: %w", run, err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("store: journal of %s: %w", run, err)
-	}
-	var out []journal.Entry
-	if info.NumPending == 0 {
-		return out, nil
-	}
-	for {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("store: journal of %s: %w", run, err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return nil, fmt.Errorf("store: journal of %s: %w", run, err)
-		}
-		for _, e := range s.decodeEntries(ctx, msg) {
-			e.Seq = meta.Sequence.Stream
-			out = append(out, e)
-		}
-		if meta.NumPending == 0 {
-			return out, nil
-		}
-	}
+	return out, nil
+}
+
+// journalMsg is a stored journal message.
+type journalMsg interface {
+	Subject() string
+	Headers() nats.Header
+	Data() []byte
 }
 
 // maxBatch bounds the entries one stored message may hold.
@@ -371,7 +346,7 @@ const maxBatch = 1024
 // decodeEntries reads the entries of one stored message: one, or a batch
 // (they share the message's sequence). One that does not decode is logged
 // and skipped.
-func (s *Store) decodeEntries(ctx context.Context, msg jetstream.Msg) []journal.Entry {
+func (s *Store) decodeEntries(ctx context.Context, msg journalMsg) []journal.Entry {
 	data := msg.Data()
 	env, err := wire.Decode(data)
 	if err != nil || env.Type != wire.TypeJournalBatch {
@@ -410,7 +385,7 @@ func (s *Store) journalPayload(ctx context.Context, subject, ref string) ([]byte
 }
 
 // decodeEntry reads one entry of msg, encoded in data.
-func (s *Store) decodeEntry(ctx context.Context, msg jetstream.Msg, data []byte) (journal.Entry, bool) {
+func (s *Store) decodeEntry(ctx context.Context, msg journalMsg, data []byte) (journal.Entry, bool) {
 	var e journal.Entry
 	if env, err := wire.Decode(data); err == nil && env.Type == wire.TypeJournalRef {
 		var ref journalRef

@@ -184,6 +184,11 @@ func TestAttacksAreRefused(t *testing.T) {
 		e.refused("submit straight into the queue", store.SubjectQueue, false)
 		e.refused("add a run to the index", store.SubjectIndex, false)
 		e.refused("read approvals asked of submitters", "formica.approver.*", true)
+		// A journal entry a worker wrote (.t), delivered by a consumer onto
+		// w1's exec subject: the server would publish it there.
+		push, _ := json.Marshal(map[string]any{"stream_name": store.JournalStream, "config": map[string]any{
+			"name": "evil", "deliver_subject": wire.SubjectExec("w1"), "filter_subject": "formica.journal.*.*.t", "ack_policy": "none"}})
+		e.refusedPublish("deliver a worker's journal entry as an exec request to w1", "$JS.API.CONSUMER.CREATE."+store.JournalStream+".evil", push)
 
 		// A workers listing with a payload reference naming the large
 		// record's object: refused unread, the object kept.
