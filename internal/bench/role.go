@@ -94,7 +94,8 @@ var benchCeilings = limits.Ceilings{MaxThreads: 1 << 20, MaxDepth: 64, MaxSpawns
 // and workers' slots not capped (the default cap of 256 per worker held the
 // memory scenario's 10,000 helpers to 4 × 256 placed, so it never got
 // them all live and timed out).
-var benchCoordinator = coordinator.Config{Ceilings: benchCeilings, MaxWorkerSlots: 1 << 20}
+// Its runs act in directories made under the temporary directory.
+var benchCoordinator = coordinator.Config{Ceilings: benchCeilings, MaxWorkerSlots: 1 << 20, Cwd: os.TempDir()}
 
 func serveRole(role, url, id, name string, workers, slots int, stdin io.Reader, stdout io.Writer) error {
 	if url == "" || id == "" || (role != RoleCoordinator && role != RoleWorkers) || (role == RoleWorkers && name == "") {

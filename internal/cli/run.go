@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -65,7 +67,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.model, "model", "", "model `ref` for the root agent, overriding the spec's (openai:<model>, anthropic:<model>, sim, scripted:<file>); default $FORMICA_MODEL")
 	fs.IntVar(&f.maxDepth, "agent-max-depth", limits.DefaultMaxDepth, "deepest helper allowed (root is 0)")
 	fs.IntVar(&f.maxThreads, "agent-max-threads", limits.DefaultMaxThreads, "live helpers allowed at once (root not counted)")
-	fs.StringVar(&f.cwd, "cwd", "", "`dir` the harness tools act in (default: current directory)")
+	fs.StringVar(&f.cwd, "cwd", "", "`dir` the harness tools act in (default: current directory; with --nats: one inside the coordinator's --cwd, default that)")
 	fs.StringVar(&f.approve, "approve", "ask", "how tool calls needing approval are answered: ask (prompt on a terminal, deny without one), allow, deny")
 	fs.DurationVar(&f.timeout, "timeout", 0, "cancel the run after this long (0: no limit)")
 	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
@@ -139,12 +141,27 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		defaultModel(&a, modelRef)
 		agents[name] = a
 	}
-	cwd, err := runner.ResolveCwd(f.cwd, root.Harness.Cwd)
-	if err != nil {
-		return 0, usageError{err}
-	}
-	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-		return 0, usagef("--cwd %s is not a directory", cwd)
+	// The directory the run's harness.cwd is taken relative to; the
+	// coordinator places it (inside its own --cwd). On a cluster it is on
+	// the workers: the coordinator's --cwd unless --cwd names one there.
+	// Here it is this machine's, and must exist.
+	var cwd string
+	switch {
+	case len(f.nats.URLs) == 0:
+		if cwd, err = filepath.Abs(cmp.Or(f.cwd, ".")); err != nil {
+			return 0, usageError{err}
+		}
+		dir, err := runner.ResolveCwd(cwd, root.Harness.Cwd)
+		if err != nil {
+			return 0, usageError{err}
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return 0, usagef("--cwd %s is not a directory", dir)
+		}
+	case f.cwd != "":
+		if cwd, err = filepath.Abs(f.cwd); err != nil {
+			return 0, usageError{err}
+		}
 	}
 
 	sub := wire.RunSubmit{
@@ -279,11 +296,12 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		return nil, nil, nil, err
 	}
 	stack, err := embedded.Start(ctx, embedded.Config{
-		Authority:     authority,
-		Workers:       1,
-		Slots:         f.maxThreads + 1,
-		Models:        runner.ModelOpenerFunc(providers.Open),
-		Coordinator:   coordinator.Config{AllowScripted: true},
+		Authority: authority,
+		Workers:   1,
+		Slots:     f.maxThreads + 1,
+		Models:    runner.ModelOpenerFunc(providers.Open),
+		// A person's own run acts where its --cwd and spec say, anywhere.
+		Coordinator:   coordinator.Config{AllowScripted: true, Cwd: string(filepath.Separator)},
 		AllowScripted: true,
 		Harness:       runner.HarnessConfig{Sandbox: sb},
 		MCP:           pool,

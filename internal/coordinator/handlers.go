@@ -27,6 +27,12 @@ func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Repli
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
+	// Where its tools act, by the rule of queued runs: a submitter names a
+	// directory inside this coordinator's --cwd, or none.
+	if err := c.placeCwd(&sub); err != nil {
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
+		return
+	}
 	rn, err := c.open(&sub)
 	if err != nil {
 		r.Reply(wire.ErrorReply(err))

@@ -288,9 +288,9 @@ func (c *Coordinator) final(rec record.Run) func(*record.Run) {
 	}
 }
 
-// placeCwd sets where a queued run's tools act: the root agent's
-// harness.cwd, relative to the coordinator's --cwd (or to the directory
-// the submission names, itself inside --cwd), and never outside --cwd.
+// placeCwd sets where a submitted run's tools act, queued or direct: the
+// root agent's harness.cwd, relative to the coordinator's --cwd (or to the
+// directory the submission names), and never outside --cwd.
 func (c *Coordinator) placeCwd(sub *wire.RunSubmit) error {
 	root, err := filepath.Abs(c.cfg.Cwd)
 	if err != nil {
@@ -305,6 +305,9 @@ func (c *Coordinator) placeCwd(sub *wire.RunSubmit) error {
 		return err
 	}
 	if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if sub.Cwd != "" && sub.Agent.Harness.Cwd == "" {
+			return fmt.Errorf("cwd %s is outside the coordinator's --cwd %s", dir, root)
+		}
 		return fmt.Errorf("harness.cwd %q is outside the coordinator's --cwd %s", sub.Agent.Harness.Cwd, root)
 	}
 	// Through symlinks too, where the directory exists already.

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func startOnNATS(t *testing.T, ctx context.Context) (*Coordinator, func(name str
 		t.Cleanup(nc.Close)
 		return nc
 	}
-	c, err := New(Config{Conn: conn("coordinator"), HeartbeatInterval: 200 * time.Millisecond})
+	c, err := New(Config{Conn: conn("coordinator"), HeartbeatInterval: 200 * time.Millisecond, Cwd: os.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

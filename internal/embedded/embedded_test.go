@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
@@ -28,7 +30,8 @@ const runTimeout = 60 * time.Second
 func startStack(t *testing.T, workers, slots int) (*Stack, *client.Client) {
 	t.Helper()
 	s, err := Start(context.Background(), Config{Workers: workers, Slots: slots,
-		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond})
+		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond,
+		Coordinator: coordinator.Config{Cwd: os.TempDir()}}) // the runs' t.TempDir()s
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
@@ -29,7 +31,8 @@ func startSecured(t *testing.T) (*Stack, *client.Client) {
 		t.Fatal(err)
 	}
 	s, err := Start(context.Background(), Config{Workers: 2, Slots: 4, Authority: a, Durable: true,
-		Server: brokerDurable(t), Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond})
+		Server: brokerDurable(t), Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond,
+		Coordinator: coordinator.Config{Cwd: os.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,7 @@ func tryNATSCluster(t *testing.T, n int) ([]node, bool) {
 		nodes[i].proc = start(t, "coordinator "+nodes[i].id, bin.coordinator,
 			"--id", nodes[i].id, "--heartbeat", coordHeartbeat, "--data-dir", dir, "--http", "off",
 			"--replicas", "3", // the run store survives the loss of a node
+			"--cwd", os.TempDir(), // runs name t.TempDir()s as their --cwd
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"--nats-server-name", fmt.Sprintf("n%d", i+1),
 			"--nats-cluster-name", "formica-test",

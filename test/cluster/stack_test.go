@@ -52,7 +52,8 @@ func startCoordinator(t *testing.T, id string, extra ...string) (*proc, string) 
 		port := freePorts(t, 1)[0]
 		dir := t.TempDir()
 		args := append([]string{"--id", id, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port),
-			"--data-dir", dir, "--heartbeat", coordHeartbeat, "--http", "off", "--allow-scripted"}, extra...)
+			"--data-dir", dir, "--heartbeat", coordHeartbeat, "--http", "off", "--allow-scripted",
+			"--cwd", os.TempDir()}, extra...) // runs name t.TempDir()s as their --cwd
 		p := start(t, "coordinator "+id, bin.coordinator, args...)
 		if waitReady(t, p, "coordinator ready") {
 			dataDirs.Store(natsURL(port), dir)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
@@ -190,13 +192,25 @@ func TestAttacksAreRefused(t *testing.T) {
 			"name": "evil", "deliver_subject": wire.SubjectExec("w1"), "filter_subject": "formica.journal.*.*.t", "ack_policy": "none"}})
 		e.refusedPublish("deliver a worker's journal entry as an exec request to w1", "$JS.API.CONSUMER.CREATE."+store.JournalStream+".evil", push)
 
+		// A run submitted straight to a coordinator, naming where on the
+		// workers its tools act: outside the coordinator's --cwd, refused
+		// as a queued run's would be, and nothing recorded.
+		direct := wire.RunSubmit{RunID: "cwd-escape", Task: "Plan:\n- a", Agent: spec.Agent{Name: "formica", Model: "sim"}, Cwd: "/etc"}
+		reply, err := e.nc.Request(wire.SubjectSubmit, wire.MustEncode(wire.TypeRunSubmit, direct), 10*time.Second)
+		if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeBadRequest) || !strings.Contains(string(reply.Data), "outside the coordinator's --cwd") {
+			t.Errorf("direct run in /etc: %v, reply %q", err, replyText(reply))
+		}
+		if code := c.getJSON("/v1/runs/cwd-escape", nil); code != http.StatusNotFound {
+			t.Errorf("the refused direct run: GET answered %d, want 404", code)
+		}
+
 		// A workers listing with a payload reference naming the large
 		// record's object: refused unread, the object kept.
 		ref := recordRef(t, c, bigRun)
 		msg := nats.NewMsg(wire.SubjectWorkers)
 		msg.Header.Set("Formica-Type", string(wire.TypeWorkersList))
 		msg.Header.Set("Formica-Payload", ref)
-		reply, err := e.nc.RequestMsg(msg, 10*time.Second)
+		reply, err = e.nc.RequestMsg(msg, 10*time.Second)
 		if err != nil || reply.Header.Get("Formica-Type") != "error" {
 			t.Errorf("workers list by reference %s: %v, reply %q", ref, err, replyText(reply))
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/mcp"
@@ -55,7 +56,8 @@ func pool(t *testing.T, servers map[string]any) *mcp.Pool {
 func cluster(t *testing.T, p *mcp.Pool) (*embedded.Stack, *client.Client) {
 	t.Helper()
 	s, err := embedded.Start(context.Background(), embedded.Config{Workers: 1, Slots: 8,
-		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond, MCP: p})
+		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond, MCP: p,
+		Coordinator: coordinator.Config{Cwd: os.TempDir()}}) // the runs' t.TempDir()s
 	if err != nil {
 		t.Fatal(err)
 	}
