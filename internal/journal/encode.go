@@ -96,11 +96,11 @@ func (e Entry) EncodeMsgpack(enc *msgpack.Encoder) error {
 	}
 	if e.Spec != nil {
 		w.key("spec")
-		w.check(enc.Encode(e.Spec))
+		w.agent(e.Spec)
 	}
 	if e.Message != nil {
 		w.key("message")
-		w.check(enc.Encode(e.Message))
+		w.message(e.Message)
 	}
 	if e.Allow {
 		w.key("allow")
