@@ -202,7 +202,7 @@ func New(cfg Config) (*Coordinator, error) {
 		alive:     keepalive{repliers: map[*alivePing]struct{}{}},
 		stop:      make(chan struct{}),
 	}
-	c.events = newPublisher(maxQueuedEvents, (&eventSender{c: c}).send)
+	c.events = newPublisher(maxQueuedEvents, publishDelay, (&eventSender{c: c}).send)
 	cfg.Metrics.FleetLoad(c.fleetLoad)
 	if cfg.Store != nil {
 		cfg.Metrics.QueueDepth(func(ctx context.Context) (metrics.Queue, error) {

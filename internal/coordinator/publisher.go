@@ -26,6 +26,11 @@ import (
 // flood of events slows its producers instead of growing memory without
 // bound, and nothing is dropped.
 //
+// Events are sent in batches: once woken, the goroutine waits publishDelay
+// for more before it sends what came (a flush does not wait), so a busy
+// coordinator wakes it once per batch instead of once per event, and does
+// not take a core from the spawn path for every event it relays.
+//
 // A goroutine runs only while events come: it ends once the queue has been
 // empty for publisherLinger, so a coordinator with nothing to publish holds
 // none, and a busy one keeps the same goroutine (and its grown stack).
@@ -36,6 +41,9 @@ const maxQueuedEvents = 8192
 // publisherLinger is how long the publishing goroutine waits for more
 // events before it ends.
 const publisherLinger = time.Second
+
+// publishDelay is how long queued events wait for more to go with them.
+const publishDelay = time.Millisecond
 
 // flushTimeout bounds how long a run's end waits for its events to go.
 const flushTimeout = 5 * time.Second
@@ -49,8 +57,9 @@ type queued struct {
 
 // publisher is the ordered, bounded queue of events to publish.
 type publisher struct {
-	send func(*event.Event) // publishes one event; called by one goroutine at a time
-	max  int
+	send  func(*event.Event) // publishes one event; called by one goroutine at a time
+	max   int
+	delay time.Duration // a batch's wait for more events
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when the queue has room again
@@ -58,10 +67,11 @@ type publisher struct {
 	spare   []queued // the drained batch's slice, for reuse
 	running bool     // a goroutine drains the queue
 	wake    chan struct{}
+	hurry   chan struct{} // a flush is queued: the batch goes now
 }
 
-func newPublisher(max int, send func(*event.Event)) *publisher {
-	p := &publisher{send: send, max: max, wake: make(chan struct{}, 1)}
+func newPublisher(max int, delay time.Duration, send func(*event.Event)) *publisher {
+	p := &publisher{send: send, max: max, delay: delay, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 	p.room.L = &p.mu
 	return p
 }
@@ -76,6 +86,10 @@ func (p *publisher) put(e event.Event) {
 func (p *publisher) flush(timeout time.Duration) bool {
 	done := make(chan struct{})
 	p.enqueue(queued{done: done})
+	select {
+	case p.hurry <- struct{}{}:
+	default:
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -113,6 +127,13 @@ func (p *publisher) drain() {
 	idle := time.NewTimer(publisherLinger)
 	defer idle.Stop()
 	for {
+		if p.delay > 0 {
+			idle.Reset(p.delay)
+			select {
+			case <-idle.C:
+			case <-p.hurry:
+			}
+		}
 		p.mu.Lock()
 		batch := p.items
 		if len(batch) == 0 {

@@ -46,7 +46,7 @@ func (s *sent) got() []string {
 func TestPublisherKeepsOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s sent
-		p := newPublisher(16, s.send)
+		p := newPublisher(16, publishDelay, s.send)
 		var wg sync.WaitGroup
 		for w := range 4 {
 			wg.Go(func() {
@@ -83,8 +83,9 @@ func TestPublisherKeepsOrder(t *testing.T) {
 func TestPublisherBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := sent{hold: make(chan struct{})}
-		p := newPublisher(4, s.send)
+		p := newPublisher(4, publishDelay, s.send)
 		p.put(event.Event{Name: "e0"}) // taken by the sender, which is stuck
+		time.Sleep(2 * publishDelay)
 		synctest.Wait()
 		for i := 1; i <= 4; i++ {
 			p.put(event.Event{Name: fmt.Sprintf("e%d", i)}) // the queue's 4
@@ -123,7 +124,7 @@ func TestPublisherBounded(t *testing.T) {
 func TestPublisherFlushBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := sent{hold: make(chan struct{})}
-		p := newPublisher(4, s.send)
+		p := newPublisher(4, publishDelay, s.send)
 		p.put(event.Event{Name: "stuck"})
 		if p.flush(time.Second) {
 			t.Fatal("flush reported everything sent while the sender was stuck")
@@ -141,7 +142,7 @@ func TestPublisherFlushBounded(t *testing.T) {
 func TestPublisherGoroutineEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s sent
-		p := newPublisher(4, s.send)
+		p := newPublisher(4, publishDelay, s.send)
 		p.put(event.Event{Name: "a"})
 		time.Sleep(2 * publisherLinger)
 		synctest.Wait()
@@ -158,6 +159,43 @@ func TestPublisherGoroutineEnds(t *testing.T) {
 		if diff := cmp.Diff([]string{"a", "b"}, s.got()); diff != "" {
 			t.Errorf("sent (-want +got):\n%s", diff)
 		}
+		settle()
+	})
+}
+
+// TestPublisherBatches: events queued together wait publishDelay and go
+// in one batch; a flush sends what waits without that delay.
+func TestPublisherBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var at []time.Duration
+		start := time.Now()
+		p := newPublisher(16, publishDelay, func(*event.Event) {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+		})
+		for range 3 {
+			p.put(event.Event{})
+		}
+		time.Sleep(2 * publishDelay)
+		synctest.Wait()
+		mu.Lock()
+		if diff := cmp.Diff([]time.Duration{publishDelay, publishDelay, publishDelay}, at); diff != "" {
+			t.Errorf("sent at (-want +got):\n%s", diff)
+		}
+		at = at[:0]
+		mu.Unlock()
+		start = time.Now()
+		p.put(event.Event{})
+		if !p.flush(time.Minute) {
+			t.Fatal("flush gave up")
+		}
+		mu.Lock()
+		if diff := cmp.Diff([]time.Duration{0}, at); diff != "" {
+			t.Errorf("with a flush, sent at (-want +got):\n%s", diff)
+		}
+		mu.Unlock()
 		settle()
 	})
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -41,8 +43,12 @@ func (t *Transport) Serve(subject, queue string, maxConcurrent int, h actor.Hand
 }
 
 // serveSub is one Serve registration. Workers are started per message up to
-// max and keep taking queued messages until the queue is empty, so an idle
-// subscription holds no goroutine.
+// max and keep taking queued messages until the queue is empty; then up to
+// maxIdle of them wait idleLinger for the next message, which they take
+// before any new worker is started: a worker's stack has grown to its
+// handler's depth, and a new goroutine grows its own again, copying it at
+// each doubling, on the path of every request. A subscription idle for
+// idleLinger holds no goroutine.
 type serveSub struct {
 	t       *Transport
 	subject string
@@ -55,9 +61,17 @@ type serveSub struct {
 
 	mu       sync.Mutex
 	q        ring.Ring[*nats.Msg]
-	running  int
+	running  int              // workers, idle ones included
+	idle     []chan *nats.Msg // idle workers, each waiting on its channel
 	stopping bool
 }
+
+// maxIdle bounds the idle workers of a subscription, and idleLinger how
+// long one waits for a message before it ends.
+const (
+	maxIdle    = 16
+	idleLinger = time.Second
+)
 
 // dispatch runs on the read loop: it only counts, queues or refuses.
 func (s *serveSub) dispatch(m *nats.Msg) {
@@ -66,6 +80,13 @@ func (s *serveSub) dispatch(m *nats.Msg) {
 	case s.stopping:
 		s.mu.Unlock()
 		s.refuse(m, actor.CodeClosed, "closed: subscription stopping")
+	case len(s.idle) > 0:
+		n := len(s.idle) - 1
+		ch := s.idle[n]
+		s.idle[n] = nil
+		s.idle = s.idle[:n]
+		s.mu.Unlock()
+		ch <- m // its room of one is free: it is handed a message only while idle
 	case s.max == 0 || s.running < s.max:
 		s.running++
 		s.wg.Add(1)
@@ -82,11 +103,23 @@ func (s *serveSub) dispatch(m *nats.Msg) {
 
 func (s *serveSub) work(m *nats.Msg) {
 	defer s.wg.Done()
-	for {
+	var wake chan *nats.Msg
+	var linger *time.Timer
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
+	for m != nil {
 		s.handle(m)
 		s.mu.Lock()
 		next, ok := s.q.Pop()
-		if !ok || s.stopping {
+		if ok && !s.stopping {
+			s.mu.Unlock()
+			m = next
+			continue
+		}
+		if s.stopping || len(s.idle) >= maxIdle {
 			s.running--
 			s.mu.Unlock()
 			if ok {
@@ -94,9 +127,41 @@ func (s *serveSub) work(m *nats.Msg) {
 			}
 			return
 		}
+		if wake == nil {
+			wake = make(chan *nats.Msg, 1)
+		}
+		s.idle = append(s.idle, wake)
 		s.mu.Unlock()
-		m = next
+		m = s.waitIdle(wake, &linger)
 	}
+	s.mu.Lock()
+	s.running--
+	s.mu.Unlock()
+}
+
+// waitIdle waits, idle, for the next message handed to wake; nil means the
+// worker ends (its linger passed, or the subscription stops).
+func (s *serveSub) waitIdle(wake chan *nats.Msg, linger **time.Timer) *nats.Msg {
+	if *linger == nil {
+		*linger = time.NewTimer(idleLinger)
+	} else {
+		(*linger).Reset(idleLinger)
+	}
+	select {
+	case m := <-wake:
+		return m
+	case <-(*linger).C:
+	}
+	s.mu.Lock()
+	i := slices.Index(s.idle, wake)
+	if i >= 0 {
+		s.idle = slices.Delete(s.idle, i, i+1)
+	}
+	s.mu.Unlock()
+	if i >= 0 {
+		return nil
+	}
+	return <-wake // handed a message as the linger passed: it is on its way
 }
 
 func (s *serveSub) handle(m *nats.Msg) {
@@ -143,6 +208,10 @@ func (s *serveSub) Stop() error {
 		return nil
 	}
 	s.stopping = true
+	for _, wake := range s.idle {
+		wake <- nil // the idle workers end
+	}
+	s.idle = nil
 	var queued []*nats.Msg
 	for m, ok := s.q.Pop(); ok; m, ok = s.q.Pop() {
 		queued = append(queued, m)

@@ -1,0 +1,144 @@
+package natstransport
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/formica-run/formica/internal/actor"
+)
+
+// goroutineID is the id runtime.Stack prints for the calling goroutine.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := bytes.Cut(bytes.TrimPrefix(buf, []byte("goroutine ")), []byte(" "))
+	return string(id)
+}
+
+// ask sends one request to subject and waits for its reply.
+func ask(t *testing.T, ctx context.Context, tr *Transport, subject string) {
+	t.Helper()
+	call, err := tr.Request(ctx, subject, actor.Msg{Type: "ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer call.Close()
+	if _, err := call.Next(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// idleWorkers waits (bounded by ctx) until s has n idle workers, as after
+// a worker that answered has gone back to wait.
+func idleWorkers(t *testing.T, ctx context.Context, s *serveSub, n int) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		idle := len(s.idle)
+		s.mu.Unlock()
+		if idle == n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d idle workers, want %d", idle, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestServeReusesIdleWorker: the next request is handled by the worker
+// that handled the last one, waiting idle, instead of a new goroutine, also
+// when the subscription is at its bound of workers; Stop ends idle workers.
+func TestServeReusesIdleWorker(t *testing.T) {
+	ns := startServer(t, inProcess)
+	tr := newTransport(t, connect(t, ns, inProcess), Config{})
+	ctx := bounded(t)
+	for _, max := range []int{0, 1} {
+		var mu sync.Mutex
+		var ids []string
+		sub, err := tr.Serve("reuse", "", max, func(_ context.Context, m actor.Msg, r actor.Replier) {
+			mu.Lock()
+			ids = append(ids, goroutineID())
+			mu.Unlock()
+			r.Reply(actor.Msg{Type: "pong"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sub.(*serveSub)
+		for range 5 {
+			ask(t, ctx, tr, "reuse")
+			idleWorkers(t, ctx, s, 1)
+		}
+		s.mu.Lock()
+		running, idle := s.running, len(s.idle)
+		s.mu.Unlock()
+		if err := sub.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		for _, id := range ids[1:] {
+			if id != ids[0] {
+				t.Errorf("max %d: requests handled on goroutines %v, want one reused", max, ids)
+				break
+			}
+		}
+		mu.Unlock()
+		if running != 1 || idle != 1 {
+			t.Errorf("max %d: between requests %d workers, %d idle; want 1 and 1", max, running, idle)
+		}
+		s.mu.Lock()
+		if s.running != 0 {
+			t.Errorf("max %d: %d workers left after Stop", max, s.running)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// TestServeIdleWorkersBounded: after a burst handled by many workers at
+// once, at most maxIdle stay for the next requests; the others end.
+func TestServeIdleWorkersBounded(t *testing.T) {
+	ns := startServer(t, inProcess)
+	tr := newTransport(t, connect(t, ns, inProcess), Config{})
+	ctx := bounded(t)
+	const burst = 3 * maxIdle
+	var arrived sync.WaitGroup
+	arrived.Add(burst)
+	release := make(chan struct{})
+	sub, err := tr.Serve("burst", "", 0, func(_ context.Context, m actor.Msg, r actor.Replier) {
+		arrived.Done()
+		<-release
+		r.Reply(actor.Msg{Type: "pong"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	var done sync.WaitGroup
+	for range burst {
+		done.Go(func() { ask(t, ctx, tr, "burst") })
+	}
+	arrived.Wait() // every request on a worker of its own
+	close(release)
+	done.Wait()
+	s := sub.(*serveSub)
+	for {
+		s.mu.Lock()
+		running, idle := s.running, len(s.idle)
+		s.mu.Unlock()
+		if running == idle { // every worker has finished its request
+			if idle > maxIdle {
+				t.Fatalf("%d idle workers kept, want at most %d", idle, maxIdle)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("workers still running their requests: %d, %d idle", running, idle)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
