@@ -45,7 +45,8 @@ func InboxPrefix(role Role, id string) string {
 }
 
 // TransfersStream is the JetStream stream of the coordinators' transfers
-// bucket, which workers read bodies over the NATS max payload from.
+// bucket (bodies over the NATS max payload sent to clients), which workers
+// may not touch.
 const TransfersStream = "OBJ_" + store.TransfersBucket
 
 // Credentials are one user's JWT and nkey seed.
@@ -104,19 +105,17 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			store.SubjectJournal("*", "*", false),
 		)
 		// Its own transfers bucket (made by a coordinator when it joins),
-		// written, deleted from and read; the coordinators', read alone;
-		// and nothing else of JetStream. Reads are direct gets. No
-		// consumers: one delivers on whatever subject its creator names, so
-		// it would let a worker speak, through the server, on another
-		// worker's subjects. No purge but of its own bucket: a purge takes
-		// its filter from the request's body, so a right to purge a stream
-		// is a right to purge all of it.
+		// where it writes its large bodies and the coordinators write those
+		// they send it: written, deleted from and read (by direct gets); and
+		// nothing else of JetStream. No consumers: one delivers on whatever
+		// subject its creator names, so it would let a worker speak, through
+		// the server, on another worker's subjects. No purge but of its own
+		// bucket: a purge takes its filter from the request's body, so a
+		// right to purge a stream is a right to purge all of it.
 		own := "OBJ_" + store.WorkerTransfers(id)
-		for _, stream := range []string{own, TransfersStream} {
-			p.Pub.Allow.Add("$JS.API.STREAM.INFO."+stream, "$JS.API.STREAM.MSG.GET."+stream,
-				"$JS.API.DIRECT.GET."+stream, "$JS.API.DIRECT.GET."+stream+".>")
-		}
-		p.Pub.Allow.Add("$JS.API.STREAM.PURGE."+own, "$O."+store.WorkerTransfers(id)+".>")
+		p.Pub.Allow.Add("$JS.API.STREAM.INFO."+own, "$JS.API.STREAM.MSG.GET."+own,
+			"$JS.API.DIRECT.GET."+own, "$JS.API.DIRECT.GET."+own+".>",
+			"$JS.API.STREAM.PURGE."+own, "$O."+store.WorkerTransfers(id)+".>")
 		p.Sub.Allow.Add(
 			"formica.worker."+id+".>",
 			wire.SubjectCoordHeartbeats,

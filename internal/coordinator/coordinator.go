@@ -174,7 +174,8 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	tc := natstransport.Config{Logger: cfg.Logger, MayCarryRef: wire.MayCarryRef, Sender: senderOf}
+	tc := natstransport.Config{Logger: cfg.Logger, MayCarryRef: wire.MayCarryRef, Sender: senderOf,
+		Recipient: recipientOf}
 	if cfg.Store != nil {
 		tc.Offloader = cfg.Store
 	}

@@ -39,6 +39,22 @@ func senderOf(subject string) string {
 	return ""
 }
 
+// recipientOf is the coordinator's natstransport.Config.Recipient: a body
+// sent to a worker (on its subjects, or in a reply to its inbox) goes into
+// that worker's bucket, where no other worker reads it; any other into the
+// coordinators' own.
+func recipientOf(subject string) string {
+	for _, prefix := range []string{"formica.worker.", wire.WorkerInboxPrefix} {
+		if w, ok := strings.CutPrefix(subject, prefix); ok {
+			if id, _, ok := strings.Cut(w, "."); ok && id != "" {
+				return store.WorkerTransfers(id)
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
 // buckets are the workers whose transfers buckets this coordinator made, or
 // is making.
 type buckets struct {

@@ -28,3 +28,21 @@ func TestSenderOf(t *testing.T) {
 		}
 	}
 }
+
+// TestRecipientOf: a body sent to a worker, on its subjects or to its
+// inbox, goes into its bucket; any other into the coordinators' own.
+func TestRecipientOf(t *testing.T) {
+	for _, tc := range []struct{ subject, want string }{
+		{wire.SubjectExec("w1"), store.WorkerTransfers("w1")},
+		{wire.SubjectCancel("gpu-2"), store.WorkerTransfers("gpu-2")},
+		{wire.WorkerInboxPrefix + "w3.abc.7", store.WorkerTransfers("w3")},
+		{wire.ClientInboxPrefix + "eve.abc.1", ""},
+		{"_INBOX.abc.1", ""},
+		{wire.SubjectEvents("r1") + ".run.finished", ""},
+		{wire.WorkerInboxPrefix, ""},
+	} {
+		if got := recipientOf(tc.subject); got != tc.want {
+			t.Errorf("recipientOf(%q) = %q, want %q", tc.subject, got, tc.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
@@ -32,7 +34,7 @@ func startSecured(t *testing.T) (*Stack, *client.Client) {
 	}
 	s, err := Start(context.Background(), Config{Workers: 2, Slots: 4, Authority: a, Durable: true,
 		Server: brokerDurable(t), Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond,
-		Coordinator: coordinator.Config{Cwd: os.TempDir()}})
+		AllowScripted: true, Coordinator: coordinator.Config{Cwd: os.TempDir(), AllowScripted: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +63,37 @@ func TestSecuredStackRuns(t *testing.T) {
 	rec := runAsync(t, context.Background(), cl, sub, nil)()
 	if want := "a: a1: done: a1\nb: done: b"; rec.Status != event.Succeeded || rec.Output != want {
 		t.Fatalf("run: %s %q, output %q", rec.Status, rec.Error, rec.Output)
+	}
+}
+
+// TestSecuredStackLargeBodies: local workers on their own credentials
+// pass bodies over the NATS max payload both ways: a root (scripted) hands
+// a helper (sim) a 1.5 MiB task, whose answer, as large, is the tool
+// result the root's transcript holds.
+func TestSecuredStackLargeBodies(t *testing.T) {
+	s, cl := startSecured(t)
+	big := "TASK-" + strings.Repeat("0123456789abcdef", (3<<19)/16) + "-END"
+	script := filepath.Join(t.TempDir(), "root.yaml")
+	if err := os.WriteFile(script, []byte("responses:\n  - tool_calls: [{name: agent, arguments: {name: huge, task: "+big+"}}]\n  - text: handed over\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := simSubmit(t, "Hand it over", 10, limits.Config{})
+	sub.Agent.Model = "scripted:" + script
+	sub.Agent.Helper.Model = "sim"
+	rec := runAsync(t, context.Background(), cl, sub, nil)()
+	if rec.Status != event.Succeeded || rec.Output != "handed over" {
+		t.Fatalf("run: %s %q, output %q", rec.Status, rec.Error, rec.Output)
+	}
+	entries, err := s.Store.ReadJournal(context.Background(), sub.RunID, journal.RootID(sub.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bool
+	for _, e := range entries {
+		got = got || e.Result == "done: "+big
+	}
+	if !got {
+		t.Errorf("the root's journal (%d entries) holds no tool result with the helper's whole answer", len(entries))
 	}
 }
 
@@ -129,13 +162,15 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		"$JS.API.STREAM.INFO." + theirs, "$JS.API.DIRECT.GET." + theirs, "$JS.API.STREAM.MSG.GET." + theirs,
 		"$JS.API.STREAM.CREATE." + mine, "$JS.API.STREAM.UPDATE." + mine, "$JS.API.STREAM.DELETE." + mine,
 		"$JS.API.STREAM.DELETE." + auth.TransfersStream,
+		// Nor read the coordinators' bodies (those for clients).
+		"$JS.API.STREAM.INFO." + auth.TransfersStream, "$JS.API.DIRECT.GET." + auth.TransfersStream,
 	} {
 		if err := nc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := 6 + 26
+	want := 6 + 28
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

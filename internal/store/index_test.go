@@ -70,7 +70,7 @@ func TestRecordsPastRetentionAreGone(t *testing.T) {
 	if _, err := s.CreateRecord(ctx, record.Run{RunID: "old", Status: event.Succeeded}); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := s.PutPayload(ctx, []byte("a large result nobody fetched"))
+	ref, err := s.PutPayload(ctx, "", []byte("a large result nobody fetched"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -294,7 +294,7 @@ type journalRef struct {
 func (s *Store) offloadEntry(kind journal.Kind, data []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	ref, err := s.PutPayload(ctx, data)
+	ref, err := s.PutPayload(ctx, "", data)
 	if err != nil {
 		return nil, err
 	}

@@ -21,16 +21,18 @@ import (
 // system. The transport defines the same two methods where it needs them;
 // *Store satisfies it.
 //
-// Each party that sends bodies writes only into a bucket of its own: the
-// coordinators into TransfersBucket, worker w into WorkerTransfers(w)
-// (made by a coordinator when w joins; a worker creates no stream). A
+// Each worker has a transfers bucket of its own, WorkerTransfers(w) (made
+// by a coordinator when w joins; a worker creates no stream): it writes
+// its bodies there, and the coordinators write there the bodies they send
+// it (to), so no worker reads what was sent to another. The coordinators
+// write the rest (to clients, to each other) into TransfersBucket. A
 // reference names its bucket, and GetPayload reads it only when that is the
-// bucket of the party the message came from (from), so no message can make
-// its reader fetch, or drop, a body someone else wrote. A body is deleted
-// by its owner, or by a coordinator once it has read a body sent to it;
-// the buckets' TTL (Config.Retention) bounds the rest.
+// bucket the party the message came from writes to this reader (from), so
+// no message can make its reader fetch, or drop, a body someone else wrote.
+// A body is deleted by its bucket's owner, or by a coordinator (the
+// authority); the buckets' TTL (Config.Retention) bounds the rest.
 type Offloader interface {
-	PutPayload(ctx context.Context, data []byte) (ref string, err error)
+	PutPayload(ctx context.Context, to string, data []byte) (ref string, err error)
 	GetPayload(ctx context.Context, from, ref string) ([]byte, error)
 }
 
@@ -66,10 +68,16 @@ func WorkerTransfers(id string) string {
 }
 
 // FromCoordinators is the sender (natstransport.Config.Sender) of every
-// message a worker or a client receives: only coordinators send them
-// requests or answer theirs, so a reference must name the coordinators'
-// bucket.
+// message a client receives: only coordinators send it requests or answer
+// its own, so a reference must name the coordinators' bucket.
 func FromCoordinators(string) string { return TransfersBucket }
+
+// ToWorker is the bucket worker id reads what the coordinators send it
+// from (natstransport.Config.Sender of a worker): its own.
+func ToWorker(id string) func(string) string {
+	bucket := WorkerTransfers(id)
+	return func(string) string { return bucket }
+}
 
 // isTransfers reports whether bucket is a transfers bucket: the
 // coordinators' or a worker's.
@@ -91,22 +99,30 @@ var ErrNoTransfers = errors.New("store: this party has no transfers bucket: the 
 // or one this store may not delete.
 var ErrForeignRef = errors.New("store: reference outside its sender's bucket")
 
-// PutPayload stores data in this store's own transfers bucket and returns
-// its reference.
-func (s *Store) PutPayload(ctx context.Context, data []byte) (string, error) {
+// PutPayload stores data and returns its reference: in this store's own
+// transfers bucket, or, for a coordinator's store, in to, the bucket of
+// the worker it is sent to ("" for none: its own).
+func (s *Store) PutPayload(ctx context.Context, to string, data []byte) (string, error) {
 	if s.own == "" {
 		return "", fmt.Errorf("store: put payload of %d bytes: %w", len(data), ErrNoTransfers)
 	}
+	bucket := s.own
+	if to != "" && to != s.own {
+		if s.own != TransfersBucket || !isWorkerTransfers(to) {
+			return "", fmt.Errorf("%w: %s may not write into %s", ErrForeignRef, s.own, to)
+		}
+		bucket = to
+	}
 	sum := sha256.Sum256(data)
 	id := uuid.NewString() + "." + hex.EncodeToString(sum[:])
-	b, err := s.bucket(ctx, s.own)
+	b, err := s.bucket(ctx, bucket)
 	if err != nil {
 		return "", fmt.Errorf("store: put payload: %w", err)
 	}
 	if _, err := b.ob.PutBytes(ctx, payloadPrefix+id, data); err != nil {
 		return "", fmt.Errorf("store: put payload: %w", err)
 	}
-	return s.own + "/" + id, nil
+	return bucket + "/" + id, nil
 }
 
 // payloadRef is a parsed reference.
@@ -170,8 +186,8 @@ func (s *Store) readPayload(ctx context.Context, r payloadRef) ([]byte, error) {
 }
 
 // MayDeletePayload reports whether this store deletes the payload under
-// ref: one in its own bucket, or, for a coordinator's store (the
-// authority), any transfers bucket's.
+// ref: one in its own bucket (what it wrote, and what was sent to it), or,
+// for a coordinator's store (the authority), any transfers bucket's.
 func (s *Store) MayDeletePayload(ref string) bool {
 	r, err := parseRef(ref)
 	return err == nil && s.own != "" && (r.bucket == s.own || s.own == TransfersBucket)

@@ -22,7 +22,7 @@ func TestPayloadRoundTrip(t *testing.T) {
 		t.Fatalf("test payload %d bytes fits one message (max %d)", len(data), nc.MaxPayload())
 	}
 	var off Offloader = s
-	ref, err := off.PutPayload(ctx, data)
+	ref, err := off.PutPayload(ctx, "", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestPayloadRoundTrip(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatalf("got %d bytes back, not the %d put", len(got), len(data))
 	}
-	empty, err := s.PutPayload(ctx, nil)
+	empty, err := s.PutPayload(ctx, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +90,10 @@ func TestWorkerTransfersNames(t *testing.T) {
 }
 
 // TestTransfersArePerParty: a worker writes into its own bucket, made by a
-// coordinator (before that its puts fail); each reader takes a reference
-// only from the party whose bucket it names; a worker deletes only its own
-// bodies, a coordinator any it read; a client writes none.
+// coordinator (before that its puts fail), where the coordinators write
+// what they send it; each reader takes a reference only in the bucket its
+// sender writes to it; a worker deletes only in its own bucket, a
+// coordinator anywhere; a client writes none.
 func TestTransfersArePerParty(t *testing.T) {
 	srv := brokertest.Start(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -100,14 +101,14 @@ func TestTransfersArePerParty(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenTransfers before any coordinator: %v", err)
 	}
-	if _, err := w1.PutPayload(ctx, []byte("early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := w1.PutPayload(ctx, "", []byte("early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Fatalf("PutPayload without a bucket: %v, want ErrBucketNotFound", err)
 	}
 	c, err := Open(ctx, connect(t, srv), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w1.PutPayload(ctx, []byte("still early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := w1.PutPayload(ctx, "", []byte("still early")); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Fatalf("PutPayload before w1 joined: %v, want ErrBucketNotFound", err)
 	}
 	for _, id := range []string{"w1", "w2", "w1"} { // idempotent
@@ -120,7 +121,7 @@ func TestTransfersArePerParty(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("late"), 1<<19)
-	ref, err := w1.PutPayload(ctx, data)
+	ref, err := w1.PutPayload(ctx, "", data)
 	if err != nil {
 		t.Fatalf("PutPayload once the coordinator made the bucket: %v", err)
 	}
@@ -149,33 +150,46 @@ func TestTransfersArePerParty(t *testing.T) {
 	if _, err := c.GetPayload(ctx, WorkerTransfers("w1"), ref); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetPayload after delete: %v", err)
 	}
-	ref2, err := w2.PutPayload(ctx, data)
+	ref2, err := w2.PutPayload(ctx, "", data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeletePayload(ctx, ref2); err != nil {
 		t.Fatalf("coordinator deletes a body sent to it: %v", err)
 	}
-	// The coordinators' bodies: read by workers, deleted only by coordinators.
-	cref, err := c.PutPayload(ctx, data)
+	// What a coordinator sends w1 goes into w1's bucket: w1 reads it as
+	// sent to it and may drop it; w2 may not drop it.
+	sent, err := c.PutPayload(ctx, WorkerTransfers("w1"), data)
+	if err != nil || !strings.HasPrefix(sent, WorkerTransfers("w1")+"/") {
+		t.Fatalf("coordinator's body for w1: %q, %v", sent, err)
+	}
+	if err := w2.DeletePayload(ctx, sent); !errors.Is(err, ErrForeignRef) {
+		t.Fatalf("w2 deletes a body sent to w1: %v, want ErrForeignRef", err)
+	}
+	if got, err := w1.GetPayload(ctx, WorkerTransfers("w1"), sent); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("w1 reads the body sent to it: %d bytes, %v", len(got), err)
+	}
+	if err := w1.DeletePayload(ctx, sent); err != nil {
+		t.Fatalf("w1 drops the body sent to it: %v", err)
+	}
+	// A worker writes into no bucket but its own.
+	if _, err := w1.PutPayload(ctx, WorkerTransfers("w2"), data); !errors.Is(err, ErrForeignRef) {
+		t.Fatalf("w1 writes into w2's bucket: %v, want ErrForeignRef", err)
+	}
+	// The coordinators' own bodies (for clients): deleted only by coordinators.
+	cref, err := c.PutPayload(ctx, "", data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := w1.GetPayload(ctx, TransfersBucket, cref); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("w1 reads the coordinator's body: %d bytes, %v", len(got), err)
-	}
 	if err := w1.DeletePayload(ctx, cref); !errors.Is(err, ErrForeignRef) {
 		t.Fatalf("w1 deletes the coordinator's body: %v, want ErrForeignRef", err)
-	}
-	if _, err := w2.GetPayload(ctx, TransfersBucket, cref); err != nil {
-		t.Fatalf("the coordinator's body after w1's delete: %v", err)
 	}
 	// A client has no bucket: its bodies must fit one message.
 	cl, err := Open(ctx, connect(t, srv), Config{Client: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.PutPayload(ctx, data); !errors.Is(err, ErrNoTransfers) {
+	if _, err := cl.PutPayload(ctx, "", data); !errors.Is(err, ErrNoTransfers) {
 		t.Fatalf("client PutPayload: %v, want ErrNoTransfers", err)
 	}
 	if got, err := cl.GetPayload(ctx, TransfersBucket, cref); err != nil || !bytes.Equal(got, data) {

@@ -118,6 +118,10 @@ const (
 	DefaultInboxPrefix = "_INBOX."
 )
 
+// WorkerInboxPrefix roots a worker's reply subjects (_FORMICA.worker.<id>,
+// see package auth): whatever a coordinator sends there is for that worker.
+const WorkerInboxPrefix = "_FORMICA.worker."
+
 // ValidApprover reports whether subject may answer a run's `ask` decisions
 // (RunSubmit.Approver): empty, or one literal subject in a client's inbox,
 // where the submitter serves it. A coordinator sends approval requests

@@ -133,7 +133,10 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("%w: id: %w", ErrBadConfig, err)
 	}
 	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader, MayCarryRef: wire.MayCarryRef,
-		Sender: store.FromCoordinators})
+		Sender: store.ToWorker(cfg.ID),
+		// Its own inbox, with credentials or without: a coordinator puts a
+		// large reply sent there into this worker's bucket.
+		InboxPrefix: wire.WorkerInboxPrefix + cfg.ID})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
@@ -290,6 +291,8 @@ func transferAttacks(t *testing.T, c *coord) {
 	}
 	m.refused("list the names of w1's bodies", "$JS.API.STREAM.INFO.OBJ_"+store.WorkerTransfers("w1"), false)
 	m.refused("read w1's bodies", "$JS.API.DIRECT.GET.OBJ_"+store.WorkerTransfers("w1"), false)
+	m.refused("read the coordinators' bodies", "$JS.API.DIRECT.GET."+auth.TransfersStream, false)
+	m.refused("list the names of the coordinators' bodies", "$JS.API.STREAM.INFO."+auth.TransfersStream, false)
 	m.refused("make a stream", "$JS.API.STREAM.CREATE.OBJ_"+store.WorkerTransfers("mallory2"), false)
 	m.refused("reconfigure its own bucket", "$JS.API.STREAM.UPDATE.OBJ_"+store.WorkerTransfers("mallory"), false)
 

@@ -11,11 +11,13 @@ import (
 )
 
 // Offloader keeps payloads too large for a NATS message (the JetStream object
-// store in Formica) and hands them back by reference. GetPayload's from is
-// the party the message came from, as Config.Sender names it: the
-// Offloader refuses a reference that party did not write.
+// store in Formica) and hands them back by reference. PutPayload's to is
+// the party the message goes to, as Config.Recipient names it ("" for
+// none); GetPayload's from is the party the message came from, as
+// Config.Sender names it: the Offloader refuses a reference that party did
+// not write.
 type Offloader interface {
-	PutPayload(ctx context.Context, data []byte) (ref string, err error)
+	PutPayload(ctx context.Context, to string, data []byte) (ref string, err error)
 	GetPayload(ctx context.Context, from, ref string) ([]byte, error)
 }
 
@@ -41,16 +43,20 @@ const offloadTimeout = 30 * time.Second
 // request's body is deleted when its call is closed.
 const SentBodyLife = 4 * offloadTimeout
 
-// offload replaces a body too large for the connection by a reference, when
-// the transport has an Offloader, and returns the reference ("" for a body
-// sent inline). Smaller messages pass untouched.
-func (t *Transport) offload(m actor.Msg) (actor.Msg, string, error) {
+// offload replaces a body too large for the connection, sent to subject, by
+// a reference, when the transport has an Offloader, and returns the
+// reference ("" for a body sent inline). Smaller messages pass untouched.
+func (t *Transport) offload(subject string, m actor.Msg) (actor.Msg, string, error) {
 	if t.Inline(len(m.Data)) {
 		return m, "", nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offloadTimeout)
 	defer cancel()
-	ref, err := t.cfg.Offloader.PutPayload(ctx, m.Data)
+	var to string
+	if t.cfg.Recipient != nil {
+		to = t.cfg.Recipient(subject)
+	}
+	ref, err := t.cfg.Offloader.PutPayload(ctx, to, m.Data)
 	if err != nil {
 		return m, "", fmt.Errorf("natstransport: offload %d bytes: %w", len(m.Data), err)
 	}

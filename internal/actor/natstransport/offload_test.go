@@ -19,7 +19,7 @@ type memOffloader struct {
 	from []string // GetPayload's from, in order
 }
 
-func (o *memOffloader) PutPayload(_ context.Context, data []byte) (string, error) {
+func (o *memOffloader) PutPayload(_ context.Context, _ string, data []byte) (string, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ref := fmt.Sprint("obj-", len(o.objs))

@@ -72,6 +72,11 @@ type Config struct {
 	// passed to Offloader.GetPayload, which reads only that party's bodies.
 	// "" refuses references there unread. Nil passes "" for every message.
 	Sender func(subject string) string
+	// Recipient names the party a message sent to subject (a request's or
+	// a publish's subject, a reply's reply subject) goes to; it is passed
+	// to Offloader.PutPayload, which writes the body where that party
+	// reads it. Nil passes "".
+	Recipient func(subject string) string
 }
 
 // Transport is an actor.Transport over one NATS connection. It does not own
@@ -197,7 +202,7 @@ func (t *Transport) Close() error {
 // A body sent by reference is the sender's to delete: a request's when its
 // call is closed (c, not nil), any other's after SentBodyLife.
 func (t *Transport) publish(subject, reply string, m actor.Msg, c *call) error {
-	m, ref, err := t.offload(m)
+	m, ref, err := t.offload(subject, m)
 	if err != nil {
 		return err
 	}
