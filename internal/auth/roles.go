@@ -112,12 +112,13 @@ func permit(p *jwt.Permissions, role Role, id string) {
 		// the server, on another worker's subjects. No purge but of its own
 		// bucket: a purge takes its filter from the request's body, so a
 		// right to purge a stream is a right to purge all of it.
-		own := "OBJ_" + store.WorkerTransfers(id)
+		bucket := store.WorkerTransfers(id)
+		own := "OBJ_" + bucket
 		p.Pub.Allow.Add("$JS.API.STREAM.INFO."+own, "$JS.API.STREAM.MSG.GET."+own,
 			"$JS.API.DIRECT.GET."+own, "$JS.API.DIRECT.GET."+own+".>",
-			"$JS.API.STREAM.PURGE."+own, "$O."+store.WorkerTransfers(id)+".>")
+			"$JS.API.STREAM.PURGE."+own, "$O."+bucket+".>")
 		p.Sub.Allow.Add(
-			"formica.worker."+id+".>",
+			wire.WorkerSubjectPrefix+id+".>",
 			wire.SubjectCoordHeartbeats,
 			InboxPrefix(Worker, id)+".>",
 			"$SRV.>", // nats micro ls|info|stats

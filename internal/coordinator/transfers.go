@@ -25,15 +25,12 @@ const transfersOpenTimeout = 15 * time.Second
 // to, for that placement's replies), whose bucket alone its references may
 // name. Messages on other subjects (clients', coordinators') carry none.
 func senderOf(subject string) string {
-	if w, ok := strings.CutPrefix(subject, "formica.worker."); ok {
-		if id, _, ok := strings.Cut(w, "."); ok && id != "" {
-			return store.WorkerTransfers(id)
-		}
-		return ""
+	if strings.HasPrefix(subject, wire.WorkerSubjectPrefix) {
+		return bucketOf(wire.WorkerUnder(wire.WorkerSubjectPrefix, subject))
 	}
 	if rest, ok := strings.CutPrefix(subject, "formica.coord."); ok && strings.Count(rest, ".") == 2 {
-		if id := wire.SenderOf(subject); id != "" && id != wire.AnyWorker {
-			return store.WorkerTransfers(id)
+		if id := wire.SenderOf(subject); id != wire.AnyWorker {
+			return bucketOf(id)
 		}
 	}
 	return ""
@@ -44,15 +41,20 @@ func senderOf(subject string) string {
 // that worker's bucket, where no other worker reads it; any other into the
 // coordinators' own.
 func recipientOf(subject string) string {
-	for _, prefix := range []string{"formica.worker.", wire.WorkerInboxPrefix} {
-		if w, ok := strings.CutPrefix(subject, prefix); ok {
-			if id, _, ok := strings.Cut(w, "."); ok && id != "" {
-				return store.WorkerTransfers(id)
-			}
-			return ""
+	for _, prefix := range []string{wire.WorkerSubjectPrefix, wire.WorkerInboxPrefix} {
+		if strings.HasPrefix(subject, prefix) {
+			return bucketOf(wire.WorkerUnder(prefix, subject))
 		}
 	}
 	return ""
+}
+
+// bucketOf is worker id's transfers bucket, or "" for no worker.
+func bucketOf(id string) string {
+	if id == "" {
+		return ""
+	}
+	return store.WorkerTransfers(id)
 }
 
 // buckets are the workers whose transfers buckets this coordinator made, or

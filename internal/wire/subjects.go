@@ -86,11 +86,26 @@ func SubjectPlacement(coordinator, worker string) string {
 	return "formica.coord." + coordinator + ".placement." + worker
 }
 
+// WorkerSubjectPrefix roots the subjects a worker serves
+// (formica.worker.<id>.exec, .cancel, .status).
+const WorkerSubjectPrefix = "formica.worker."
+
 // SubjectExec is a worker's own subject for placed threads.
-func SubjectExec(worker string) string { return "formica.worker." + worker + ".exec" }
+func SubjectExec(worker string) string { return WorkerSubjectPrefix + worker + ".exec" }
 
 // SubjectCancel is a worker's own subject for cancelling threads.
-func SubjectCancel(worker string) string { return "formica.worker." + worker + ".cancel" }
+func SubjectCancel(worker string) string { return WorkerSubjectPrefix + worker + ".cancel" }
+
+// WorkerUnder is the worker whose subjects under prefix (WorkerSubjectPrefix
+// or WorkerInboxPrefix) subject is one of, or "" when it is none.
+func WorkerUnder(prefix, subject string) string {
+	if rest, ok := strings.CutPrefix(subject, prefix); ok {
+		if id, _, ok := strings.Cut(rest, "."); ok {
+			return id
+		}
+	}
+	return ""
+}
 
 // SubjectEvents is where one run's events are published; the event type
 // follows, so SubjectEvents(run)+".>" follows the whole tree.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Version is reported by the worker's micro service.
@@ -29,7 +31,7 @@ func (w *Worker) addService() error {
 		b, _ := json.Marshal(map[string]any{"id": w.cfg.ID, "host": w.host, "slots": w.cfg.Slots,
 			"running": w.Running(), "hosted": w.Hosted(), "draining": w.draining.Load()})
 		r.Respond(b)
-	}), micro.WithEndpointSubject("formica.worker."+w.cfg.ID+".status"))
+	}), micro.WithEndpointSubject(wire.WorkerSubjectPrefix+w.cfg.ID+".status"))
 	if err != nil {
 		svc.Stop()
 		return err
