@@ -37,6 +37,7 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
@@ -151,7 +152,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		if cwd, err = filepath.Abs(cmp.Or(f.cwd, ".")); err != nil {
 			return 0, usageError{err}
 		}
-		dir, err := runner.ResolveCwd(cwd, root.Harness.Cwd)
+		dir, err := thread.ResolveCwd(cwd, root.Harness.Cwd)
 		if err != nil {
 			return 0, usageError{err}
 		}

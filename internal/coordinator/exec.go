@@ -10,7 +10,7 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/metrics"
-	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -40,7 +40,7 @@ type execution struct {
 	// done takes the final result, on a goroutine that may block; reported
 	// says whether a worker ran the thread to its end (and journaled it),
 	// so the coordinator journals the end otherwise.
-	done func(res runner.Result, reported bool)
+	done func(res thread.Result, reported bool)
 
 	// Owned by the step in progress: there is one at a time.
 	attempts, placements int
@@ -51,9 +51,9 @@ type execution struct {
 
 // execThread places a thread and waits for its end (a run's root, whose
 // run goroutine waits anyway; helpers go through startThread).
-func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, reported bool) {
+func (c *Coordinator) execThread(r *run, t *threadRec) (res thread.Result, reported bool) {
 	ended := make(chan struct{})
-	c.startThread(r, t, func(rs runner.Result, rp bool) {
+	c.startThread(r, t, func(rs thread.Result, rp bool) {
 		res, reported = rs, rp
 		close(ended)
 	})
@@ -65,7 +65,7 @@ func (c *Coordinator) execThread(r *run, t *threadRec) (res runner.Result, repor
 // (up to MaxAttempts), and gives done its final result. It returns once the
 // first placement's request is sent, which may mean waiting in the queue
 // for a slot. Its thread.finished is always the coordinator's (run.finish).
-func (c *Coordinator) startThread(r *run, t *threadRec, done func(res runner.Result, reported bool)) {
+func (c *Coordinator) startThread(r *run, t *threadRec, done func(res thread.Result, reported bool)) {
 	(&execution{c: c, r: r, t: t, done: done}).place()
 }
 
@@ -73,7 +73,7 @@ func (c *Coordinator) startThread(r *run, t *threadRec, done func(res runner.Res
 func (e *execution) place() {
 	c, r, t := e.c, e.r, e.t
 	if err := t.ctx.Err(); err != nil {
-		e.done(runner.Cancelled(t.ctx), false)
+		e.done(thread.Cancelled(t.ctx), false)
 		return
 	}
 	waitFrom := time.Now()
@@ -82,12 +82,12 @@ func (e *execution) place() {
 	c.cfg.Metrics.PlacementWaited(time.Since(waitFrom))
 	if err != nil {
 		if t.ctx.Err() != nil {
-			e.done(runner.Cancelled(t.ctx), false)
+			e.done(thread.Cancelled(t.ctx), false)
 			return
 		}
 		c.cfg.Metrics.Placement(metrics.OutcomeTimeout)
 		c.cfg.Logger.Warn("placement timed out", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "err", err)
-		e.done(runner.Failed(fmt.Sprintf("no worker available: %v", err)), false)
+		e.done(thread.Failed(fmt.Sprintf("no worker available: %v", err)), false)
 		return
 	}
 	ctx := r.startAttempt(t)
@@ -105,7 +105,7 @@ func (e *execution) place() {
 
 // ended is what follows the end of placement p: the thread's end, or its
 // next placement.
-func (e *execution) ended(p *placement, res runner.Result, out outcome) {
+func (e *execution) ended(p *placement, res thread.Result, out outcome) {
 	c, r, t, wid := e.c, e.r, e.t, p.wid
 	if p.replays && out != busy {
 		c.cfg.Metrics.JournalReplayed()
@@ -144,7 +144,7 @@ func (e *execution) ended(p *placement, res runner.Result, out outcome) {
 			c.workerLost(wid, "silent during a thread")
 		}
 		if e.attempts >= c.cfg.MaxAttempts {
-			e.done(runner.Failed("worker lost"), false)
+			e.done(thread.Failed("worker lost"), false)
 			return
 		}
 		c.cfg.Logger.Warn("placing thread again", "run_id", t.thread.RunID, "thread_id", t.thread.ID, "name", t.thread.Name, "attempt", e.attempts+1)
@@ -223,9 +223,9 @@ func (p *placement) sendLocked(withSpec bool) bool {
 	stop, err := c.execTr.RequestFunc(p.ctx, wire.SubjectExec(p.wid), c.execRequest(t, p.attempt, p.tok, withSpec), p.reply)
 	if err != nil {
 		if p.ctx.Err() != nil {
-			p.endLocked(runner.Cancelled(p.ctx), aborted)
+			p.endLocked(thread.Cancelled(p.ctx), aborted)
 		} else {
-			p.endLocked(runner.Result{}, gone)
+			p.endLocked(thread.Result{}, gone)
 		}
 		return false
 	}
@@ -239,7 +239,7 @@ func (p *placement) sendLocked(withSpec bool) bool {
 func (p *placement) specMissingLocked() {
 	e := p.e
 	if p.withSpec {
-		p.endLocked(runner.Failed(fmt.Sprintf("worker %s did not take the thread's spec", p.wid)), aborted)
+		p.endLocked(thread.Failed(fmt.Sprintf("worker %s did not take the thread's spec", p.wid)), aborted)
 		return
 	}
 	e.c.registry.heldSpec(p.wid, e.t.spec.hash, false)
@@ -251,7 +251,7 @@ func (p *placement) specMissingLocked() {
 
 // endLocked decides the placement's outcome, once; what follows runs on a
 // goroutine of its own, since it may block (journal, placing again).
-func (p *placement) endLocked(res runner.Result, out outcome) {
+func (p *placement) endLocked(res thread.Result, out outcome) {
 	if p.over {
 		return
 	}
@@ -280,7 +280,7 @@ func (p *placement) reply(m actor.Msg, err error) {
 		return
 	case p.cancelling:
 		if err != nil {
-			p.endLocked(runner.Result{Status: event.Cancelled, Error: p.reason}, aborted)
+			p.endLocked(thread.Result{Status: event.Cancelled, Error: p.reason}, aborted)
 			return
 		}
 		switch wire.Type(m.Type) {
@@ -297,13 +297,13 @@ func (p *placement) reply(m actor.Msg, err error) {
 	case err == nil:
 	case p.ctx.Err() != nil:
 		p.cancelLocked()
-		p.endLocked(runner.Result{Status: event.Cancelled, Error: p.reason}, aborted)
+		p.endLocked(thread.Result{Status: event.Cancelled, Error: p.reason}, aborted)
 		return
 	case errors.Is(err, actor.ErrNoResponders):
-		p.endLocked(runner.Result{}, gone)
+		p.endLocked(thread.Result{}, gone)
 		return
 	default:
-		p.endLocked(runner.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
+		p.endLocked(thread.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
 		return
 	}
 	switch wire.Type(m.Type) {
@@ -320,14 +320,14 @@ func (p *placement) reply(m actor.Msg, err error) {
 			p.heard = time.Now()
 		}
 	case wire.TypeExecBusy:
-		p.endLocked(runner.Result{}, busy)
+		p.endLocked(thread.Result{}, busy)
 	case wire.TypeExecResult:
 		if res, out, ok := c.execResult(m, e.t, p.wid, p.tok); ok {
 			p.endLocked(res, out)
 		}
 	default:
 		if err := actor.MsgError(m); err != nil {
-			p.endLocked(runner.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
+			p.endLocked(thread.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
 		}
 	}
 }
@@ -350,7 +350,7 @@ func (p *placement) silent() {
 			p.timer.Reset(left) // woken early, by the timer set before
 			return
 		}
-		p.endLocked(runner.Result{Status: event.Cancelled, Error: p.reason}, aborted)
+		p.endLocked(thread.Result{Status: event.Cancelled, Error: p.reason}, aborted)
 		return
 	}
 	if left := p.idle - now.Sub(p.heard); left > 0 {
@@ -366,7 +366,7 @@ func (p *placement) silent() {
 		p.timer.Reset(max(time.Millisecond, p.idle-now.Sub(v)))
 		return
 	}
-	p.endLocked(runner.Result{}, lost)
+	p.endLocked(thread.Result{}, lost)
 }
 
 // cancelled runs when the attempt's context ends.
@@ -446,14 +446,14 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 // without the placement's token, which is ignored.
 //
 //go:noinline
-func (c *Coordinator) execResult(reply actor.Msg, t *threadRec, wid, tok string) (_ runner.Result, _ outcome, ok bool) {
+func (c *Coordinator) execResult(reply actor.Msg, t *threadRec, wid, tok string) (_ thread.Result, _ outcome, ok bool) {
 	var er wire.ExecResult
 	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
-		return runner.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted, true
+		return thread.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted, true
 	}
 	if er.Token != tok || er.Worker != wid {
 		c.refuse(wire.SubjectExec(wid)+" reply", fmt.Errorf("result for thread %s without its placement's token", er.ThreadID))
-		return runner.Result{}, 0, false
+		return thread.Result{}, 0, false
 	}
 	c.relay(t, er.Events, wire.SubjectExec(wid)+" reply")
 	return er.Result, ended, true

@@ -12,8 +12,8 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
@@ -88,7 +88,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	if again {
 		c.loadRunJournal(rn)
 	}
-	root := runner.Thread{
+	root := thread.Thread{
 		RunID: sub.RunID, ID: journal.RootID(sub.RunID), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
 		Agent: sub.Agent, Agents: sub.Agents, Cwd: sub.Cwd,
 		Permissions: tools.Permissions{sub.Agent.Harness.Permissions},
@@ -149,7 +149,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 // runOutcome is how a run ended given its root's result: past its deadline
 // it failed with "deadline exceeded", with its budget spent with
 // "budget exhausted (<kind>): <used>/<limit>" (keeping any output).
-func runOutcome(rn *run, res runner.Result) runner.Result {
+func runOutcome(rn *run, res thread.Result) thread.Result {
 	if errors.Is(context.Cause(rn.ctx), ErrDeadline) {
 		res.Status, res.Error = event.Failed, ErrDeadline.Error()
 		return res

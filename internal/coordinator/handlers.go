@@ -12,8 +12,8 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/record"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
@@ -137,7 +137,7 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	}
 	c.relay(parent, req.Events, m.Subject)
 	id := journal.HelperID(req.RunID, req.ParentID, req.CallID, c.cfg.NewID)
-	th, err := runner.HelperThread(&parent.thread, req.Handoffs, id, req.Name, req.Task)
+	th, err := thread.Helper(&parent.thread, req.Handoffs, id, req.Name, req.Task)
 	if err != nil {
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return nil
@@ -203,7 +203,7 @@ func eventCallID(callKey string) string {
 // journalReused journals, on the parent's journal, that its call callKey
 // was answered by helper th, which had finished in an earlier execution
 // (a parent journals the spawns it is told of itself, and the refusals).
-func (c *Coordinator) journalReused(rn *run, th runner.Thread, callKey string) {
+func (c *Coordinator) journalReused(rn *run, th thread.Thread, callKey string) {
 	turn, callID := journal.ParseCallKey(callKey)
 	c.coordJournal(rn, th.ParentID, "", journal.Entry{Kind: journal.KindSpawn, Turn: turn, CallID: callID, Name: th.Name, Task: th.Task, Child: th.ID})
 }
@@ -229,7 +229,7 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 	res, done, worker := t.result, t.done, t.worker
 	rn.mu.Unlock()
 	if !done {
-		res = runner.Cancelled(parent.ctx)
+		res = thread.Cancelled(parent.ctx)
 	}
 	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
 }
@@ -237,7 +237,7 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 // reuseSpawn answers a spawn with the journaled output of a helper that
 // finished in an earlier execution of the run: it is not placed, takes no
 // slot, and its tokens (counted once, in the budget too) come with its result.
-func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, callKey string, res runner.Result, r actor.Replier) {
+func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th thread.Thread, callKey string, res thread.Result, r actor.Replier) {
 	if rn.chargeReused(th.ID, parent.lease.Node(), res.Usage) {
 		c.cfg.Metrics.ThreadReused()
 	}
@@ -254,7 +254,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th runner.Thread, c
 }
 
 // ended answers the parent with the helper's end.
-func (sp *admittedSpawn) ended(res runner.Result, reported bool) {
+func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	c, rn, t := sp.c, sp.rn, sp.t
 	// Its end is published before its slot is free, so no watcher counts
 	// more live helpers than the limit; then the slot is free at once.
@@ -483,7 +483,7 @@ func (c *Coordinator) emit(rn *run, e event.Event) {
 // journalEnd journals the end of a thread no worker reported (lost, never
 // placed, cancelled before it ran); a worker that ran it to its end has
 // journaled that itself.
-func (c *Coordinator) journalEnd(rn *run, t *threadRec, res runner.Result) {
+func (c *Coordinator) journalEnd(rn *run, t *threadRec, res thread.Result) {
 	c.coordJournal(rn, t.thread.ID, "", journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output,
 		Error: res.Error, Usage: res.Usage, Own: res.Own})
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 )
 
 // The coordinator's part of the journal (package journal): it journals each
@@ -90,7 +90,7 @@ func (c *Coordinator) loadRunJournal(rn *run) {
 			continue
 		}
 		tr := journal.BuildTranscript(rn.id, id, es)
-		th := runner.Thread{RunID: rn.id, ID: id, ParentID: tr.ParentID, Depth: tr.Depth, Name: tr.Name}
+		th := thread.Thread{RunID: rn.id, ID: id, ParentID: tr.ParentID, Depth: tr.Depth, Name: tr.Name}
 		rn.rec.Emit(threadEvent(event.ThreadSpawned, th))
 		e := threadEvent(event.ThreadFinished, th)
 		e.Status, e.Time, e.Worker = event.Succeeded, tr.FinishedAt, tr.Worker
@@ -124,18 +124,18 @@ func (c *Coordinator) replayOf(rn *run, t *threadRec, reread bool) []journal.Ent
 
 // finishedInJournal returns the journaled result of a helper that
 // succeeded in an earlier execution of the run: it is not placed again.
-func (rn *run) finishedInJournal(id string) (runner.Result, bool) {
+func (rn *run) finishedInJournal(id string) (thread.Result, bool) {
 	rn.mu.Lock()
 	entries := rn.journals[id]
 	rn.mu.Unlock()
 	if len(entries) == 0 {
-		return runner.Result{}, false
+		return thread.Result{}, false
 	}
 	end, ok := journal.NewReplay(entries).Finished()
 	if !ok {
-		return runner.Result{}, false
+		return thread.Result{}, false
 	}
-	return runner.Result{Status: event.Succeeded, Output: end.Output, Usage: end.Usage, Own: end.Own}, true
+	return thread.Result{Status: event.Succeeded, Output: end.Output, Usage: end.Usage, Own: end.Own}, true
 }
 
 // Budgets and the journal: a run executed again counts what it reuses

@@ -13,8 +13,8 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -300,7 +300,7 @@ func (c *Coordinator) placeCwd(sub *wire.RunSubmit) error {
 	if sub.Cwd != "" {
 		base = sub.Cwd
 	}
-	dir, err := runner.ResolveCwd(base, sub.Agent.Harness.Cwd)
+	dir, err := thread.ResolveCwd(base, sub.Agent.Harness.Cwd)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -43,7 +43,7 @@ type run struct {
 
 // threadRec is one thread of a run's tree as the coordinator sees it.
 type threadRec struct {
-	thread runner.Thread
+	thread thread.Thread
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// lease is the thread's share of its budgets; lease.Node() is the
@@ -66,7 +66,7 @@ type threadRec struct {
 
 	trace    map[string]string // trace headers its placements carry (traceparent of the parent's tool call)
 	admitted time.Time         // when its spawn came in (helpers), for metrics
-	result   runner.Result     // set once done
+	result   thread.Result     // set once done
 
 	// ended is closed once the thread is done: a parent placed again that
 	// asks for the same helper waits for this one instead of starting another.
@@ -87,7 +87,7 @@ type threadSpec struct {
 	body []byte
 }
 
-func newThreadSpec(th *runner.Thread) *threadSpec {
+func newThreadSpec(th *thread.Thread) *threadSpec {
 	hash, body := wire.EncodeSpec(th)
 	return &threadSpec{hash: hash, body: body}
 }
@@ -95,7 +95,7 @@ func newThreadSpec(th *runner.Thread) *threadSpec {
 // helperSpec is the spec of helper th of parent, made after the handoffs:
 // encoded once per parent when there are none, since such siblings differ
 // only in their names, which the spec leaves out.
-func (r *run) helperSpec(parent *threadRec, th *runner.Thread, handoffs []string) *threadSpec {
+func (r *run) helperSpec(parent *threadRec, th *thread.Thread, handoffs []string) *threadSpec {
 	if len(handoffs) > 0 {
 		return newThreadSpec(th)
 	}
@@ -117,7 +117,7 @@ func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver stri
 // cancelling a parent, or its end, reaches the subtree. Losing the parent's
 // worker does not: the parent is placed again and its helpers, which go on
 // running, deliver their results to it.
-func (r *run) add(th runner.Thread, parent *threadRec, node *limits.Node) *threadRec {
+func (r *run) add(th thread.Thread, parent *threadRec, node *limits.Node) *threadRec {
 	base := r.ctx
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -202,7 +202,7 @@ func (r *run) unparkParent(parent *threadRec) string {
 // publish: the only one the thread gets, whichever way it ended (a worker
 // that was presumed lost and answers late publishes none). Its usage is the
 // thread's own, like every thread row; the run's total is on run.finished.
-func (r *run) finish(t *threadRec, res runner.Result, at time.Time) event.Event {
+func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event {
 	r.mu.Lock()
 	t.done, t.result = true, res
 	started := t.started
@@ -255,6 +255,6 @@ func (r *run) unfinished() int {
 	return n
 }
 
-func threadEvent(typ event.Type, th runner.Thread) event.Event {
+func threadEvent(typ event.Type, th thread.Thread) event.Event {
 	return event.Event{Type: typ, RunID: th.RunID, ThreadID: th.ID, ParentID: th.ParentID, Depth: th.Depth, Name: th.Name}
 }

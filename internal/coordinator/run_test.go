@@ -7,8 +7,8 @@ import (
 
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 )
 
 func testRun(t testing.TB) *run {
@@ -28,13 +28,13 @@ func BenchmarkAdmitHelper(b *testing.B) {
 	rn := testRun(b)
 	agent := spec.Agent{Name: "root", Model: "sim", Tools: []string{"read_file", "list_dir"},
 		Helper: spec.Helper{Tools: spec.ToolPolicy{Policy: "inherit"}}}
-	parent := rn.add(runner.Thread{RunID: "r1", ID: "p", Path: "root", Name: "root", Agent: agent, Cwd: "/tmp"}, nil, rn.budget.Root())
+	parent := rn.add(thread.Thread{RunID: "r1", ID: "p", Path: "root", Name: "root", Agent: agent, Cwd: "/tmp"}, nil, rn.budget.Root())
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
 		callKey := journal.CallKey(1, "call_"+strconv.Itoa(i))
-		th, err := runner.HelperThread(&parent.thread, nil, journal.HelperID("r1", "p", callKey, nil), "helper", "answer")
+		th, err := thread.Helper(&parent.thread, nil, journal.HelperID("r1", "p", callKey, nil), "helper", "answer")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
-	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -63,7 +63,7 @@ func TestWorkerEventsAreStampedByTheCoordinator(t *testing.T) {
 		respond(wire.TypeExecAccepted, wire.ExecAccepted{Worker: "rogue"})
 		respond(wire.TypeProgress, wire.Progress{ThreadID: req.Thread.ID, Token: req.Token, Events: forged})
 		respond(wire.TypeExecResult, wire.ExecResult{ThreadID: req.Thread.ID, Worker: "rogue", Token: req.Token,
-			Result: runner.Result{Status: event.Succeeded, Output: "rogue output"}})
+			Result: thread.Result{Status: event.Succeeded, Output: "rogue output"}})
 	})
 	if err != nil {
 		t.Fatal(err)

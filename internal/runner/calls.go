@@ -117,7 +117,7 @@ func (st *threadState) journaledResult(turn int, c model.ToolCall) (string, bool
 
 // announce emits a call's tool.call event.
 func (st *threadState) announce(c model.ToolCall) {
-	e := st.th.event(event.ToolCall)
+	e := st.th.Event(event.ToolCall)
 	e.Tool, e.CallID, e.Arguments = c.Name, c.ID, event.Clip(c.Arguments, maxEventArguments)
 	st.r.emit(e)
 }
@@ -148,7 +148,7 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 		}
 	}
 
-	e := st.th.event(event.ToolResult)
+	e := st.th.Event(event.ToolResult)
 	e.Tool, e.CallID = c.Name, c.ID
 	e.Output = event.Clip(out, maxEventOutput)
 	st.r.emit(e)
@@ -214,7 +214,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 		return "", true
 	}
 	req := tools.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args)}
-	e := st.th.event(event.ApprovalRequested)
+	e := st.th.Event(event.ApprovalRequested)
 	e.Tool, e.Arguments = name, event.Clip(req.Arguments, maxEventArguments)
 	st.r.emit(e)
 	tracing.AddEvent(ctx, tracing.EventApprovalRequested, tracing.AttrToolName.String(name))
@@ -224,7 +224,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 	if err != nil {
 		ap = tools.Approval{Reason: err.Error()}
 	}
-	e = st.th.event(event.ApprovalResolved)
+	e = st.th.Event(event.ApprovalResolved)
 	e.Tool, e.Reason, e.Decision = name, ap.Reason, "deny"
 	if ap.Allow {
 		e.Decision = "allow"

@@ -1,14 +1,19 @@
 package runner
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/formica-run/formica/internal/thread"
+)
 
 // Sentinel errors of the runner.
 var (
-	ErrBadRequest   = errors.New("bad run request")
-	ErrUnknownRun   = errors.New("unknown run")
-	ErrMaxTurns     = errors.New("max turns reached")
-	ErrSchema       = errors.New("output did not match schema")
-	ErrUnknownAgent = errors.New("unknown agent")
+	ErrBadRequest = errors.New("bad run request")
+	ErrUnknownRun = errors.New("unknown run")
+	ErrMaxTurns   = errors.New("max turns reached")
+	ErrSchema     = errors.New("output did not match schema")
+	// ErrUnknownAgent: a handoff names an agent the catalog lacks.
+	ErrUnknownAgent = thread.ErrUnknownAgent
 	// ErrNoMCP: a spec names MCP servers and this process has none.
 	ErrNoMCP = errors.New("unknown MCP server")
 )

@@ -6,6 +6,7 @@ import (
 
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/thread"
 )
 
 // Journal keeps the journal of each thread (package journal). The runner
@@ -15,7 +16,7 @@ import (
 // reported (a helper's end is sent before its result, not waited for: see
 // endWritten).
 type Journal interface {
-	Open(th *Thread) ThreadJournal
+	Open(th *thread.Thread) ThreadJournal
 }
 
 // ThreadJournal is one thread's journal. Append must not block on storage;
@@ -146,7 +147,7 @@ func (st *threadState) diverge(turn int) {
 	st.mu.Unlock()
 }
 
-func threadInfo(th *Thread) *journal.ThreadInfo {
+func threadInfo(th *thread.Thread) *journal.ThreadInfo {
 	return &journal.ThreadInfo{ID: th.ID, ParentID: th.ParentID, Name: th.Name, Path: th.Path, Depth: th.Depth}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -27,7 +28,7 @@ type memJournal struct {
 	log     map[string][]string // per thread: the kinds appended, and "sync"
 }
 
-func (m *memJournal) Open(th *Thread) ThreadJournal { return &memThread{m: m, id: th.ID} }
+func (m *memJournal) Open(th *thread.Thread) ThreadJournal { return &memThread{m: m, id: th.ID} }
 
 func (m *memJournal) of(id string) []journal.Entry {
 	m.mu.Lock()
@@ -189,7 +190,7 @@ func TestReplayReusesModelResponsesAndToolResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := Thread{RunID: "run", ID: "t1", Path: "root", Name: "root", Task: "count twice",
+	th := thread.Thread{RunID: "run", ID: "t1", Path: "root", Name: "root", Task: "count twice",
 		Agent: spec.Agent{Name: "root", Tools: []string{"count"}}, Cwd: t.TempDir()}
 
 	first := r.RunThread(context.Background(), &th)
@@ -266,7 +267,7 @@ func TestReplayAsksAFailedHelperAgainAndStopsReplayingThere(t *testing.T) {
 	helperCalls := len(helper.requests())
 
 	helperFails.Store(false)
-	th := Thread{RunID: "run", ID: rootID, Path: "root", Name: a.Name, Task: "go", Agent: a, Cwd: t.TempDir(),
+	th := thread.Thread{RunID: "run", ID: rootID, Path: "root", Name: a.Name, Task: "go", Agent: a, Cwd: t.TempDir(),
 		Permissions: tools.Permissions{a.Harness.Permissions}, Replay: j.of(rootID)}
 	// The helper that succeeded finished: its journal says so.
 	okID := journal.ThreadID("run", rootID, journal.CallKey(0, "call_1"))
@@ -286,7 +287,7 @@ func TestReplayAsksAFailedHelperAgainAndStopsReplayingThere(t *testing.T) {
 }
 
 // runAgain runs th under a ledger, as Run would, with th's own id.
-func (r *Runner) runAgain(t *testing.T, th Thread, lim limits.Config) Result {
+func (r *Runner) runAgain(t *testing.T, th thread.Thread, lim limits.Config) thread.Result {
 	t.Helper()
 	ledger, err := limits.New(lim)
 	if err != nil {
@@ -317,7 +318,7 @@ func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
 	}
 	a := spec.Default().Agent // write_file asks
 	a.Model = "fake:root"
-	th := Thread{RunID: "run", ID: "t1", Path: "root", Name: a.Name, Task: "write", Agent: a, Cwd: cwd,
+	th := thread.Thread{RunID: "run", ID: "t1", Path: "root", Name: a.Name, Task: "write", Agent: a, Cwd: cwd,
 		Permissions: tools.Permissions{a.Harness.Permissions}}
 	if res := r.RunThread(context.Background(), &th); res.Status != event.Succeeded || asked.Load() != 1 {
 		t.Fatalf("first run: %+v, asked %d", res, asked.Load())

@@ -13,6 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 
@@ -27,7 +28,7 @@ import (
 // small frames: what they build before and after the wait is built in
 // functions of their own (go:noinline), so the goroutine of a thread that
 // waits keeps a small stack, which the runtime then shrinks.
-func (r *Runner) RunThread(ctx context.Context, th *Thread) Result {
+func (r *Runner) RunThread(ctx context.Context, th *thread.Thread) thread.Result {
 	start := r.cfg.Now()
 	r.emitOf(th, event.ThreadStarted)
 	if r.cfg.MCP != nil {
@@ -41,13 +42,13 @@ func (r *Runner) RunThread(ctx context.Context, th *Thread) Result {
 // emitOf emits an event of type typ about th.
 //
 //go:noinline
-func (r *Runner) emitOf(th *Thread, typ event.Type) { r.emit(th.event(typ)) }
+func (r *Runner) emitOf(th *thread.Thread, typ event.Type) { r.emit(th.Event(typ)) }
 
 // finish journals the end of a thread that did not end in its journal,
 // and emits thread.finished.
 //
 //go:noinline
-func (st *threadState) finish(ctx context.Context, res Result, fromJournal bool, start time.Time) Result {
+func (st *threadState) finish(ctx context.Context, res thread.Result, fromJournal bool, start time.Time) thread.Result {
 	r, th := st.r, st.th
 	res.Usage, res.Own = st.usages()
 	if !fromJournal {
@@ -55,7 +56,7 @@ func (st *threadState) finish(ctx context.Context, res Result, fromJournal bool,
 			Usage: res.Usage, Own: res.Own})
 		st.endWritten(ctx)
 	}
-	e := th.event(event.ThreadFinished)
+	e := th.Event(event.ThreadFinished)
 	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
 	e.Latency = event.Duration(r.cfg.Now().Sub(start))
 	r.emit(e)
@@ -65,7 +66,7 @@ func (st *threadState) finish(ctx context.Context, res Result, fromJournal bool,
 // threadState is one thread's conversation and current agent.
 type threadState struct {
 	r  *Runner
-	th *Thread
+	th *thread.Thread
 
 	agent     *spec.Agent // the thread's own, or a handoff target's copy
 	ref       model.Ref
@@ -114,7 +115,7 @@ func (st *threadState) usages() (total, own model.Usage) {
 
 // run runs the loop; fromJournal says the thread had finished before and
 // its journaled end is the result.
-func (st *threadState) run(ctx context.Context) (res Result, fromJournal bool) {
+func (st *threadState) run(ctx context.Context) (res thread.Result, fromJournal bool) {
 	if res, fromJournal, over := st.begin(); over {
 		return res, fromJournal
 	}
@@ -125,11 +126,11 @@ func (st *threadState) run(ctx context.Context) (res Result, fromJournal bool) {
 // thread ended already, with res (fromJournal: it had finished before).
 //
 //go:noinline
-func (st *threadState) begin() (res Result, fromJournal, over bool) {
+func (st *threadState) begin() (res thread.Result, fromJournal, over bool) {
 	st.startReplay()
 	if end, ok := st.replay.Finished(); ok {
 		st.own, st.helpers = end.Own, subUsage(end.Usage, end.Own)
-		return Result{Status: end.Status, Output: end.Output}, true, true
+		return thread.Result{Status: end.Status, Output: end.Output}, true, true
 	}
 	st.permStack = st.th.Permissions
 	if err := st.become(&st.th.Agent); err != nil {
@@ -143,15 +144,15 @@ func (st *threadState) begin() (res Result, fromJournal, over bool) {
 		st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
 			Task: st.th.Task, Spec: &a, Model: st.ref.String()})
 	}
-	return Result{}, false, false
+	return thread.Result{}, false, false
 }
 
-func (st *threadState) loop(ctx context.Context) Result {
+func (st *threadState) loop(ctx context.Context) thread.Result {
 	maxTurns := st.agent.Turns()
 	schemaRetried := false
 	for turn := 0; ; turn++ {
 		if err := ctx.Err(); err != nil {
-			return Cancelled(ctx)
+			return thread.Cancelled(ctx)
 		}
 		if turn >= maxTurns {
 			return failed(fmt.Errorf("%w (%d)", ErrMaxTurns, maxTurns))
@@ -185,9 +186,9 @@ func (st *threadState) loop(ctx context.Context) Result {
 // modelFailed is how a thread ends when its model call failed with err.
 //
 //go:noinline
-func modelFailed(ctx context.Context, err error) Result {
+func modelFailed(ctx context.Context, err error) thread.Result {
 	if ctx.Err() != nil {
-		return Cancelled(ctx)
+		return thread.Cancelled(ctx)
 	}
 	var spent *limits.Exhausted
 	if errors.As(err, &spent) {
@@ -207,13 +208,13 @@ func (st *threadState) answered(resp *model.Response) {
 // a correction when it does not meet the output schema (over false).
 //
 //go:noinline
-func (st *threadState) final(text string, turn int, fromJournal bool, schemaRetried *bool) (res Result, over bool) {
+func (st *threadState) final(text string, turn int, fromJournal bool, schemaRetried *bool) (res thread.Result, over bool) {
 	if st.schema == nil {
-		return Result{Status: event.Succeeded, Output: text}, true
+		return thread.Result{Status: event.Succeeded, Output: text}, true
 	}
 	out, verr := st.schema.check(text)
 	if verr == nil {
-		return Result{Status: event.Succeeded, Output: out}, true
+		return thread.Result{Status: event.Succeeded, Output: out}, true
 	}
 	if *schemaRetried {
 		return failed(fmt.Errorf("%w: %v", ErrSchema, verr)), true
@@ -224,19 +225,19 @@ func (st *threadState) final(text string, turn int, fromJournal bool, schemaRetr
 		st.record(journal.Entry{Kind: journal.KindCorrection, Turn: turn, Content: fix})
 	}
 	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: fix})
-	return Result{}, false
+	return thread.Result{}, false
 }
 
 // toolsAnswered adds the tool results to the conversation and hands off
 // to target if a call asked for it; over says the thread ends with res.
 //
 //go:noinline
-func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []model.ToolCall, outputs []string, target string, fromJournal bool) (res Result, over bool) {
+func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []model.ToolCall, outputs []string, target string, fromJournal bool) (res thread.Result, over bool) {
 	for i, c := range calls {
 		st.messages = append(st.messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: outputs[i]})
 	}
 	if ctx.Err() != nil {
-		return Cancelled(ctx), true
+		return thread.Cancelled(ctx), true
 	}
 	if target != "" {
 		if err := st.handoff(target); err != nil {
@@ -246,7 +247,7 @@ func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []mode
 			st.record(journal.Entry{Kind: journal.KindHandoff, Turn: turn, Target: target, System: st.messages[0].Content})
 		}
 	}
-	return Result{}, false
+	return thread.Result{}, false
 }
 
 func (st *threadState) generate(ctx context.Context, turn int) (model.Response, error) {
@@ -296,7 +297,7 @@ func (st *threadState) beforeModel(ctx context.Context, call *modelCall) error {
 //go:noinline
 func (st *threadState) afterModel(call *modelCall, turn int, resp *model.Response, err error) {
 	meter, start, span, obs := call.meter, call.start, call.span, st.r.cfg.Observer
-	e := st.th.event(event.ModelCall)
+	e := st.th.Event(event.ModelCall)
 	e.Model = st.ref.String()
 	e.Latency = event.Duration(st.r.cfg.Now().Sub(start))
 	if err != nil {
@@ -373,20 +374,7 @@ func (st *threadState) become(a *spec.Agent) error {
 	return nil
 }
 
-func failed(err error) Result { return Failed(err.Error()) }
-
-// Failed is the result of a thread that failed for reason.
-func Failed(reason string) Result { return Result{Status: event.Failed, Error: reason} }
-
-// Cancelled is the result of a thread whose context ended, naming the cause
-// when it is more than a plain cancel.
-func Cancelled(ctx context.Context) Result {
-	reason := "cancelled"
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		reason = cause.Error()
-	}
-	return Result{Status: event.Cancelled, Error: reason}
-}
+func failed(err error) thread.Result { return thread.Failed(err.Error()) }
 
 // subUsage is a - b, never below zero.
 func subUsage(a, b model.Usage) model.Usage {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -66,7 +66,7 @@ type Config struct {
 	// `agent` starts; an error stops the call, and its text is the tool
 	// result. A worker refuses side effects here for a thread whose
 	// placement may have been superseded.
-	CallGuard func(ctx context.Context, th *Thread) error
+	CallGuard func(ctx context.Context, th *thread.Thread) error
 	Harness   HarnessConfig
 	Logger    *slog.Logger
 	// NewID makes thread and run ids; nil uses random UUIDs.
@@ -175,7 +175,7 @@ type RunRequest struct {
 type RunResult struct {
 	RunID  string
 	RootID string
-	Result
+	thread.Result
 	Stats limits.Stats
 	// Budget is the run budget's use per bounded kind.
 	Budget limits.Use
@@ -191,9 +191,9 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, err
 	}
-	cwd, err := ResolveCwd(req.Cwd, req.Agent.Harness.Cwd)
+	cwd, err := thread.ResolveCwd(req.Cwd, req.Agent.Harness.Cwd)
 	if err != nil {
-		return RunResult{}, err
+		return RunResult{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	runID := req.ID
 	if runID == "" {
@@ -204,7 +204,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	}
 	defer r.ledgers.Delete(runID)
 
-	root := Thread{
+	root := thread.Thread{
 		RunID:       runID,
 		ID:          r.cfg.NewID(),
 		Path:        "root",
@@ -226,25 +226,6 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	r.emit(event.Event{Type: event.RunFinished, RunID: runID, ThreadID: root.ID, Name: root.Name,
 		Status: res.Status, Reason: res.Error, Usage: res.Usage})
 	return RunResult{RunID: runID, RootID: root.ID, Result: res, Stats: ledger.Stats(), Budget: budget.Root().Use()}, nil
-}
-
-// ResolveCwd returns the absolute harness directory: specCwd resolved against
-// base (itself resolved against the process's working directory).
-func ResolveCwd(base, specCwd string) (string, error) {
-	if base == "" {
-		base = "."
-	}
-	dir := specCwd
-	if dir == "" {
-		dir = base
-	} else if !filepath.IsAbs(dir) {
-		dir = filepath.Join(base, dir)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("%w: cwd %q: %v", ErrBadRequest, dir, err)
-	}
-	return abs, nil
 }
 
 func (r *Runner) emit(e event.Event) {

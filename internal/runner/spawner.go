@@ -2,19 +2,18 @@ package runner
 
 import (
 	"context"
-	"fmt"
-	"slices"
 
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 )
 
 // SpawnRequest asks for one helper of a parent thread. In this process it
 // carries the helper already resolved from the parent; a spawner that sends
 // it elsewhere sends only the parent's identity, CallID, Handoffs, Name and
-// Task, and the far side derives the rest with HelperThread.
+// Task, and the far side derives the rest with thread.Helper.
 type SpawnRequest struct {
 	RunID       string
 	ParentID    string
@@ -52,39 +51,6 @@ func (r *SpawnRequest) ReportAdmitted(child string) {
 	}
 }
 
-// HelperThread derives, from the parent thread as its owner holds it, the
-// helper that the parent asked for under name with task, after it handed off
-// to the agents in handoffs: the spec from the current agent's helper
-// template, the parent's cwd, the parent's permissions narrowed by every
-// handoff, depth and path one below the parent's. It is the same helper the
-// parent's own runner would build, so a remote parent needs to send nothing
-// more than its arguments.
-func HelperThread(parent *Thread, handoffs []string, id, name, task string) (Thread, error) {
-	if err := tools.CheckHelperArgs(name, task); err != nil {
-		return Thread{}, err
-	}
-	agent, perms := parent.Agent, parent.Permissions
-	for _, h := range handoffs {
-		a, ok := parent.Agents[h]
-		if !ok {
-			return Thread{}, fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, h)
-		}
-		agent, perms = a, perms.Narrow(a.Harness.Permissions)
-	}
-	return Thread{
-		RunID:       parent.RunID,
-		ID:          id,
-		ParentID:    parent.ID,
-		Depth:       parent.Depth + 1,
-		Path:        parent.Path + "/" + name,
-		Name:        name,
-		Task:        task,
-		Agent:       spec.HelperSpec(agent, name),
-		Cwd:         parent.Cwd,
-		Permissions: slices.Clone(perms),
-	}, nil
-}
-
 // ChildID is the id of the helper the request asks for: derived from the
 // run, the parent and the call, or newID's when the request names no call.
 func (r *SpawnRequest) ChildID(newID func() string) string {
@@ -92,8 +58,8 @@ func (r *SpawnRequest) ChildID(newID func() string) string {
 }
 
 // Thread returns the helper thread the request describes, under id.
-func (r *SpawnRequest) Thread(id string) Thread {
-	return Thread{
+func (r *SpawnRequest) Thread(id string) thread.Thread {
+	return thread.Thread{
 		RunID:       r.RunID,
 		ID:          id,
 		ParentID:    r.ParentID,
@@ -110,5 +76,5 @@ func (r *SpawnRequest) Thread(id string) Thread {
 // Spawner admits, runs and waits for helpers. A refused spawn returns a
 // *limits.Refusal; any other error means the helper could not be run at all.
 type Spawner interface {
-	Spawn(ctx context.Context, req SpawnRequest) (Result, error)
+	Spawn(ctx context.Context, req SpawnRequest) (thread.Result, error)
 }

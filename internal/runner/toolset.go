@@ -10,6 +10,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tools/base"
 )
@@ -22,7 +23,7 @@ const HandoffPrefix = "transfer_to_"
 // shims (base tools bound to the thread's cwd, and the tools of the MCP
 // servers harness.mcp names), and one transfer_to_<name> tool per handoff,
 // merged so each name appears once and direct beats shim.
-func (r *Runner) toolsFor(ctx context.Context, th *Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
+func (r *Runner) toolsFor(ctx context.Context, th *thread.Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
 	all, err := r.baseTools(th.Cwd, a.Harness.Sandbox)
 	if err != nil {
 		return nil, nil, err
@@ -177,7 +178,7 @@ func (st *threadState) handoff(name string) error {
 	if err := st.become(&target); err != nil {
 		return err
 	}
-	e := st.th.event(event.ThreadHandoff)
+	e := st.th.Event(event.ThreadHandoff)
 	e.Reason = from + " -> " + name
 	st.r.emit(e)
 	return nil

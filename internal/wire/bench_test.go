@@ -6,7 +6,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 )
 
 // The messages of one spawn, besides the ExecRequest of
@@ -31,7 +31,7 @@ func BenchmarkEncodeDecodeSpawnRequest(b *testing.B) {
 
 func BenchmarkEncodeDecodeSpawnResult(b *testing.B) {
 	in := SpawnResult{ThreadID: "0b9e0c57-0d54-4a43-9d1c-1c2f3b7e6a10", Worker: "host-1a2b3c4d",
-		Result: runner.Result{Status: event.Succeeded, Output: "done: part 1", Usage: model.Usage{InputTokens: 120, OutputTokens: 3}}}
+		Result: thread.Result{Status: event.Succeeded, Output: "done: part 1", Usage: model.Usage{InputTokens: 120, OutputTokens: 3}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		data, _ := Encode(TypeSpawnResult, in)

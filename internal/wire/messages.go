@@ -6,8 +6,8 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -73,14 +73,14 @@ type SpawnResult struct {
 	Budget   limits.Kind   `msgpack:"budget,omitempty"`
 	ThreadID string        `msgpack:"thread_id,omitempty"`
 	Worker   string        `msgpack:"worker,omitempty"`
-	Result   runner.Result `msgpack:"result"`
+	Result   thread.Result `msgpack:"result"`
 }
 
 // ExecRequest places a thread on a worker (coordinator → worker). The worker
 // answers ExecAccepted, ExecBusy or ExecSpecMissing at once, then Progress
 // every heartbeat interval, then ExecResult.
 type ExecRequest struct {
-	Thread runner.Thread `msgpack:"thread"`
+	Thread thread.Thread `msgpack:"thread"`
 	// SpecHash, when set, names the thread's spec (see ThreadSpec), which
 	// Thread then goes without; Spec is the spec itself (EncodeSpec), sent
 	// when the worker may not hold it.
@@ -154,7 +154,7 @@ type ExecResult struct {
 	ThreadID string        `msgpack:"thread_id"`
 	Worker   string        `msgpack:"worker"`
 	Token    string        `msgpack:"token"`
-	Result   runner.Result `msgpack:"result"`
+	Result   thread.Result `msgpack:"result"`
 	// Events are the thread's last events (see Progress.Events).
 	Events Events `msgpack:"events,omitempty"`
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -44,7 +44,7 @@ type ExecSpecMissing struct {
 }
 
 // EncodeSpec is th's spec as it travels, and its hash.
-func EncodeSpec(th *runner.Thread) (hash string, body []byte) {
+func EncodeSpec(th *thread.Thread) (hash string, body []byte) {
 	s := ThreadSpec{Agent: th.Agent, Agents: th.Agents, Permissions: th.Permissions}
 	s.Agent.Name = ""
 	body = encodeSorted(TypeThreadSpec, s)
@@ -77,14 +77,14 @@ func SpecHash(body []byte) string {
 
 // WithoutSpec is th as it travels beside its spec's hash: its spec's
 // fields left empty, the agent's name kept.
-func WithoutSpec(th runner.Thread) runner.Thread {
+func WithoutSpec(th thread.Thread) thread.Thread {
 	th.Agent = spec.Agent{Name: th.Agent.Name}
 	th.Agents, th.Permissions = nil, nil
 	return th
 }
 
 // WithSpec is th, which travelled without its spec, given spec s again.
-func WithSpec(th runner.Thread, s *ThreadSpec) runner.Thread {
+func WithSpec(th thread.Thread, s *ThreadSpec) thread.Thread {
 	name := th.Agent.Name
 	th.Agent, th.Agents, th.Permissions = s.Agent, s.Agents, s.Permissions
 	th.Agent.Name = name

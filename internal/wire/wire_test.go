@@ -12,8 +12,8 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -22,7 +22,7 @@ func sampleExec() ExecRequest {
 	return ExecRequest{
 		Coordinator: "c1",
 		Attempt:     2,
-		Thread: runner.Thread{
+		Thread: thread.Thread{
 			RunID: "r", ID: "t", ParentID: "p", Depth: 2, Path: "root/a/b", Name: "b", Task: "do it", Cwd: "/w",
 			Agent: spec.Agent{Name: "b", Model: "sim", Tools: []string{"agent"}, ParallelToolCalls: &par,
 				OutputSchema: []byte(`{"type":"object"}`), Harness: spec.Harness{Tools: []string{}},
@@ -48,7 +48,7 @@ func TestRoundTrip(t *testing.T) {
 	if out.Thread.Agent.Harness.Tools == nil {
 		t.Fatal("an explicitly empty base tool list became nil (all tools)")
 	}
-	res := SpawnResult{ThreadID: "t", Result: runner.Result{Status: event.Succeeded, Output: "x"}}
+	res := SpawnResult{ThreadID: "t", Result: thread.Result{Status: event.Succeeded, Output: "x"}}
 	var got SpawnResult
 	if err := DecodeAs(MustEncode(TypeSpawnResult, res), TypeSpawnResult, &got); err != nil || got != res {
 		t.Fatalf("got %+v, %v", got, err)

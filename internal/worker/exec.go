@@ -11,6 +11,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 
@@ -21,7 +22,7 @@ import (
 // of its context (set before anyone can name the thread, so no cancel is
 // ever lost) and the reply inbox of its placement.
 type hosted struct {
-	thread runner.Thread
+	thread thread.Thread
 	coord  string
 	// epoch, attempt and token are the placement's (ExecRequest); fenced
 	// is set once it is known to be superseded or its lease lapsed.
@@ -77,7 +78,7 @@ func (w *Worker) threadStarted(ctx context.Context, h *hosted) (context.Context,
 // threadEnded frees the thread's slot and sends its result.
 //
 //go:noinline
-func (w *Worker) threadEnded(ctx context.Context, h *hosted, span trace.Span, res runner.Result) {
+func (w *Worker) threadEnded(ctx context.Context, h *hosted, span trace.Span, res thread.Result) {
 	th := &h.thread
 	if log := w.cfg.Logger; log.Enabled(ctx, slog.LevelInfo) {
 		log.LogAttrs(ctx, slog.LevelInfo, "thread finished", slog.String("run_id", th.RunID), slog.String("thread_id", th.ID),
@@ -109,7 +110,7 @@ func modelOf(ref string) (provider, name string) {
 // be sent (too large for the connection and no store to offload it to)
 // becomes a failure that says so, rather than silence that would be taken
 // for a lost worker.
-func (w *Worker) replyResult(r actor.Replier, id, token string, res runner.Result, events []event.Event) {
+func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Result, events []event.Event) {
 	m := wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events})
 	if !w.tr.Inline(len(m.Data)) {
 		// A result over the NATS max payload is uploaded before it is sent,
@@ -122,7 +123,7 @@ func (w *Worker) replyResult(r actor.Replier, id, token string, res runner.Resul
 		return
 	}
 	w.cfg.Logger.Warn("send result", "thread_id", id, "err", err)
-	failed := runner.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
+	failed := thread.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
 	r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}))
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -61,7 +62,7 @@ func execRequest(t testing.TB, id string, latency time.Duration) wire.ExecReques
 
 func execIn(cwd, id string, latency time.Duration) wire.ExecRequest {
 	a := spec.Agent{Name: "h", Model: providers.Sim, ModelArgs: model.Args{"latency_ms": latency.Milliseconds()}}
-	th := runner.Thread{RunID: "r1", ID: id, Path: "root", Name: "h", Task: "answer", Agent: a, Cwd: cwd}
+	th := thread.Thread{RunID: "r1", ID: id, Path: "root", Name: "h", Task: "answer", Agent: a, Cwd: cwd}
 	return wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok-" + id, Uptime: time.Minute}
 }
 

@@ -1,6 +1,9 @@
 package worker
 
-import "github.com/formica-run/formica/internal/runner"
+import (
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
+)
 
 // journals opens each hosted thread's journal under its placement's token.
 type journals Worker
@@ -12,7 +15,7 @@ func (w *Worker) journal() runner.Journal {
 	return (*journals)(w)
 }
 
-func (j *journals) Open(th *runner.Thread) runner.ThreadJournal {
+func (j *journals) Open(th *thread.Thread) runner.ThreadJournal {
 	w := (*Worker)(j)
 	w.mu.Lock()
 	token := ""

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -69,7 +69,7 @@ var errLapsed = errors.New("placement lapsed")
 // lease has lapsed, nor, after this process stood still, before the
 // coordinator confirms the placement (see checkPlacement); such a thread is
 // cancelled at once.
-func (w *Worker) guard(ctx context.Context, th *runner.Thread) error {
+func (w *Worker) guard(ctx context.Context, th *thread.Thread) error {
 	err := w.leaseErr(th)
 	if err == nil {
 		err = w.checkPlacement(ctx, th)
@@ -81,7 +81,7 @@ func (w *Worker) guard(ctx context.Context, th *runner.Thread) error {
 }
 
 // leaseErr says why thread th's lease has lapsed, or nil.
-func (w *Worker) leaseErr(th *runner.Thread) error {
+func (w *Worker) leaseErr(th *thread.Thread) error {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -106,7 +106,7 @@ func (w *Worker) leaseErr(th *runner.Thread) error {
 }
 
 // refuseCall stops thread th, whose tool call the guard refused for err.
-func (w *Worker) refuseCall(th *runner.Thread, err error) {
+func (w *Worker) refuseCall(th *thread.Thread, err error) {
 	w.mu.Lock()
 	var cancel context.CancelCauseFunc
 	if h := w.threads[th.ID]; h != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
@@ -21,7 +22,7 @@ type spawner Worker
 
 // Only the parent's identity, its placement token and the tool's arguments
 // travel: the coordinator derives the helper from the parent it holds.
-func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Result, error) {
+func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Result, error) {
 	w := (*Worker)(s)
 	coord, token := w.placement(req.ParentID)
 	w.park(req.ParentID)
@@ -34,7 +35,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
 	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), msg)
 	if err != nil {
-		return runner.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
+		return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
 	}
 	defer call.Close()
 	child := ""
@@ -53,9 +54,9 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 				if child != "" && !w.superseded(req.ParentID) {
 					w.cancelRemote(coord, req.RunID, req.ParentID, token, child, context.Cause(ctx))
 				}
-				return runner.Result{Status: event.Cancelled, Error: "cancelled"}, nil
+				return thread.Result{Status: event.Cancelled, Error: "cancelled"}, nil
 			}
-			return runner.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
+			return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
 		}
 		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
@@ -67,17 +68,17 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (runner.Re
 		case wire.TypeSpawnResult:
 			var res wire.SpawnResult
 			if err := wire.DecodeAs(m.Data, wire.TypeSpawnResult, &res); err != nil {
-				return runner.Result{}, err
+				return thread.Result{}, err
 			}
 			if res.Refusal != "" {
-				return runner.Result{}, &limits.Refusal{Reason: res.Refusal, Kind: res.Budget}
+				return thread.Result{}, &limits.Refusal{Reason: res.Refusal, Kind: res.Budget}
 			}
 			return res.Result, nil
 		default:
 			if err := actor.MsgError(m); err != nil {
-				return runner.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
+				return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
 			}
-			return runner.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
+			return thread.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
 		}
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -29,7 +29,7 @@ type specs struct {
 // checking that it hashes to its name and keeping it, or the one held by
 // that name (errSpecMissing if none). A request without a hash carries its
 // whole thread.
-func (s *specs) thread(req *wire.ExecRequest) (runner.Thread, error) {
+func (s *specs) thread(req *wire.ExecRequest) (thread.Thread, error) {
 	if req.SpecHash == "" {
 		return req.Thread, nil
 	}
@@ -38,16 +38,16 @@ func (s *specs) thread(req *wire.ExecRequest) (runner.Thread, error) {
 		ts := s.byKey[req.SpecHash]
 		s.mu.Unlock()
 		if ts == nil {
-			return runner.Thread{}, errSpecMissing
+			return thread.Thread{}, errSpecMissing
 		}
 		return wire.WithSpec(req.Thread, ts), nil
 	}
 	if wire.SpecHash(req.Spec) != req.SpecHash {
-		return runner.Thread{}, &wire.Error{Code: wire.CodeBadRequest, Message: "the spec does not match its hash"}
+		return thread.Thread{}, &wire.Error{Code: wire.CodeBadRequest, Message: "the spec does not match its hash"}
 	}
 	ts := new(wire.ThreadSpec)
 	if err := wire.DecodeAs(req.Spec, wire.TypeThreadSpec, ts); err != nil {
-		return runner.Thread{}, err
+		return thread.Thread{}, err
 	}
 	s.mu.Lock()
 	if held := s.byKey[req.SpecHash]; held != nil {

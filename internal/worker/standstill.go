@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -65,7 +65,7 @@ const maxAsks = 5
 
 // checkPlacement asks the coordinator whether thread th's placement is
 // still current if the process stood still since it was last known to be.
-func (w *Worker) checkPlacement(ctx context.Context, th *runner.Thread) error {
+func (w *Worker) checkPlacement(ctx context.Context, th *thread.Thread) error {
 	defer w.logStandstills()
 	for range maxAsks {
 		w.mu.Lock()
@@ -103,7 +103,7 @@ func (w *Worker) checkPlacement(ctx context.Context, th *runner.Thread) error {
 // askPlacement sends one PlacementCheck and waits, at most a loss window,
 // for the answer. Anything but ok refuses the call; answered says whether
 // the coordinator (or the server, saying nobody listens) answered at all.
-func (w *Worker) askPlacement(ctx context.Context, th *runner.Thread, coord, token string) (answered bool, err error) {
+func (w *Worker) askPlacement(ctx context.Context, th *thread.Thread, coord, token string) (answered bool, err error) {
 	wait := w.silence(coord)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()

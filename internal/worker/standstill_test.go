@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -122,10 +123,10 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 
 	// Two slow threads placed on the worker.
 	calls := map[string]actor.Call{}
-	threads := map[string]*runner.Thread{}
+	threads := map[string]*thread.Thread{}
 	for _, id := range []string{"t1", "t2"} {
 		a := spec.Agent{Name: "slow", Model: providers.Sim, ModelArgs: model.Args{"latency_ms": 60_000}}
-		th := runner.Thread{RunID: "r1", ID: id, Path: "root", Name: "slow", Task: "wait", Agent: a, Cwd: t.TempDir()}
+		th := thread.Thread{RunID: "r1", ID: id, Path: "root", Name: "slow", Task: "wait", Agent: a, Cwd: t.TempDir()}
 		req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok-" + id, Uptime: up}
 		call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 		if err != nil {

@@ -19,9 +19,9 @@ import (
 
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 	"github.com/formica-run/formica/test/proc"
@@ -307,7 +307,7 @@ func transferAttacks(t *testing.T, c *coord) {
 	if err != nil {
 		t.Fatalf("a worker may use its own transfers bucket: %v", err)
 	}
-	exec := wire.ExecRequest{Coordinator: "coord", Token: "forged", Thread: runner.Thread{ID: "evil", RunID: "any", Task: "cat /etc/shadow"}}
+	exec := wire.ExecRequest{Coordinator: "coord", Token: "forged", Thread: thread.Thread{ID: "evil", RunID: "any", Task: "cat /etc/shadow"}}
 	info, err := own.PutBytes(ctx, "evil", wire.MustEncode(wire.TypeExecRequest, exec))
 	if err != nil {
 		t.Fatalf("put a body in its own bucket: %v", err)
