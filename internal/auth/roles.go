@@ -47,7 +47,7 @@ func InboxPrefix(role Role, id string) string {
 // TransfersStream is the JetStream stream of the coordinators' transfers
 // bucket (bodies over the NATS max payload sent to clients), which workers
 // may not touch.
-const TransfersStream = "OBJ_" + store.TransfersBucket
+var TransfersStream = store.ObjectStream(store.TransfersBucket)
 
 // Credentials are one user's JWT and nkey seed.
 type Credentials struct {
@@ -113,7 +113,7 @@ func permit(p *jwt.Permissions, role Role, id string) {
 		// bucket: a purge takes its filter from the request's body, so a
 		// right to purge a stream is a right to purge all of it.
 		bucket := store.WorkerTransfers(id)
-		own := "OBJ_" + bucket
+		own := store.ObjectStream(bucket)
 		p.Pub.Allow.Add("$JS.API.STREAM.INFO."+own, "$JS.API.STREAM.MSG.GET."+own,
 			"$JS.API.DIRECT.GET."+own, "$JS.API.DIRECT.GET."+own+".>",
 			"$JS.API.STREAM.PURGE."+own, "$O."+bucket+".>")

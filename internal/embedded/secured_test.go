@@ -138,7 +138,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 	s, _ := startSecured(t)
 	victim := s.Workers[0].ID()
 	nc, seen := violations(t, s, auth.Worker, "mallory")
-	mine, theirs := "OBJ_"+store.WorkerTransfers("mallory"), "OBJ_"+store.WorkerTransfers(victim)
+	mine, theirs := store.ObjectStream(store.WorkerTransfers("mallory")), store.ObjectStream(store.WorkerTransfers(victim))
 
 	for _, subj := range []string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", "formica.approver.*", wire.ClientInboxPrefix + ">", wire.EventsAll + "x", ">"} {
 		if _, err := nc.SubscribeSync(subj); err != nil {

@@ -35,9 +35,9 @@ func (m *storedMsg) Data() []byte         { return m.data }
 var errNoDirect = errors.New("store: stream does not answer direct gets")
 
 // readDirect calls each, in stream order, with every message of stream
-// whose subject matches filter, read by batched direct gets (the server's
-// batch, ended by its EOB status, until nothing is pending).
-func (s *Store) readDirect(ctx context.Context, stream, filter string, each func(*storedMsg)) error {
+// whose subject matches filter, read by direct gets of batch messages each
+// (the server's batch, ended by its EOB status, until nothing is pending).
+func (s *Store) readDirect(ctx context.Context, stream, filter string, batch int, each func(*storedMsg)) error {
 	inbox := s.nc.NewInbox()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -50,7 +50,7 @@ func (s *Store) readDirect(ctx context.Context, stream, filter string, each func
 			Seq     uint64 `json:"seq"`
 			NextFor string `json:"next_by_subj"`
 			Batch   int    `json:"batch"`
-		}{seq, filter, directBatch})
+		}{seq, filter, batch})
 		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
 			return fmt.Errorf("store: read %s: %w", stream, err)
 		}

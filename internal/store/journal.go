@@ -321,7 +321,7 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 	// By direct gets: clients read journals too, and may create no
 	// consumer of what workers write (see readDirect).
 	var out []journal.Entry
-	err := s.readDirect(ctx, JournalStream, filter, func(msg *storedMsg) {
+	err := s.readDirect(ctx, JournalStream, filter, directBatch, func(msg *storedMsg) {
 		for _, e := range s.decodeEntries(ctx, msg) {
 			e.Seq = msg.seq
 			out = append(out, e)

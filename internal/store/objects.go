@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,7 +12,7 @@ import (
 
 // Objects (large records, payloads over the max payload) are read by
 // direct gets alone: the object's info (the last message on its meta
-// subject), then its chunks one by one. ObjectStore.Get would create a
+// subject), then its chunks in batches. ObjectStore.Get would create a
 // consumer for the chunks, and a credential that may create consumers on a
 // stream may point one's delivery at any subject: the chunks someone wrote
 // there would be republished as a message on another worker's subject, the
@@ -24,11 +23,18 @@ import (
 // object's info claims (an info is as trustworthy as its writer).
 const maxObjectPrealloc = 16 << 20
 
-// readObject returns the body of object name in ob, whose stream is st,
-// or jetstream.ErrObjectNotFound (a deleted object, or one whose chunks
-// are gone). A body that does not match its info's size, chunk count or
-// digest is refused.
-func readObject(ctx context.Context, ob jetstream.ObjectStore, st jetstream.Stream, bucket, name string) ([]byte, error) {
+// objectBatch is how many chunks one batched direct get asks for: a chunk
+// is up to 128 KiB, so a batch stays about 1 MiB.
+const objectBatch = 8
+
+// ObjectStream is the JetStream stream behind object store bucket.
+func ObjectStream(bucket string) string { return "OBJ_" + bucket }
+
+// readObject returns the body of object name in ob, whose bucket is
+// bucket, or jetstream.ErrObjectNotFound (a deleted object, or one whose
+// chunks are gone). A body that does not match its info's size, chunk
+// count or digest is refused.
+func (s *Store) readObject(ctx context.Context, ob jetstream.ObjectStore, bucket, name string) ([]byte, error) {
 	info, err := ob.GetInfo(ctx, name)
 	if err != nil {
 		return nil, err
@@ -42,25 +48,27 @@ func readObject(ctx context.Context, ob jetstream.ObjectStore, st jetstream.Stre
 	var body bytes.Buffer
 	body.Grow(int(min(info.Size, maxObjectPrealloc)))
 	digest := sha256.New()
-	subject := "$O." + bucket + ".C." + info.NUID
-	seq := uint64(1)
-	for range info.Chunks {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, jetstream.ErrObjectNotFound
+	chunks, over := uint32(0), false
+	err = s.readDirect(ctx, ObjectStream(bucket), "$O."+bucket+".C."+info.NUID, objectBatch, func(m *storedMsg) {
+		if over || uint64(body.Len()+len(m.data)) > info.Size {
+			over = true
+			return
 		}
-		if err != nil {
-			return nil, fmt.Errorf("object %s: chunk: %w", name, err)
-		}
-		if uint64(body.Len()+len(m.Data)) > info.Size {
-			return nil, fmt.Errorf("object %s: chunks past its size %d", name, info.Size)
-		}
-		body.Write(m.Data)
-		digest.Write(m.Data)
-		seq = m.Sequence + 1
+		chunks++
+		body.Write(m.data)
+		digest.Write(m.data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("object %s: chunks: %w", name, err)
 	}
-	if uint64(body.Len()) != info.Size {
-		return nil, fmt.Errorf("object %s: %d bytes, its info says %d", name, body.Len(), info.Size)
+	if over {
+		return nil, fmt.Errorf("object %s: chunks past its size %d", name, info.Size)
+	}
+	if chunks == 0 {
+		return nil, jetstream.ErrObjectNotFound
+	}
+	if uint64(body.Len()) != info.Size || chunks != info.Chunks {
+		return nil, fmt.Errorf("object %s: %d bytes in %d chunks, its info says %d in %d", name, body.Len(), chunks, info.Size, info.Chunks)
 	}
 	if want := "SHA-256=" + base64.URLEncoding.EncodeToString(digest.Sum(nil)); info.Digest != want {
 		return nil, fmt.Errorf("object %s: digest mismatch", name)
@@ -68,28 +76,9 @@ func readObject(ctx context.Context, ob jetstream.ObjectStore, st jetstream.Stre
 	return body.Bytes(), nil
 }
 
-// objectStream is the stream behind object store bucket, looked up once.
-func (s *Store) objectStream(ctx context.Context, bucket string) (jetstream.Stream, error) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	if st, ok := s.objStreams[bucket]; ok {
-		return st, nil
-	}
-	st, err := s.js.Stream(ctx, "OBJ_"+bucket)
-	if err != nil {
-		return nil, fmt.Errorf("store: object store %s: %w", bucket, err)
-	}
-	if s.objStreams == nil {
-		s.objStreams = map[string]jetstream.Stream{}
-	}
-	s.objStreams[bucket] = st
-	return st, nil
-}
-
-// objBucket is an object store and its stream.
+// objBucket is a transfers bucket's object store.
 type objBucket struct {
 	ob jetstream.ObjectStore
-	st jetstream.Stream
 }
 
 // maxBuckets bounds the transfers buckets a store keeps looked up (a
@@ -110,11 +99,7 @@ func (s *Store) bucket(ctx context.Context, name string) (objBucket, error) {
 	if err != nil {
 		return objBucket{}, fmt.Errorf("store: object store %s: %w", name, err)
 	}
-	st, err := s.js.Stream(ctx, "OBJ_"+name)
-	if err != nil {
-		return objBucket{}, fmt.Errorf("store: object store %s: %w", name, err)
-	}
-	b = objBucket{ob: ob, st: st}
+	b = objBucket{ob: ob}
 	s.tmu.Lock()
 	if s.buckets == nil || len(s.buckets) >= maxBuckets {
 		s.buckets = map[string]objBucket{}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -28,11 +29,7 @@ func TestReadObjectByDirectGets(t *testing.T) {
 	if info.Chunks < 2 {
 		t.Fatalf("%d chunks, want several", info.Chunks)
 	}
-	st, err := s.objectStream(ctx, PayloadsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := readObject(ctx, s.payloads, st, PayloadsBucket, "big")
+	got, err := s.readObject(ctx, s.payloads, PayloadsBucket, "big")
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes, %v; want the %d put", len(got), err, len(data))
 	}
@@ -53,14 +50,32 @@ func TestReadObjectByDirectGets(t *testing.T) {
 		if _, err := s.js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := readObject(ctx, s.payloads, st, PayloadsBucket, "big"); err == nil {
+		if got, err := s.readObject(ctx, s.payloads, PayloadsBucket, "big"); err == nil {
 			t.Errorf("info lying about its %s: read %d bytes", name, len(got))
 		}
 	}
 	if err := s.payloads.Delete(ctx, "big"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readObject(ctx, s.payloads, st, PayloadsBucket, "big"); !errors.Is(err, jetstream.ErrObjectNotFound) {
+	if _, err := s.readObject(ctx, s.payloads, PayloadsBucket, "big"); !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Errorf("a deleted object: %v, want not found", err)
+	}
+}
+
+// BenchmarkReadObject reads a body of five chunks back from a real server.
+func BenchmarkReadObject(b *testing.B) {
+	s, _ := openStore(b, Config{})
+	ctx := context.Background()
+	data := make([]byte, 600<<10)
+	_, _ = rand.Read(data)
+	if _, err := s.payloads.PutBytes(ctx, "big", data); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.readObject(ctx, s.payloads, PayloadsBucket, "big"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

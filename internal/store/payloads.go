@@ -172,7 +172,7 @@ func (s *Store) readPayload(ctx context.Context, r payloadRef) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: get payload %s: %w", ref, err)
 	}
-	data, err := readObject(ctx, b.ob, b.st, r.bucket, r.name)
+	data, err := s.readObject(ctx, b.ob, r.bucket, r.name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: payload %s", ErrNotFound, ref)
 	}

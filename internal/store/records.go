@@ -218,11 +218,7 @@ func (s *Store) writeRecord(ctx context.Context, r record.Run, op func(context.C
 func (s *Store) decodeRecord(ctx context.Context, val []byte) (record.Run, error) {
 	var r record.Run
 	if ref := refIn(val); ref != "" {
-		st, err := s.objectStream(ctx, PayloadsBucket)
-		if err != nil {
-			return r, err
-		}
-		data, err := readObject(ctx, s.payloads, st, PayloadsBucket, ref)
+		data, err := s.readObject(ctx, s.payloads, PayloadsBucket, ref)
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return r, fmt.Errorf("%w: object %s", ErrNotFound, ref)
 		}

@@ -186,13 +186,10 @@ type Store struct {
 	// own is the transfers bucket this store writes bodies into: the
 	// coordinators' (Open), a worker's (OpenTransfers), none for a client.
 	own string
-	// tmu guards buckets and objStreams.
+	// tmu guards buckets.
 	tmu sync.Mutex
 	// buckets are the transfers buckets looked up so far (see bucket).
 	buckets map[string]objBucket
-	// objStreams are the object stores' streams, read by direct gets
-	// (see readObject).
-	objStreams map[string]jetstream.Stream
 	// indexStream is the run index (see ListPage).
 	indexStream jetstream.Stream
 	// cancels holds clients' cancel requests (see RequestCancel).

@@ -144,7 +144,7 @@ func TestOpenCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{QueueStream, EventsStream, "KV_" + RunsBucket, "KV_" + ApprovalsBucket, "OBJ_" + PayloadsBucket} {
+	for _, name := range []string{QueueStream, EventsStream, "KV_" + RunsBucket, "KV_" + ApprovalsBucket, ObjectStream(PayloadsBucket)} {
 		st, err := s.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)

@@ -312,7 +312,7 @@ func transferAttacks(t *testing.T, c *coord) {
 	if err != nil {
 		t.Fatalf("put a body in its own bucket: %v", err)
 	}
-	stream := "OBJ_" + store.WorkerTransfers("mallory")
+	stream := store.ObjectStream(store.WorkerTransfers("mallory"))
 	push, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
 		"name": "evil", "deliver_subject": wire.SubjectExec("w1"), "filter_subject": "$O." + store.WorkerTransfers("mallory") + ".C." + info.NUID,
 		"ack_policy": "none"}})
