@@ -15,7 +15,8 @@ import (
 // Events calls fn with each event of run runID whose sequence in
 // EventsStream is above afterSeq, in order: first the stored ones, then
 // live ones as they are published. It returns nil after delivering the
-// run's run.finished event, fn's error if fn fails, or ctx's cause when ctx
+// run's last stored run.finished event (a resumed run has one per
+// execution), fn's error if fn fails, or ctx's cause when ctx
 // ends. The sequence is the event's stable id (the HTTP API's SSE id): to
 // resume, pass the last sequence seen as afterSeq.
 //
@@ -64,7 +65,9 @@ func (s *Store) Events(ctx context.Context, runID string, afterSeq uint64, fn fu
 		if err := fn(meta.Sequence.Stream, e); err != nil {
 			return err
 		}
-		if e.Type == event.RunFinished {
+		// A run resumed after it finished has a later attempt's events
+		// after this run.finished: only the last one ends the run.
+		if e.Type == event.RunFinished && meta.NumPending == 0 {
 			return nil
 		}
 	}

@@ -135,3 +135,41 @@ func TestEventsReplayThenLive(t *testing.T) {
 		t.Fatalf("%d consumers left on the events stream, want 0", n)
 	}
 }
+
+// A run resumed after it finished: replay goes past the first execution's
+// run.finished and ends at the last one.
+func TestEventsOfAResumedRunEndAtTheLastFinish(t *testing.T) {
+	s, nc := openStore(t, Config{})
+	ctx := ctxT(t, 15*time.Second)
+	ev := func(typ event.Type) event.Event {
+		return event.Event{Type: typ, RunID: "run-r", Time: time.Now().UTC()}
+	}
+	for _, typ := range []event.Type{event.RunStarted, event.RunFinished, event.RunStarted, event.ThreadStarted} {
+		publishEvent(t, nc, ev(typ))
+	}
+	waitStored(t, s, 4)
+
+	got := make(chan seqEvent, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Events(ctx, "run-r", 0, func(seq uint64, e event.Event) error {
+			got <- seqEvent{seq, e.Type}
+			return nil
+		})
+	}()
+	for range 4 {
+		recv(t, got)
+	}
+	publishEvent(t, nc, ev(event.RunFinished))
+	if e := recv(t, got); e.typ != event.RunFinished {
+		t.Fatalf("got %s, want the second run.finished", e.typ)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Events did not end at the last run.finished")
+	}
+}
