@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 )
 
 // promptApprover asks the person at the terminal about each `ask` call, one
@@ -34,7 +34,7 @@ func newPromptApprover(in io.Reader, out io.Writer) *promptApprover {
 	return p
 }
 
-func (p *promptApprover) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+func (p *promptApprover) Approve(ctx context.Context, req policy.ApprovalRequest) (policy.Approval, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.view != nil {
@@ -46,15 +46,15 @@ func (p *promptApprover) Approve(ctx context.Context, req tools.ApprovalRequest)
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(p.out)
-		return tools.Approval{}, context.Cause(ctx)
+		return policy.Approval{}, context.Cause(ctx)
 	case line, ok := <-p.lines:
 		if !ok {
-			return tools.Approval{Reason: "no answer (stdin closed)"}, nil
+			return policy.Approval{Reason: "no answer (stdin closed)"}, nil
 		}
 		answer := strings.ToLower(strings.TrimSpace(line))
 		if answer == "y" || answer == "yes" {
-			return tools.Approval{Allow: true}, nil
+			return policy.Approval{Allow: true}, nil
 		}
-		return tools.Approval{Reason: "denied at the terminal"}, nil
+		return policy.Approval{Reason: "denied at the terminal"}, nil
 	}
 }

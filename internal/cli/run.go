@@ -30,6 +30,7 @@ import (
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
@@ -38,7 +39,6 @@ import (
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -367,12 +367,12 @@ func chooseModel(flagRef, specRef, envRef string, stderr io.Writer) string {
 	return providers.Sim
 }
 
-func approverFor(mode string, stdio Stdio) (tools.Approver, error) {
+func approverFor(mode string, stdio Stdio) (policy.Approver, error) {
 	switch mode {
 	case "allow":
-		return tools.AllowAll, nil
+		return policy.AllowAll, nil
 	case "deny":
-		return tools.DenyAll, nil
+		return policy.DenyAll, nil
 	case "ask":
 		if isTerminal(stdio.In) && isTerminal(stdio.Err) {
 			return newPromptApprover(stdio.In, stdio.Err), nil
@@ -397,14 +397,14 @@ type unattended struct {
 	view *treeView
 }
 
-func (u *unattended) Approve(_ context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+func (u *unattended) Approve(_ context.Context, req policy.ApprovalRequest) (policy.Approval, error) {
 	line := fmt.Sprintf("formica: approval needed for %s: denied (no terminal; use --approve allow|deny)", printable(req.Tool))
 	if u.view != nil {
 		u.view.notice(line)
 	} else {
 		fmt.Fprintln(u.w, line)
 	}
-	return tools.Approval{Reason: "no terminal to ask on; use --approve allow to allow"}, nil
+	return policy.Approval{Reason: "no terminal to ask on; use --approve allow to allow"}, nil
 }
 
 // noWorkerNotice says, in one line, when the cluster has no worker: the

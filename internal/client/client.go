@@ -13,9 +13,9 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -49,7 +49,7 @@ func (c *Client) Close() error { return c.tr.Close() }
 // Run submits a run and blocks until it ends, sending its events to events
 // and answering its approvals with approver (nil: deny). Cancelling ctx
 // cancels the run on the cluster; the record then says cancelled.
-func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink, approver tools.Approver) (record.Run, error) {
+func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink, approver policy.Approver) (record.Run, error) {
 	if sub.RunID == "" {
 		return record.Run{}, errors.New("client: a run id is required to follow the run")
 	}
@@ -149,9 +149,9 @@ func (c *Client) Cancel(ctx context.Context, runID string, cause error) error {
 	return c.tr.Publish(ctx, wire.SubjectRunCancel, m)
 }
 
-func approvalHandler(a tools.Approver) actor.Handler {
+func approvalHandler(a policy.Approver) actor.Handler {
 	return func(ctx context.Context, m actor.Msg, r actor.Replier) {
-		var req tools.ApprovalRequest
+		var req policy.ApprovalRequest
 		if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &req); err != nil {
 			r.Reply(actor.ErrorMsg(string(wire.CodeBadMessage), err.Error()))
 			return
@@ -173,7 +173,7 @@ func approvalHandler(a tools.Approver) actor.Handler {
 		d, err := a.Approve(ctx, req)
 		close(stop)
 		if err != nil {
-			d = tools.Approval{Reason: err.Error()}
+			d = policy.Approval{Reason: err.Error()}
 		}
 		r.Reply(wire.Message(wire.TypeApprovalDecision, d))
 	}

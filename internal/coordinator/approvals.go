@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // the CLI, and waits for the decision, denying after ApprovalTimeout.
 //
 // timedOut says the denial came from the timeout, not a person.
-func (c *Coordinator) holdApproval(ctx context.Context, req tools.ApprovalRequest) (_ tools.Approval, timedOut bool) {
+func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalRequest) (_ policy.Approval, timedOut bool) {
 	a := store.Approval{
 		ID: c.cfg.NewID(), RunID: req.RunID, ThreadID: req.ThreadID, ThreadPath: req.ThreadPath,
 		Tool: req.Tool, Arguments: req.Arguments, Coordinator: c.cfg.ID, RequestedAt: c.cfg.Now(),
@@ -32,24 +32,24 @@ func (c *Coordinator) holdApproval(ctx context.Context, req tools.ApprovalReques
 		c.mu.Unlock()
 	}()
 	if err := c.cfg.Store.PutApproval(ctx, a); err != nil {
-		return tools.Approval{Reason: "could not hold the approval: " + err.Error()}, false
+		return policy.Approval{Reason: "could not hold the approval: " + err.Error()}, false
 	}
 	timer := time.NewTimer(c.cfg.ApprovalTimeout)
 	defer timer.Stop()
 	select {
 	case d := <-decided:
-		return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}, false
+		return policy.Approval{Allow: d.Decision == "allow", Reason: d.Reason}, false
 	case <-timer.C:
 		reason := fmt.Sprintf("no decision within %v", c.cfg.ApprovalTimeout)
 		d, err := c.cfg.Store.Decide(context.WithoutCancel(ctx), a.ID, false, reason)
 		if errors.Is(err, store.ErrDecided) {
 			// Decided in the same instant: honour the person's answer.
-			return tools.Approval{Allow: d.Decision == "allow", Reason: d.Reason}, false
+			return policy.Approval{Allow: d.Decision == "allow", Reason: d.Reason}, false
 		}
-		return tools.Approval{Reason: reason}, true
+		return policy.Approval{Reason: reason}, true
 	case <-ctx.Done():
 		c.cfg.Store.Decide(context.WithoutCancel(ctx), a.ID, false, "the run ended")
-		return tools.Approval{Reason: "the run ended"}, false
+		return policy.Approval{Reason: "the run ended"}, false
 	}
 }
 

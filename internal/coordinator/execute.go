@@ -11,10 +11,10 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -91,7 +91,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	root := thread.Thread{
 		RunID: sub.RunID, ID: journal.RootID(sub.RunID), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
 		Agent: sub.Agent, Agents: sub.Agents, Cwd: sub.Cwd,
-		Permissions: tools.Permissions{sub.Agent.Harness.Permissions},
+		Permissions: policy.Permissions{sub.Agent.Harness.Permissions},
 	}
 	c.emit(rn, event.Event{Type: event.RunStarted, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name})
 	begun := time.Now()

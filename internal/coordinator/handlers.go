@@ -11,6 +11,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/thread"
@@ -137,7 +138,11 @@ func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
 	}
 	c.relay(parent, req.Events, m.Subject)
 	id := journal.HelperID(req.RunID, req.ParentID, req.CallID, c.cfg.NewID)
-	th, err := thread.Helper(&parent.thread, req.Handoffs, id, req.Name, req.Task)
+	err = tools.CheckHelperArgs(req.Name, req.Task)
+	var th thread.Thread
+	if err == nil {
+		th, err = thread.Helper(&parent.thread, req.Handoffs, id, req.Name, req.Task)
+	}
 	if err != nil {
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return nil
@@ -295,7 +300,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
 	asked := time.Now()
 	c.cfg.Metrics.ApprovalAsked()
-	decideAs := func(a tools.Approval, timedOut bool) {
+	decideAs := func(a policy.Approval, timedOut bool) {
 		decision := metrics.DecisionDeny
 		switch {
 		case a.Allow:
@@ -306,7 +311,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 		c.cfg.Metrics.ApprovalAnswered(decision, time.Since(asked))
 		r.Reply(wire.Message(wire.TypeApprovalDecision, a))
 	}
-	decide := func(a tools.Approval) { decideAs(a, false) }
+	decide := func(a policy.Approval) { decideAs(a, false) }
 	switch {
 	case rn.approver == "" && c.cfg.Store != nil:
 		ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
@@ -314,14 +319,14 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 		decideAs(c.holdApproval(rn.ctx, req))
 		return
 	case rn.approver == "":
-		decide(tools.Approval{Reason: "no approver for this run"})
+		decide(policy.Approval{Reason: "no approver for this run"})
 		return
 	}
 	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
 	defer c.alive.remove(ping)
 	call, err := c.tr.Request(rn.ctx, rn.approver, wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
 	if err != nil {
-		decide(tools.Approval{Reason: "approver unreachable: " + err.Error()})
+		decide(policy.Approval{Reason: "approver unreachable: " + err.Error()})
 		return
 	}
 	defer call.Close()
@@ -329,24 +334,24 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 		reply, err := call.Next(rn.ctx, c.cfg.ApprovalTimeout)
 		switch {
 		case errors.Is(err, actor.ErrSilent):
-			decideAs(tools.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
+			decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
 			return
 		case err != nil:
-			decide(tools.Approval{Reason: "approver: " + err.Error()})
+			decide(policy.Approval{Reason: "approver: " + err.Error()})
 			return
 		}
 		switch wire.Type(reply.Type) {
 		case wire.TypeProgress:
 			continue
 		case wire.TypeApprovalDecision:
-			var a tools.Approval
+			var a policy.Approval
 			if err := wire.DecodeAs(reply.Data, wire.TypeApprovalDecision, &a); err != nil {
-				a = tools.Approval{Reason: "bad answer from the approver"}
+				a = policy.Approval{Reason: "bad answer from the approver"}
 			}
 			decide(a)
 			return
 		}
-		decide(tools.Approval{Reason: "unexpected answer from the approver"})
+		decide(policy.Approval{Reason: "unexpected answer from the approver"})
 		return
 	}
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 	"github.com/formica-run/formica/internal/worker"
 )
@@ -58,7 +58,7 @@ func rootSpecHash(t *testing.T, sub wire.RunSubmit) string {
 	if err := wire.DecodeAs(wire.MustEncode(wire.TypeRunSubmit, sub), wire.TypeRunSubmit, &got); err != nil {
 		t.Fatal(err)
 	}
-	root := thread.Thread{Agent: got.Agent, Agents: got.Agents, Permissions: tools.Permissions{got.Agent.Harness.Permissions}}
+	root := thread.Thread{Agent: got.Agent, Agents: got.Agents, Permissions: policy.Permissions{got.Agent.Harness.Permissions}}
 	hash, _ := wire.EncodeSpec(&root)
 	return hash
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -53,7 +53,7 @@ func TestForgedSpawnsAreRefused(t *testing.T) {
 	s, cl := startStack(t, 1, 4)
 	sub := simSubmit(t, "Plan:\n- a\n- b", 0, limits.Config{})
 	sub.Agent.Helper.ModelArgs = model.Args{"latency_ms": 500}
-	sub.Agent.Harness.Permissions = tools.PermissionPolicy{Default: tools.Deny}
+	sub.Agent.Harness.Permissions = policy.Permission{Default: policy.Deny}
 	root, wait := waitRoot(t, cl, sub)
 
 	nc := mustConn(t, s, "attacker")
@@ -87,7 +87,7 @@ func TestForgedApprovalAndCancelAreRefused(t *testing.T) {
 	nc := mustConn(t, s, "attacker")
 	coord := s.Coordinator.ID()
 
-	ask := wire.ApprovalRequest{ApprovalRequest: tools.ApprovalRequest{RunID: sub.RunID, ThreadID: root, Tool: "bash", Arguments: `{"command":"id"}`}}
+	ask := wire.ApprovalRequest{ApprovalRequest: policy.ApprovalRequest{RunID: sub.RunID, ThreadID: root, Tool: "bash", Arguments: `{"command":"id"}`}}
 	reply, err := nc.Request(wire.SubjectApproval(coord, "attacker"), wire.MustEncode(wire.TypeApprovalRequest, ask), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,8 @@ package journal
 import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 // The agent spec of a start entry and the assistant message of a model
@@ -82,9 +82,9 @@ func (w *writer) harness(h *spec.Harness) {
 	w.optStrs("mcp", h.MCP)
 }
 
-func permissionsEmpty(p *tools.PermissionPolicy) bool { return p.Default == "" && len(p.Rules) == 0 }
+func permissionsEmpty(p *policy.Permission) bool { return p.Default == "" && len(p.Rules) == 0 }
 
-func (w *writer) permissions(p *tools.PermissionPolicy) {
+func (w *writer) permissions(p *policy.Permission) {
 	enc := w.enc
 	w.check(enc.EncodeMapLen(count(p.Default != "", len(p.Rules) > 0)))
 	w.optStr("default", string(p.Default))

@@ -10,8 +10,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 // leaves fills every leaf field of a T found by reflection: each has one
@@ -116,7 +116,7 @@ func TestEncodeNestedMatchesTheTags(t *testing.T) {
 		t.Fatalf("found %d leaf fields of a spec; the filler misses some", len(each))
 	}
 	none := spec.Agent{Name: "n", Harness: spec.Harness{Tools: []string{}}}
-	rule := spec.Agent{Harness: spec.Harness{Permissions: tools.PermissionPolicy{Rules: []tools.Rule{{Tool: "bash", Decision: tools.Allow}}}}}
+	rule := spec.Agent{Harness: spec.Harness{Permissions: policy.Permission{Rules: []policy.Rule{{Tool: "bash", Decision: policy.Allow}}}}}
 	matchesReflective(t, append([]spec.Agent{{}, full, none, rule, spec.HelperSpec(full, "h")}, each...), (*writer).agent)
 
 	msgs, fullMsg := leaves[model.Message](t)

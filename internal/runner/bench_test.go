@@ -10,6 +10,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/sim"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 )
@@ -68,7 +69,7 @@ func BenchmarkTurnNoopTool(b *testing.B) {
 		Fn: func(context.Context, json.RawMessage) (string, error) { return "ok", nil }}
 	r, _ := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{noop}})
 	a := spec.Agent{Name: "root", MaxTurns: b.N + 2, Tools: []string{"noop"},
-		Harness: spec.Harness{Tools: []string{}, Permissions: tools.PermissionPolicy{Default: tools.Allow}}}
+		Harness: spec.Harness{Tools: []string{}, Permissions: policy.Permission{Default: policy.Allow}}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	res, err := r.Run(context.Background(), RunRequest{Task: "t", Agent: a, Cwd: b.TempDir()})

@@ -14,6 +14,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 )
@@ -197,9 +198,9 @@ func (st *threadState) gate(ctx context.Context, turn int, callID string, t tool
 		subject = s.Subject(args)
 	}
 	switch st.permStack.Decide(name, subject) {
-	case tools.Allow:
+	case policy.Allow:
 		return "", true
-	case tools.Ask:
+	case policy.Ask:
 		return st.ask(ctx, turn, callID, name, args)
 	}
 	return tools.DeniedText(name), false
@@ -213,7 +214,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 		}
 		return "", true
 	}
-	req := tools.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args)}
+	req := policy.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args)}
 	e := st.th.Event(event.ApprovalRequested)
 	e.Tool, e.Arguments = name, event.Clip(req.Arguments, maxEventArguments)
 	st.r.emit(e)
@@ -222,7 +223,7 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 	ap, err := st.r.cfg.Approver.Approve(ctx, req)
 	decided := err == nil // a failure to ask is no decision to keep
 	if err != nil {
-		ap = tools.Approval{Reason: err.Error()}
+		ap = policy.Approval{Reason: err.Error()}
 	}
 	e = st.th.Event(event.ApprovalResolved)
 	e.Tool, e.Reason, e.Decision = name, ap.Reason, "deny"

@@ -11,6 +11,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 )
@@ -126,7 +127,7 @@ func (c *collector) of(t event.Type) []event.Event {
 type setup struct {
 	models   models
 	events   *collector
-	approver tools.Approver
+	approver policy.Approver
 	cwd      string
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
@@ -268,7 +269,7 @@ func TestReplayAsksAFailedHelperAgainAndStopsReplayingThere(t *testing.T) {
 
 	helperFails.Store(false)
 	th := thread.Thread{RunID: "run", ID: rootID, Path: "root", Name: a.Name, Task: "go", Agent: a, Cwd: t.TempDir(),
-		Permissions: tools.Permissions{a.Harness.Permissions}, Replay: j.of(rootID)}
+		Permissions: policy.Permissions{a.Harness.Permissions}, Replay: j.of(rootID)}
 	// The helper that succeeded finished: its journal says so.
 	okID := journal.ThreadID("run", rootID, journal.CallKey(0, "call_1"))
 	if _, ok := journal.NewReplay(j.of(okID)).Finished(); !ok {
@@ -307,9 +308,9 @@ func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
 		return text("wrote: " + joinResults(req)), nil
 	}}
 	var asked atomic.Int32
-	approver := tools.ApproverFunc(func(context.Context, tools.ApprovalRequest) (tools.Approval, error) {
+	approver := policy.ApproverFunc(func(context.Context, policy.ApprovalRequest) (policy.Approval, error) {
 		asked.Add(1)
-		return tools.Approval{Allow: true}, nil
+		return policy.Approval{Allow: true}, nil
 	})
 	j := &memJournal{}
 	r, err := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Approver: approver, Journal: j})
@@ -319,7 +320,7 @@ func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
 	a := spec.Default().Agent // write_file asks
 	a.Model = "fake:root"
 	th := thread.Thread{RunID: "run", ID: "t1", Path: "root", Name: a.Name, Task: "write", Agent: a, Cwd: cwd,
-		Permissions: tools.Permissions{a.Harness.Permissions}}
+		Permissions: policy.Permissions{a.Harness.Permissions}}
 	if res := r.RunThread(context.Background(), &th); res.Status != event.Succeeded || asked.Load() != 1 {
 		t.Fatalf("first run: %+v, asked %d", res, asked.Load())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
@@ -76,7 +77,7 @@ type threadState struct {
 	handoffs  map[string]string // tool name -> agent name
 	schema    *compiledSchema
 	messages  []model.Message
-	permStack tools.Permissions
+	permStack policy.Permissions
 	// handedTo is every agent the thread handed off to, in order.
 	handedTo []string
 	// ctx is the thread's context, for what become starts (MCP servers);

@@ -15,6 +15,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 )
@@ -313,13 +314,13 @@ func TestAskReachesApproverFromInsideAHelper(t *testing.T) {
 				}
 				return text(joinResults(req)), nil
 			}}
-			var got []tools.ApprovalRequest
+			var got []policy.ApprovalRequest
 			var mu sync.Mutex
-			approver := tools.ApproverFunc(func(_ context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+			approver := policy.ApproverFunc(func(_ context.Context, req policy.ApprovalRequest) (policy.Approval, error) {
 				mu.Lock()
 				got = append(got, req)
 				mu.Unlock()
-				return tools.Approval{Allow: allow, Reason: map[bool]string{false: "nope"}[allow]}, nil
+				return policy.Approval{Allow: allow, Reason: map[bool]string{false: "nope"}[allow]}, nil
 			})
 			ev := &collector{}
 			r := newRunner(t, setup{models: models{"fake:root": m}, approver: approver, events: ev})
@@ -354,7 +355,7 @@ func TestDenyTextAndModelGoesOn(t *testing.T) {
 		return text("after: " + joinResults(req)), nil
 	}}
 	r := newRunner(t, setup{models: models{"fake:root": m}})
-	a := spec.Agent{Name: "root", Harness: spec.Harness{Permissions: tools.PermissionPolicy{Rules: []tools.Rule{{Tool: "bash", Decision: tools.Deny}}}}}
+	a := spec.Agent{Name: "root", Harness: spec.Harness{Permissions: policy.Permission{Rules: []policy.Rule{{Tool: "bash", Decision: policy.Deny}}}}}
 	res := run(t, r, RunRequest{Task: "t", Agent: a})
 	if res.Output != "after: Tool call denied by permission policy: bash" {
 		t.Fatalf("output %q", res.Output)
@@ -378,7 +379,7 @@ func TestEscapesDeniedEvenWhenRulesAllow(t *testing.T) {
 				return text(joinResults(req)), nil
 			}}
 			r := newRunner(t, setup{models: models{"fake:root": m}})
-			a := spec.Agent{Name: "root", Harness: spec.Harness{Permissions: tools.PermissionPolicy{Default: tools.Allow, Rules: []tools.Rule{{Tool: "*", Decision: tools.Allow}}}}}
+			a := spec.Agent{Name: "root", Harness: spec.Harness{Permissions: policy.Permission{Default: policy.Allow, Rules: []policy.Rule{{Tool: "*", Decision: policy.Allow}}}}}
 			res := run(t, r, RunRequest{Task: "t", Agent: a, Cwd: cwd})
 			if strings.Contains(res.Output, "TOP SECRET") || !strings.HasPrefix(res.Output, "Error:") {
 				t.Fatalf("escape via %q: %q", path, res.Output)

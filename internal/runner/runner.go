@@ -14,6 +14,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
@@ -61,7 +62,7 @@ type Config struct {
 	// Journal keeps each thread's journal; nil keeps none.
 	Journal Journal
 	// Approver answers `ask` decisions; nil denies them.
-	Approver tools.Approver
+	Approver policy.Approver
 	// CallGuard, when set, is asked right before every tool call but
 	// `agent` starts; an error stops the call, and its text is the tool
 	// result. A worker refuses side effects here for a thread whose
@@ -133,7 +134,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg.Events = event.Discard
 	}
 	if cfg.Approver == nil {
-		cfg.Approver = tools.DenyAll
+		cfg.Approver = policy.DenyAll
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -213,7 +214,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 		Agent:       req.Agent,
 		Agents:      req.Agents,
 		Cwd:         cwd,
-		Permissions: tools.Permissions{req.Agent.Harness.Permissions},
+		Permissions: policy.Permissions{req.Agent.Harness.Permissions},
 	}
 	r.emit(event.Event{Type: event.RunStarted, RunID: runID, ThreadID: root.ID, Name: root.Name})
 	budget := limits.NewTree(req.Budget, r.cfg.Now)

@@ -5,9 +5,9 @@ import (
 
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 // SpawnRequest asks for one helper of a parent thread. In this process it
@@ -32,7 +32,7 @@ type SpawnRequest struct {
 	// for a remote spawner is the coordinator, from the parent it holds.
 	Parent      spec.Agent
 	Cwd         string
-	Permissions tools.Permissions
+	Permissions policy.Permissions
 	// ParentSpent is what the parent's model calls spent since its last
 	// budget grant: the parent gives its grant back while it waits, and
 	// the run's owner settles this.

@@ -10,7 +10,7 @@ var ErrInvalid = errors.New("invalid agent spec")
 // FieldError is one problem at one place of a spec. Path names the field the
 // way a user writes it, e.g. "agents[1].harness.permissions.rules[0].decision".
 //
-// It matches ErrInvalid and the cause (such as tools.ErrBadPolicy) under
+// It matches ErrInvalid and the cause (such as policy.ErrBadPolicy) under
 // errors.Is.
 type FieldError struct {
 	Path string

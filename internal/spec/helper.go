@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 )
 
 // DefaultHelperInstructions is a helper's system prompt when its template
@@ -63,12 +63,12 @@ func HelperSpec(parent Agent, name string) Agent {
 // helperTools applies a tool policy to tool names; an unknown policy (which
 // Validate refuses) gives no inherited tools.
 func helperTools(pol ToolPolicy, parent []string) []string {
-	vis, _ := tools.ParseVisibility(string(pol.Policy))
+	vis, _ := policy.ParseVisibility(string(pol.Policy))
 	var kept []string
 	switch vis {
-	case tools.Inherit:
+	case policy.Inherit:
 		kept = parent
-	case tools.Restrict:
+	case policy.Restrict:
 		for _, t := range parent {
 			if slices.Contains(pol.Only, t) {
 				kept = append(kept, t)
@@ -112,21 +112,21 @@ func Default() File {
 		Name:         "formica",
 		Instructions: DefaultInstructions,
 		Tools:        []string{"agent"},
-		Harness: Harness{Permissions: tools.PermissionPolicy{
-			Default: tools.Ask,
-			Rules: []tools.Rule{
-				{Tool: "read_file", Decision: tools.Allow},
-				{Tool: "list_dir", Decision: tools.Allow},
-				{Tool: "glob", Decision: tools.Allow},
-				{Tool: "grep", Decision: tools.Allow},
-				{Tool: "write_file", Decision: tools.Ask},
-				{Tool: "edit_file", Decision: tools.Ask},
-				{Tool: "bash", Decision: tools.Ask},
+		Harness: Harness{Permissions: policy.Permission{
+			Default: policy.Ask,
+			Rules: []policy.Rule{
+				{Tool: "read_file", Decision: policy.Allow},
+				{Tool: "list_dir", Decision: policy.Allow},
+				{Tool: "glob", Decision: policy.Allow},
+				{Tool: "grep", Decision: policy.Allow},
+				{Tool: "write_file", Decision: policy.Ask},
+				{Tool: "edit_file", Decision: policy.Ask},
+				{Tool: "bash", Decision: policy.Ask},
 			},
 		}},
 		Helper: Helper{
 			Instructions: DefaultHelperInstructions,
-			Tools:        ToolPolicy{Policy: tools.Inherit},
+			Tools:        ToolPolicy{Policy: policy.Inherit},
 		},
 	}}
 }

@@ -7,13 +7,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 )
 
 func TestHelperSpec(t *testing.T) {
 	off := false
-	harness := Harness{Cwd: "/w", Tools: []string{"read_file"}, Permissions: tools.PermissionPolicy{
-		Default: tools.Deny, Rules: []tools.Rule{{Tool: "read_file", Decision: tools.Allow}}}}
+	harness := Harness{Cwd: "/w", Tools: []string{"read_file"}, Permissions: policy.Permission{
+		Default: policy.Deny, Rules: []policy.Rule{{Tool: "read_file", Decision: policy.Allow}}}}
 	parent := func(h Helper) Agent {
 		return Agent{
 			Name: "lead", Instructions: "lead prompt", Model: "openai:gpt-4o",
@@ -41,18 +41,18 @@ func TestHelperSpec(t *testing.T) {
 		{"zero template inherits all", Helper{}, func(h Helper) Agent {
 			return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "agent", "search", "fetch")
 		}},
-		{"inherit adds new names after parent's", Helper{Tools: ToolPolicy{Policy: tools.Inherit, Add: []string{"calc", "search"}}},
+		{"inherit adds new names after parent's", Helper{Tools: ToolPolicy{Policy: policy.Inherit, Add: []string{"calc", "search"}}},
 			func(h Helper) Agent {
 				return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "agent", "search", "fetch", "calc")
 			}},
-		{"override keeps only add", Helper{Tools: ToolPolicy{Policy: tools.Override, Add: []string{"calc", "calc"}}},
+		{"override keeps only add", Helper{Tools: ToolPolicy{Policy: policy.Override, Add: []string{"calc", "calc"}}},
 			func(h Helper) Agent {
 				return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "calc")
 			}},
-		{"override without add has no tools", Helper{Tools: ToolPolicy{Policy: tools.Override}}, func(h Helper) Agent {
+		{"override without add has no tools", Helper{Tools: ToolPolicy{Policy: policy.Override}}, func(h Helper) Agent {
 			return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500})
 		}},
-		{"restrict keeps parent order", Helper{Tools: ToolPolicy{Policy: tools.Restrict, Only: []string{"fetch", "agent", "ghost"}, Add: []string{"calc"}}},
+		{"restrict keeps parent order", Helper{Tools: ToolPolicy{Policy: policy.Restrict, Only: []string{"fetch", "agent", "ghost"}, Add: []string{"calc"}}},
 			func(h Helper) Agent {
 				return child(h, "openai:gpt-4o", model.Args{"temperature": 0.7, "max_tokens": 500}, "agent", "fetch", "calc")
 			}},
@@ -82,7 +82,7 @@ func TestHelperSpecSharesNothing(t *testing.T) {
 	on := true
 	p := Agent{
 		Name: "p", ModelArgs: model.Args{"a": 1}, Tools: []string{"agent"}, ParallelToolCalls: &on,
-		Harness: Harness{Tools: []string{"bash"}, Permissions: tools.PermissionPolicy{Rules: []tools.Rule{{Tool: "bash", Decision: tools.Ask}}}},
+		Harness: Harness{Tools: []string{"bash"}, Permissions: policy.Permission{Rules: []policy.Rule{{Tool: "bash", Decision: policy.Ask}}}},
 		Helper:  Helper{OutputSchema: json.RawMessage(`{}`), Tools: ToolPolicy{Add: []string{"x"}}, ModelArgs: model.Args{"b": 2}},
 	}
 	h := HelperSpec(p, "h")
@@ -90,12 +90,12 @@ func TestHelperSpecSharesNothing(t *testing.T) {
 	h.Tools[0] = "changed"
 	*h.ParallelToolCalls = false
 	h.Harness.Tools[0] = "changed"
-	h.Harness.Permissions.Rules[0].Decision = tools.Allow
+	h.Harness.Permissions.Rules[0].Decision = policy.Allow
 	h.Helper.OutputSchema[0] = '['
 	h.Helper.Tools.Add[0] = "changed"
 	h.Helper.ModelArgs["b"] = 9
 	if p.ModelArgs["a"] != 1 || p.Tools[0] != "agent" || !*p.ParallelToolCalls || p.Harness.Tools[0] != "bash" ||
-		p.Harness.Permissions.Rules[0].Decision != tools.Ask || string(p.Helper.OutputSchema) != "{}" ||
+		p.Harness.Permissions.Rules[0].Decision != policy.Ask || string(p.Helper.OutputSchema) != "{}" ||
 		p.Helper.Tools.Add[0] != "x" || p.Helper.ModelArgs["b"] != 2 {
 		t.Errorf("changing the helper spec changed the parent: %+v", p)
 	}
@@ -142,15 +142,15 @@ func TestDefault(t *testing.T) {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 	perms := f.Harness.Permissions
-	for tool, want := range map[string]tools.Decision{
-		"read_file": tools.Allow, "list_dir": tools.Allow, "glob": tools.Allow, "grep": tools.Allow,
-		"write_file": tools.Ask, "edit_file": tools.Ask, "bash": tools.Ask, "fetch": tools.Ask,
+	for tool, want := range map[string]policy.Decision{
+		"read_file": policy.Allow, "list_dir": policy.Allow, "glob": policy.Allow, "grep": policy.Allow,
+		"write_file": policy.Ask, "edit_file": policy.Ask, "bash": policy.Ask, "fetch": policy.Ask,
 	} {
 		if got := perms.Decide(tool, ""); got != want {
 			t.Errorf("Default decides %s for %s, want %s", got, tool, want)
 		}
 	}
-	if v, _ := tools.ParseVisibility(string(f.Helper.Tools.Policy)); v != tools.Inherit {
+	if v, _ := policy.ParseVisibility(string(f.Helper.Tools.Policy)); v != policy.Inherit {
 		t.Errorf("helper policy %q, want inherit", f.Helper.Tools.Policy)
 	}
 	// Default returns a fresh value each time.

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 )
 
 const fullYAML = `name: lead
@@ -71,11 +71,11 @@ func fullWant() *File {
 			Harness: Harness{
 				Cwd:   "/srv/work",
 				Tools: []string{"read_file", "bash"},
-				Permissions: tools.PermissionPolicy{
-					Default: tools.Ask,
-					Rules: []tools.Rule{
-						{Tool: "read_file", Decision: tools.Allow},
-						{Tool: "bash", Match: "git *", Decision: tools.Allow},
+				Permissions: policy.Permission{
+					Default: policy.Ask,
+					Rules: []policy.Rule{
+						{Tool: "read_file", Decision: policy.Allow},
+						{Tool: "bash", Match: "git *", Decision: policy.Allow},
 					},
 				},
 			},
@@ -84,7 +84,7 @@ func fullWant() *File {
 				Model:        "anthropic:claude-sonnet-4-5",
 				ModelArgs:    model.Args{"temperature": 0},
 				OutputSchema: json.RawMessage(`{"type":"string"}`),
-				Tools:        ToolPolicy{Policy: tools.Restrict, Only: []string{"search"}, Add: []string{"fetch"}},
+				Tools:        ToolPolicy{Policy: policy.Restrict, Only: []string{"search"}, Add: []string{"fetch"}},
 			},
 		},
 		Agents: []Agent{{Name: "reviewer", Instructions: "Review.", Harness: Harness{Tools: []string{}}}},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 )
 
 // DefaultMaxTurns bounds the model calls of one thread when a spec sets none.
@@ -47,8 +47,8 @@ type Harness struct {
 	Cwd string `json:"cwd,omitempty" yaml:"cwd,omitempty" msgpack:"cwd,omitempty"`
 	// Tools lists which base tools the harness offers; nil means all of them,
 	// an empty list none.
-	Tools       []string               `json:"tools" yaml:"tools" msgpack:"tools"`
-	Permissions tools.PermissionPolicy `json:"permissions,omitzero" yaml:"permissions,omitempty" msgpack:"permissions,omitempty"`
+	Tools       []string          `json:"tools" yaml:"tools" msgpack:"tools"`
+	Permissions policy.Permission `json:"permissions,omitzero" yaml:"permissions,omitempty" msgpack:"permissions,omitempty"`
 	// Sandbox tunes the sandbox of the agent's bash calls.
 	Sandbox Sandbox `json:"sandbox,omitzero" yaml:"sandbox,omitempty" msgpack:"sandbox,omitempty"`
 	// MCP names the worker's MCP servers whose tools the harness offers
@@ -73,7 +73,7 @@ type Helper struct {
 // ToolPolicy says which of the parent's direct tools a helper gets.
 type ToolPolicy struct {
 	// Policy is inherit (the default), override or restrict.
-	Policy tools.Visibility `json:"policy,omitempty" yaml:"policy,omitempty" msgpack:"policy,omitempty"`
+	Policy policy.Visibility `json:"policy,omitempty" yaml:"policy,omitempty" msgpack:"policy,omitempty"`
 	// Only names the parent's tools kept under restrict.
 	Only []string `json:"only,omitempty" yaml:"only,omitempty" msgpack:"only,omitempty"`
 	// Add names the helper's own direct tools (L in the visibility rules).

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 )
 
 // namePattern is DESIGN's one-word name: letters, digits, '-', '_', '.'; 1–64 chars.
@@ -90,10 +90,10 @@ func (v *validator) agent(p string, a *Agent) {
 	h := &a.Helper
 	v.modelRef(p+"helper.model", h.Model)
 	v.schema(p+"helper.output_schema", h.OutputSchema)
-	vis, err := tools.ParseVisibility(string(h.Tools.Policy))
+	vis, err := policy.ParseVisibility(string(h.Tools.Policy))
 	if err != nil {
 		v.fail(p+"helper.tools.policy", err)
-	} else if len(h.Tools.Only) > 0 && vis != tools.Restrict {
+	} else if len(h.Tools.Only) > 0 && vis != policy.Restrict {
 		v.fail(p+"helper.tools.only", fmt.Errorf("only applies to policy restrict, not %s", vis))
 	}
 	if err := a.Budget.Validate(); err != nil {
@@ -155,21 +155,21 @@ func (v *validator) names(p string, names []string) {
 
 // permissions checks each field itself, for precise paths, then defers to
 // PermissionPolicy.Validate so no rule it knows is missed.
-func (v *validator) permissions(p string, pol tools.PermissionPolicy) {
+func (v *validator) permissions(p string, pol policy.Permission) {
 	before := len(v.errs)
 	if pol.Default != "" {
-		if _, err := tools.ParseDecision(string(pol.Default)); err != nil {
+		if _, err := policy.ParseDecision(string(pol.Default)); err != nil {
 			v.fail(p+".default", err)
 		}
 	}
 	for i, r := range pol.Rules {
 		rp := fmt.Sprintf("%s.rules[%d]", p, i)
 		if r.Tool == "" {
-			v.fail(rp+".tool", fmt.Errorf("%w: required", tools.ErrBadPolicy))
+			v.fail(rp+".tool", fmt.Errorf("%w: required", policy.ErrBadPolicy))
 		} else if _, err := path.Match(r.Tool, ""); err != nil {
-			v.fail(rp+".tool", fmt.Errorf("%w: glob %q: %v", tools.ErrBadPolicy, r.Tool, err))
+			v.fail(rp+".tool", fmt.Errorf("%w: glob %q: %v", policy.ErrBadPolicy, r.Tool, err))
 		}
-		if _, err := tools.ParseDecision(string(r.Decision)); err != nil {
+		if _, err := policy.ParseDecision(string(r.Decision)); err != nil {
 			v.fail(rp+".decision", err)
 		}
 	}

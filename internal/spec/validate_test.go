@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/policy"
 )
 
 func TestParseValidationErrors(t *testing.T) {
@@ -78,9 +78,9 @@ func TestParseValidationErrors(t *testing.T) {
 }
 
 func TestValidateWrapsCauses(t *testing.T) {
-	f := File{Agent: Agent{Name: "a", Model: ":x", Harness: Harness{Permissions: tools.PermissionPolicy{Default: "nope"}}}}
+	f := File{Agent: Agent{Name: "a", Model: ":x", Harness: Harness{Permissions: policy.Permission{Default: "nope"}}}}
 	err := f.Validate()
-	for _, target := range []error{ErrInvalid, model.ErrBadRef, tools.ErrBadPolicy} {
+	for _, target := range []error{ErrInvalid, model.ErrBadRef, policy.ErrBadPolicy} {
 		if !errors.Is(err, target) {
 			t.Errorf("errors.Is(%v, %v) = false", err, target)
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 // ErrUnknownAgent: a handoff names an agent the thread's catalog lacks.
@@ -39,7 +39,7 @@ type Thread struct {
 	// Cwd is the absolute directory the harness tools act in.
 	Cwd string `msgpack:"cwd"`
 	// Permissions is the policy stack inherited from every ancestor.
-	Permissions tools.Permissions `msgpack:"permissions,omitempty"`
+	Permissions policy.Permissions `msgpack:"permissions,omitempty"`
 	// Replay is the thread's journal so far, trusted entries only
 	// (journal.Trusted), when it runs again: what it did is reused.
 	Replay []journal.Entry `msgpack:"replay,omitempty"`
@@ -81,11 +81,8 @@ func Cancelled(ctx context.Context) Result {
 // parent's cwd, the parent's permissions narrowed by every handoff, depth and
 // path one below the parent's. It is the same helper the parent's own runner
 // would build, so a remote parent needs to send nothing more than its
-// arguments.
+// arguments, which the caller checked first (tools.CheckHelperArgs).
 func Helper(parent *Thread, handoffs []string, id, name, task string) (Thread, error) {
-	if err := tools.CheckHelperArgs(name, task); err != nil {
-		return Thread{}, err
-	}
 	agent, perms := parent.Agent, parent.Permissions
 	for _, h := range handoffs {
 		a, ok := parent.Agents[h]

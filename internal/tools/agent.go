@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tracing"
 )
 
@@ -49,8 +49,6 @@ func SpawnerFrom(ctx context.Context) Spawner {
 	return s
 }
 
-var helperName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 // AgentArgs are the arguments the model passes to the agent tool.
 type AgentArgs struct {
 	Name string `json:"name"`
@@ -71,10 +69,11 @@ func ParseAgentArgs(raw json.RawMessage) (AgentArgs, error) {
 	return a, CheckHelperArgs(a.Name, a.Task)
 }
 
-// CheckHelperArgs applies the agent tool's rules for a helper's name and
-// task; the coordinator applies them again to what a worker sends.
+// CheckHelperArgs applies the agent tool's rules for a helper's name (a
+// spec name) and task; the coordinator applies them again to what a worker
+// sends, before thread.Helper.
 func CheckHelperArgs(name, task string) error {
-	if !helperName.MatchString(name) {
+	if !spec.ValidName(name) {
 		return fmt.Errorf("%w: name %q must be one word of 1-64 letters, digits, '-', '_' or '.'", ErrBadArgs, name)
 	}
 	if strings.TrimSpace(task) == "" {

@@ -4,7 +4,6 @@ import "errors"
 
 // Sentinel errors of the package; always wrapped with detail.
 var (
-	ErrBadPolicy   = errors.New("bad policy")
 	ErrUnknownTool = errors.New("unknown tool")
 	ErrBadArgs     = errors.New("bad arguments")
 	ErrNoSpawner   = errors.New("no spawner in context")

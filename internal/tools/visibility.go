@@ -3,28 +3,9 @@ package tools
 import (
 	"fmt"
 	"slices"
+
+	"github.com/formica-run/formica/internal/policy"
 )
-
-// Visibility is how a helper's direct tools derive from its parent's.
-type Visibility string
-
-// The three visibility policies of DESIGN's "Tool visibility".
-const (
-	Inherit  Visibility = "inherit"
-	Override Visibility = "override"
-	Restrict Visibility = "restrict"
-)
-
-// ParseVisibility checks s; empty means Inherit.
-func ParseVisibility(s string) (Visibility, error) {
-	switch v := Visibility(s); v {
-	case "":
-		return Inherit, nil
-	case Inherit, Override, Restrict:
-		return v, nil
-	}
-	return "", fmt.Errorf("%w: tool policy %q (want inherit, override or restrict)", ErrBadPolicy, s)
-}
 
 // Direct returns a helper's direct tools from its parent's direct tools P and
 // its own tools L:
@@ -34,20 +15,20 @@ func ParseVisibility(s string) (Visibility, error) {
 //	restrict (only N):  {t in P | t.name in N} ∪ L
 //
 // Each name appears once; a tool of L replaces an inherited one of the same name.
-func Direct(v Visibility, only []string, parent, local []Tool) ([]Tool, error) {
+func Direct(v policy.Visibility, only []string, parent, local []Tool) ([]Tool, error) {
 	var kept []Tool
 	switch v {
-	case "", Inherit:
+	case "", policy.Inherit:
 		kept = parent
-	case Override:
-	case Restrict:
+	case policy.Override:
+	case policy.Restrict:
 		for _, t := range parent {
 			if slices.Contains(only, t.Name()) {
 				kept = append(kept, t)
 			}
 		}
 	default:
-		return nil, fmt.Errorf("%w: tool policy %q", ErrBadPolicy, v)
+		return nil, fmt.Errorf("%w: tool policy %q", policy.ErrBadPolicy, v)
 	}
 	return Merge(local, kept), nil
 }

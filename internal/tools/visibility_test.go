@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -38,15 +39,15 @@ func TestDirectPolicies(t *testing.T) {
 	parent := toolList("P", "agent", "search", "fetch")
 	local := toolList("L", "fetch", "calc")
 	tests := []struct {
-		policy Visibility
+		policy policy.Visibility
 		only   []string
 		want   []string
 	}{
-		{Inherit, nil, []string{"fetch@L", "calc@L", "agent@P", "search@P"}},
+		{policy.Inherit, nil, []string{"fetch@L", "calc@L", "agent@P", "search@P"}},
 		{"", nil, []string{"fetch@L", "calc@L", "agent@P", "search@P"}},
-		{Override, nil, []string{"fetch@L", "calc@L"}},
-		{Restrict, []string{"search", "missing"}, []string{"fetch@L", "calc@L", "search@P"}},
-		{Restrict, nil, []string{"fetch@L", "calc@L"}},
+		{policy.Override, nil, []string{"fetch@L", "calc@L"}},
+		{policy.Restrict, []string{"search", "missing"}, []string{"fetch@L", "calc@L", "search@P"}},
+		{policy.Restrict, nil, []string{"fetch@L", "calc@L"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.policy), func(t *testing.T) {
@@ -59,7 +60,7 @@ func TestDirectPolicies(t *testing.T) {
 			}
 		})
 	}
-	if got, _ := Direct(Override, nil, parent, nil); len(got) != 0 {
+	if got, _ := Direct(policy.Override, nil, parent, nil); len(got) != 0 {
 		t.Errorf("override without L: got %v, want no direct tools", describe(got))
 	}
 	if _, err := Direct("widen", nil, parent, local); err == nil {
@@ -74,16 +75,5 @@ func TestShimMergeEachNameOnceDirectWins(t *testing.T) {
 	want := []string{"agent@D", "read_file@D", "bash@S"}
 	if d := cmp.Diff(want, describe(got)); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
-	}
-}
-
-func TestParseVisibility(t *testing.T) {
-	for _, s := range []string{"", "inherit", "override", "restrict"} {
-		if _, err := ParseVisibility(s); err != nil {
-			t.Errorf("%q: %v", s, err)
-		}
-	}
-	if _, err := ParseVisibility("all"); err == nil {
-		t.Error("accepted all")
 	}
 }

@@ -5,10 +5,10 @@ import (
 
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 // SpawnRequest asks the run's coordinator for a helper (worker → coordinator).
@@ -40,8 +40,8 @@ type SpawnRequest struct {
 // coordinator), with the asking thread's placement token. The coordinator
 // passes on only the embedded request, with the path it knows.
 type ApprovalRequest struct {
-	tools.ApprovalRequest `msgpack:",inline"`
-	Token                 string `msgpack:"token"`
+	policy.ApprovalRequest `msgpack:",inline"`
+	Token                  string `msgpack:"token"`
 	// Events are the thread's events so far (see Progress.Events).
 	Events Events `msgpack:"events,omitempty"`
 }

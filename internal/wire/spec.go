@@ -9,9 +9,9 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 // A thread's spec travels once per worker, not with every placement: an
@@ -34,7 +34,7 @@ const (
 type ThreadSpec struct {
 	Agent       spec.Agent            `msgpack:"agent"`
 	Agents      map[string]spec.Agent `msgpack:"agents,omitempty"`
-	Permissions tools.Permissions     `msgpack:"permissions,omitempty"`
+	Permissions policy.Permissions    `msgpack:"permissions,omitempty"`
 }
 
 // ExecSpecMissing says the worker holds no spec of the request's hash.

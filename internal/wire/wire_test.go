@@ -12,9 +12,9 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 func sampleExec() ExecRequest {
@@ -26,8 +26,8 @@ func sampleExec() ExecRequest {
 			RunID: "r", ID: "t", ParentID: "p", Depth: 2, Path: "root/a/b", Name: "b", Task: "do it", Cwd: "/w",
 			Agent: spec.Agent{Name: "b", Model: "sim", Tools: []string{"agent"}, ParallelToolCalls: &par,
 				OutputSchema: []byte(`{"type":"object"}`), Harness: spec.Harness{Tools: []string{}},
-				Helper: spec.Helper{Tools: spec.ToolPolicy{Policy: tools.Restrict, Only: []string{"agent"}}}},
-			Permissions: tools.Permissions{{Default: tools.Ask, Rules: []tools.Rule{{Tool: "bash", Match: "git *", Decision: tools.Allow}}}},
+				Helper: spec.Helper{Tools: spec.ToolPolicy{Policy: policy.Restrict, Only: []string{"agent"}}}},
+			Permissions: policy.Permissions{{Default: policy.Ask, Rules: []policy.Rule{{Tool: "bash", Match: "git *", Decision: policy.Allow}}}},
 		},
 	}
 }
@@ -104,7 +104,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeExecSpecMissing, ExecSpecMissing{Worker: "w", SpecHash: "h"}))
 	f.Add(MustEncode(TypeSpawnRequest, SpawnRequest{RunID: "r", Name: "n", Task: "t"}))
 	f.Add(MustEncode(TypeWorkerHeartbeat, WorkerHeartbeat{ID: "w", Slots: 4}))
-	f.Add(MustEncode(TypeApprovalRequest, ApprovalRequest{ApprovalRequest: tools.ApprovalRequest{RunID: "r", Tool: "bash"}, Token: "t"}))
+	f.Add(MustEncode(TypeApprovalRequest, ApprovalRequest{ApprovalRequest: policy.ApprovalRequest{RunID: "r", Tool: "bash"}, Token: "t"}))
 	f.Add(MustEncode(TypeCoordHeartbeat, CoordHeartbeat{ID: "c", Epoch: "e", Fenced: []Fenced{{Worker: "w", ThreadID: "t", Attempt: 1}}}))
 	f.Add(MustEncode(TypeRunSubmit, RunSubmit{RunID: "r", Task: "t"}))
 	f.Add(MustEncode(TypeApprovalDecide, ApprovalDecide{ID: "a", Allow: true}))
@@ -130,7 +130,7 @@ func FuzzDecode(f *testing.F) {
 			TypeSpawnRequest: &SpawnRequest{}, TypeSpawnResult: &SpawnResult{}, TypeExecRequest: &ExecRequest{},
 			TypeExecAccepted: &ExecAccepted{}, TypeExecBusy: &ExecBusy{}, TypeProgress: &Progress{},
 			TypeExecResult: &ExecResult{}, TypeCancel: &ThreadCancel{}, TypeApprovalRequest: &ApprovalRequest{},
-			TypeApprovalDecision: &tools.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
+			TypeApprovalDecision: &policy.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{}, TypeApprovalDecide: &ApprovalDecide{},
 			TypePlacementCheck: &PlacementCheck{}, TypeThreadSpec: &ThreadSpec{}, TypeExecSpecMissing: &ExecSpecMissing{},

@@ -10,9 +10,9 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -169,32 +169,32 @@ func (w *Worker) cancelRemote(coord, run, parent, token, thread string, cause er
 // approver asks the run's coordinator, which asks whoever answers for the run.
 type approver Worker
 
-func (a *approver) Approve(ctx context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (policy.Approval, error) {
 	w := (*Worker)(a)
 	coord, token := w.placement(req.ThreadID)
 	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token, Events: w.takeEvents(req.ThreadID)}
 	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID))
 	if err != nil {
-		return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
+		return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 	}
 	defer call.Close()
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
 		if err != nil {
-			return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
+			return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
 		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
 			continue
 		case wire.TypeApprovalDecision:
-			var d tools.Approval
+			var d policy.Approval
 			err := wire.DecodeAs(m.Data, wire.TypeApprovalDecision, &d)
 			return d, err
 		}
 		if err := actor.MsgError(m); err != nil {
-			return tools.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
+			return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
-		return tools.Approval{}, fmt.Errorf("%w: unexpected %s reply to an approval", wire.ErrBadMessage, m.Type)
+		return policy.Approval{}, fmt.Errorf("%w: unexpected %s reply to an approval", wire.ErrBadMessage, m.Type)
 	}
 }
 

@@ -19,10 +19,10 @@ import (
 
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 	"github.com/formica-run/formica/test/proc"
 )
@@ -166,7 +166,7 @@ func TestAttacksAreRefused(t *testing.T) {
 		if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
 			t.Errorf("spawn on its own subject: %v, reply %q", err, replyText(reply))
 		}
-		ask := wire.ApprovalRequest{ApprovalRequest: tools.ApprovalRequest{RunID: target, ThreadID: "root", Tool: "bash"}}
+		ask := wire.ApprovalRequest{ApprovalRequest: policy.ApprovalRequest{RunID: target, ThreadID: "root", Tool: "bash"}}
 		reply, err = m.nc.Request(wire.SubjectApproval("coord", "mallory"), wire.MustEncode(wire.TypeApprovalRequest, ask), 10*time.Second)
 		if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
 			t.Errorf("approval on its own subject: %v, reply %q", err, replyText(reply))

@@ -14,8 +14,8 @@ import (
 
 	"github.com/formica-run/formica/internal/api"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 	"github.com/formica-run/formica/test/proc"
 )
@@ -131,7 +131,7 @@ func TestThreadEventsOnlyThroughTheCoordinator(t *testing.T) {
 	if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
 		t.Errorf("events on a spawn request: %v, reply %q", err, replyText(reply))
 	}
-	ask := wire.ApprovalRequest{ApprovalRequest: tools.ApprovalRequest{RunID: target, ThreadID: root, Tool: "bash"}, Events: []event.Event{forged}}
+	ask := wire.ApprovalRequest{ApprovalRequest: policy.ApprovalRequest{RunID: target, ThreadID: root, Tool: "bash"}, Events: []event.Event{forged}}
 	reply, err = m.nc.Request(wire.SubjectApproval("coord", "mallory"), wire.MustEncode(wire.TypeApprovalRequest, ask), 10*time.Second)
 	if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
 		t.Errorf("events on an approval request: %v, reply %q", err, replyText(reply))

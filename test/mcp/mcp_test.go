@@ -27,6 +27,7 @@ import (
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/mcp/mcptest"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
@@ -80,13 +81,13 @@ func newClient(t *testing.T, s *embedded.Stack) *client.Client {
 
 // agent is a root agent on the test model with the agent tool, the named
 // MCP servers and helpers that inherit everything.
-func agent(servers []string, perms tools.PermissionPolicy) spec.Agent {
+func agent(servers []string, perms policy.Permission) spec.Agent {
 	return spec.Agent{Name: "root", Model: "openai:test", Tools: []string{"agent"},
 		Harness: spec.Harness{MCP: servers, Permissions: perms},
-		Helper:  spec.Helper{Tools: spec.ToolPolicy{Policy: tools.Inherit}}}
+		Helper:  spec.Helper{Tools: spec.ToolPolicy{Policy: policy.Inherit}}}
 }
 
-func run(t *testing.T, cl *client.Client, a spec.Agent, approver tools.Approver) record.Run {
+func run(t *testing.T, cl *client.Client, a spec.Agent, approver policy.Approver) record.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
@@ -118,7 +119,7 @@ func TestHelperAtDepth2CallsMCPTool(t *testing.T) {
 	}))
 	_, cl := cluster(t, pool(t, map[string]any{"everything": srv.EverythingStdio(mark),
 		"remote": map[string]any{"url": srv.EverythingHTTP(t)}}))
-	rec := run(t, cl, agent([]string{"everything", "remote"}, tools.PermissionPolicy{}), nil)
+	rec := run(t, cl, agent([]string{"everything", "remote"}, policy.Permission{}), nil)
 	if rec.Status != event.Succeeded || !strings.Contains(rec.Output, "Echo: from depth 2") || !strings.Contains(rec.Output, "42") {
 		t.Fatalf("run %s: output %q, error %q", rec.Status, rec.Output, rec.Error)
 	}
@@ -159,7 +160,7 @@ func TestDenyRuleOnMCPTools(t *testing.T) {
 		return answer{text: r.lastTool()}
 	}))
 	_, cl := cluster(t, pool(t, map[string]any{"everything": srv.EverythingStdio(mark)}))
-	perms := tools.PermissionPolicy{Rules: []tools.Rule{{Tool: "mcp__everything__*", Decision: tools.Deny}}}
+	perms := policy.Permission{Rules: []policy.Rule{{Tool: "mcp__everything__*", Decision: policy.Deny}}}
 	rec := run(t, cl, agent([]string{"everything"}, perms), nil)
 	if want := tools.DeniedText("mcp__everything__echo"); rec.Output != want {
 		t.Fatalf("output %q (error %q), want %q", rec.Output, rec.Error, want)
@@ -178,14 +179,14 @@ func TestAskOnMCPToolFromDepth2(t *testing.T) {
 		return answer{text: r.lastTool()}
 	}))
 	_, cl := cluster(t, pool(t, map[string]any{"everything": srv.EverythingStdio(mark)}))
-	perms := tools.PermissionPolicy{Rules: []tools.Rule{{Tool: "mcp__everything__echo", Match: `*"deploy*`, Decision: tools.Ask}}}
+	perms := policy.Permission{Rules: []policy.Rule{{Tool: "mcp__everything__echo", Match: `*"deploy*`, Decision: policy.Ask}}}
 	var mu sync.Mutex
-	var asked []tools.ApprovalRequest
-	approver := tools.ApproverFunc(func(_ context.Context, req tools.ApprovalRequest) (tools.Approval, error) {
+	var asked []policy.ApprovalRequest
+	approver := policy.ApproverFunc(func(_ context.Context, req policy.ApprovalRequest) (policy.Approval, error) {
 		mu.Lock()
 		asked = append(asked, req)
 		mu.Unlock()
-		return tools.Approval{Allow: true}, nil
+		return policy.Approval{Allow: true}, nil
 	})
 	rec := run(t, cl, agent([]string{"everything"}, perms), approver)
 	if !strings.Contains(rec.Output, "Echo: deploy now") {
@@ -205,7 +206,7 @@ func TestUnknownServerFailsClearly(t *testing.T) {
 	srv, mark := everything(t)
 	startModel(t, func(*chatRequest) answer { return answer{text: "never"} })
 	_, cl := cluster(t, pool(t, map[string]any{"everything": srv.EverythingStdio(mark)}))
-	rec := run(t, cl, agent([]string{"github"}, tools.PermissionPolicy{}), nil)
+	rec := run(t, cl, agent([]string{"github"}, policy.Permission{}), nil)
 	if rec.Status != event.Failed || !strings.Contains(rec.Error, `"github" is not configured on this worker (its MCP servers: everything)`) {
 		t.Fatalf("run %s, error %q", rec.Status, rec.Error)
 	}
@@ -238,7 +239,7 @@ func TestPlacedOnTheWorkerWithTheServer(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		rec := run(t, cl, agent([]string{"everything"}, tools.PermissionPolicy{}), nil)
+		rec := run(t, cl, agent([]string{"everything"}, policy.Permission{}), nil)
 		if rec.Status != event.Succeeded || !strings.Contains(rec.Output, "42") {
 			t.Fatalf("run %d: %s, output %q, error %q", i, rec.Status, rec.Output, rec.Error)
 		}
@@ -276,7 +277,7 @@ func TestKilledServerRestarts(t *testing.T) {
 		return answer{text: r.lastTool()}
 	})
 	_, cl := cluster(t, pool(t, map[string]any{"everything": srv.EverythingStdio(mark)}))
-	a := agent([]string{"everything"}, tools.PermissionPolicy{})
+	a := agent([]string{"everything"}, policy.Permission{})
 	a.Tools = nil
 	// Once the long call is under way, kill its server until the call ends.
 	called := make(chan struct{})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -188,9 +189,9 @@ func TestSubject(t *testing.T) {
 		})
 	}
 	// The subject is what permission rules see: a symlink alias cannot dodge a rule.
-	policy := tools.PermissionPolicy{Rules: []tools.Rule{{Tool: "*", Match: "secrets/*", Decision: tools.Deny}}}
+	pol := policy.Permission{Rules: []policy.Rule{{Tool: "*", Match: "secrets/*", Decision: policy.Deny}}}
 	subj := f.tools[ReadFileName].(tools.Subjecter).Subject(json.RawMessage(`{"path":"innocent"}`))
-	if d := policy.Decide(ReadFileName, subj); d != tools.Deny {
+	if d := pol.Decide(ReadFileName, subj); d != policy.Deny {
 		t.Errorf("read through alias decided %s, want deny", d)
 	}
 }

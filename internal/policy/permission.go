@@ -1,4 +1,4 @@
-package tools
+package policy
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ func (d Decision) strictness() int {
 // pattern, and gives a decision.
 //
 // Tool is a glob over the tool name ("*", "read_*"). Match, when set, is a glob
-// over the call's subject (see Subjecter): the command for bash, the path for
+// over the call's subject (see tools.Subjecter): the command for bash, the path for
 // file tools, where "*" also spans "/" and spaces, so "git *" is a command
 // prefix and "src/*" any path under src. A rule with a Match never matches a
 // tool that has no subject.
@@ -48,15 +48,15 @@ type Rule struct {
 	Decision Decision `json:"decision" yaml:"decision" msgpack:"decision"`
 }
 
-// PermissionPolicy is an ordered rule list and a default: the first matching
+// Permission is an ordered rule list and a default: the first matching
 // rule decides. A zero policy allows everything.
-type PermissionPolicy struct {
+type Permission struct {
 	Default Decision `json:"default,omitempty" yaml:"default,omitempty" msgpack:"default,omitempty"`
 	Rules   []Rule   `json:"rules,omitempty" yaml:"rules,omitempty" msgpack:"rules,omitempty"`
 }
 
 // Validate reports the first malformed rule.
-func (p PermissionPolicy) Validate() error {
+func (p Permission) Validate() error {
 	if p.Default != "" {
 		if _, err := ParseDecision(string(p.Default)); err != nil {
 			return fmt.Errorf("default: %w", err)
@@ -78,7 +78,7 @@ func (p PermissionPolicy) Validate() error {
 
 // Decide returns the decision for a call of tool with the given subject
 // ("" when the tool has none).
-func (p PermissionPolicy) Decide(tool, subject string) Decision {
+func (p Permission) Decide(tool, subject string) Decision {
 	for _, r := range p.Rules {
 		if ok, _ := path.Match(r.Tool, tool); !ok {
 			continue
@@ -97,10 +97,10 @@ func (p PermissionPolicy) Decide(tool, subject string) Decision {
 // Permissions is the stack of policies a thread runs under: its ancestors'
 // first, its own last. The strictest decision of all layers wins, so a helper
 // can narrow what its parent may do but never widen it.
-type Permissions []PermissionPolicy
+type Permissions []Permission
 
 // Narrow returns the stack with p added as the innermost layer.
-func (ps Permissions) Narrow(p PermissionPolicy) Permissions {
+func (ps Permissions) Narrow(p Permission) Permissions {
 	out := make(Permissions, 0, len(ps)+1)
 	out = append(out, ps...)
 	return append(out, p)
@@ -115,19 +115,6 @@ func (ps Permissions) Decide(tool, subject string) Decision {
 		}
 	}
 	return d
-}
-
-// DeniedText is the tool result of a call the policy denies.
-func DeniedText(tool string) string {
-	return "Tool call denied by permission policy: " + tool
-}
-
-// NotApprovedText is the tool result of an asked call the approver turned down.
-func NotApprovedText(tool, reason string) string {
-	if reason == "" {
-		return "Tool call not approved: " + tool
-	}
-	return "Tool call not approved: " + tool + " (" + reason + ")"
 }
 
 // globMatch reports whether s matches pattern, where '*' matches any run of

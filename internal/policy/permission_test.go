@@ -1,9 +1,9 @@
-package tools
+package policy
 
 import "testing"
 
 func TestPolicyFirstMatchWins(t *testing.T) {
-	p := PermissionPolicy{
+	p := Permission{
 		Default: Ask,
 		Rules: []Rule{
 			{Tool: "bash", Match: "rm *", Decision: Deny},
@@ -31,14 +31,14 @@ func TestPolicyFirstMatchWins(t *testing.T) {
 			t.Errorf("Decide(%q, %q) = %s, want %s", tt.tool, tt.subject, got, tt.want)
 		}
 	}
-	if got := (PermissionPolicy{}).Decide("bash", "x"); got != Allow {
+	if got := (Permission{}).Decide("bash", "x"); got != Allow {
 		t.Errorf("zero policy = %s, want allow", got)
 	}
 }
 
 func TestPermissionsNarrowNeverWiden(t *testing.T) {
 	parent := Permissions{{Default: Allow, Rules: []Rule{{Tool: "bash", Decision: Ask}, {Tool: "write_file", Decision: Deny}}}}
-	child := parent.Narrow(PermissionPolicy{Default: Allow, Rules: []Rule{
+	child := parent.Narrow(Permission{Default: Allow, Rules: []Rule{
 		{Tool: "bash", Decision: Allow},       // tries to widen ask -> allow
 		{Tool: "write_file", Decision: Allow}, // tries to widen deny -> allow
 		{Tool: "read_file", Decision: Deny},   // narrows
@@ -54,7 +54,7 @@ func TestPermissionsNarrowNeverWiden(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
-	bad := []PermissionPolicy{
+	bad := []Permission{
 		{Default: "maybe"},
 		{Rules: []Rule{{Tool: "", Decision: Allow}}},
 		{Rules: []Rule{{Tool: "[", Decision: Allow}}},
@@ -65,14 +65,8 @@ func TestPolicyValidate(t *testing.T) {
 			t.Errorf("case %d accepted", i)
 		}
 	}
-	if err := (PermissionPolicy{Default: Deny, Rules: []Rule{{Tool: "*", Match: "x*", Decision: Ask}}}).Validate(); err != nil {
+	if err := (Permission{Default: Deny, Rules: []Rule{{Tool: "*", Match: "x*", Decision: Ask}}}).Validate(); err != nil {
 		t.Error(err)
-	}
-}
-
-func TestDeniedText(t *testing.T) {
-	if got := DeniedText("bash"); got != "Tool call denied by permission policy: bash" {
-		t.Errorf("got %q", got)
 	}
 }
 
