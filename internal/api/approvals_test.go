@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formica-run/formica/internal/wire"
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/formica-run/formica/internal/coordinator"
 )
 
 func TestApprovals(t *testing.T) {
@@ -77,10 +76,10 @@ func TestWorkers(t *testing.T) {
 	if r := h.do("GET", "/v1/workers", nil); r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
 		t.Errorf("no workers: %d %s, want 200 []", r.status, r.body)
 	}
-	want := []coordinator.WorkerInfo{{ID: "w1", Host: "box", Slots: 4, Running: 1, Placed: 1,
+	want := []wire.WorkerInfo{{ID: "w1", Host: "box", Slots: 4, Running: 1, Placed: 1,
 		LastSeen: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}}
 	h.fake.workers = want
-	if diff := cmp.Diff(want, decode[[]coordinator.WorkerInfo](t, h.do("GET", "/v1/workers", nil))); diff != "" {
+	if diff := cmp.Diff(want, decode[[]wire.WorkerInfo](t, h.do("GET", "/v1/workers", nil))); diff != "" {
 		t.Errorf("workers (-want +got):\n%s", diff)
 	}
 	h.fake.fail = errors.New("boom")

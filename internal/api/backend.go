@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Backend is everything the API needs from the rest of the system. The API
@@ -58,7 +58,7 @@ type Backend interface {
 	// ErrConflict when it was already answered (or timed out).
 	Decide(ctx context.Context, id string, allow bool) error
 	// Workers returns the live workers.
-	Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
+	Workers(ctx context.Context) ([]wire.WorkerInfo, error)
 	// Ready returns nil when NATS and JetStream are usable, else why not.
 	Ready(ctx context.Context) error
 }

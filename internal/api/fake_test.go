@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // fakeBackend is an in-memory Backend. Events are numbered 1, 2, ... per run.
@@ -28,7 +28,7 @@ type fakeBackend struct {
 	changed   chan struct{} // closed and replaced on every change
 	approvals map[string]Approval
 	decided   map[string]bool
-	workers   []coordinator.WorkerInfo
+	workers   []wire.WorkerInfo
 	readyErr  error
 	fail      error // when set, every call but Ready returns it
 	panics    bool  // Workers panics
@@ -280,7 +280,7 @@ func (f *fakeBackend) Decide(ctx context.Context, id string, allow bool) error {
 	return nil
 }
 
-func (f *fakeBackend) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error) {
+func (f *fakeBackend) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.panics {

@@ -9,12 +9,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // served fetches and decodes the OpenAPI document.
@@ -68,7 +68,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Usage":                reflect.TypeFor[model.Usage](),
 		"Event":                reflect.TypeFor[event.Event](),
 		"Approval":             reflect.TypeFor[Approval](),
-		"Worker":               reflect.TypeFor[coordinator.WorkerInfo](),
+		"Worker":               reflect.TypeFor[wire.WorkerInfo](),
 		"Error":                reflect.TypeFor[ErrorBody](),
 		"Status":               reflect.TypeFor[Status](),
 		"SubmitRequest":        reflect.TypeFor[SubmitBody](),

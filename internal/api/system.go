@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/formica-run/formica/internal/coordinator"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // readyTimeout bounds the backend's readiness check: a probe wants a quick
@@ -18,7 +18,7 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if list == nil {
-		list = []coordinator.WorkerInfo{}
+		list = []wire.WorkerInfo{}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil

@@ -118,7 +118,7 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 			}
 			return res.Record, nil
 		default:
-			if err := actor.MsgError(m); err != nil {
+			if err := wire.MsgError(m); err != nil {
 				return record.Run{}, fmt.Errorf("coordinator: %w", err)
 			}
 		}
@@ -150,10 +150,10 @@ func (c *Client) Cancel(ctx context.Context, runID string, cause error) error {
 }
 
 func approvalHandler(a policy.Approver) actor.Handler {
-	return func(ctx context.Context, m actor.Msg, r actor.Replier) {
+	return func(ctx context.Context, m wire.Msg, r actor.Replier) {
 		var req policy.ApprovalRequest
 		if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &req); err != nil {
-			r.Reply(actor.ErrorMsg(string(wire.CodeBadMessage), err.Error()))
+			r.Reply(wire.ErrorMsg(wire.CodeBadMessage, err.Error()))
 			return
 		}
 		// Keep the coordinator's wait alive while a person thinks.

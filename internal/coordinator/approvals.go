@@ -88,7 +88,7 @@ const deniedByUser = "denied by a user"
 // coordinator holds it (that one's watch hands it to the waiting thread).
 // It is the only way a decision enters: the HTTP API and the CLI both ask
 // here, and clients have no write access to the approvals bucket.
-func (c *Coordinator) handleDecide(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleDecide(_ context.Context, m wire.Msg, r actor.Replier) {
 	var d wire.ApprovalDecide
 	if err := wire.DecodeAs(m.Data, wire.TypeApprovalDecide, &d); err != nil {
 		r.Reply(wire.ErrorReply(err))

@@ -347,7 +347,7 @@ func (c *Coordinator) liveRuns() int {
 }
 
 // Workers lists the live workers.
-func (c *Coordinator) Workers() []WorkerInfo { return c.registry.list() }
+func (c *Coordinator) Workers() []wire.WorkerInfo { return c.registry.list() }
 
 // tick heartbeats and sweeps lost workers.
 func (c *Coordinator) tick() {
@@ -457,10 +457,10 @@ type keepalive struct {
 
 type alivePing struct {
 	r actor.Replier
-	m actor.Msg
+	m wire.Msg
 }
 
-func (k *keepalive) add(r actor.Replier, m actor.Msg) *alivePing {
+func (k *keepalive) add(r actor.Replier, m wire.Msg) *alivePing {
 	p := &alivePing{r: r, m: m}
 	k.mu.Lock()
 	k.repliers[p] = struct{}{}

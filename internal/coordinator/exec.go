@@ -270,7 +270,7 @@ func (p *placement) endLocked(res thread.Result, out outcome) {
 
 // reply takes one of the worker's replies, on the transport's delivery
 // goroutine: it decides quickly and never blocks.
-func (p *placement) reply(m actor.Msg, err error) {
+func (p *placement) reply(m wire.Msg, err error) {
 	e := p.e
 	c := e.c
 	e.mu.Lock()
@@ -326,7 +326,7 @@ func (p *placement) reply(m actor.Msg, err error) {
 			p.endLocked(res, out)
 		}
 	default:
-		if err := actor.MsgError(m); err != nil {
+		if err := wire.MsgError(m); err != nil {
 			p.endLocked(thread.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
 		}
 	}
@@ -399,7 +399,7 @@ func (p *placement) cancelLocked() {
 // the spec's hash.
 //
 //go:noinline
-func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string, withSpec bool) actor.Msg {
+func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string, withSpec bool) wire.Msg {
 	th := wire.WithoutSpec(t.thread)
 	th.Replay = t.replay
 	req := wire.ExecRequest{Thread: th, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
@@ -418,7 +418,7 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string, withSpe
 // token, and publishes the thread's events it carries if so.
 //
 //go:noinline
-func (c *Coordinator) progressOf(reply actor.Msg, t *threadRec, wid, tok string) bool {
+func (c *Coordinator) progressOf(reply wire.Msg, t *threadRec, wid, tok string) bool {
 	var p wire.Progress
 	if wire.DecodeAs(reply.Data, wire.TypeProgress, &p) != nil || p.Token != tok {
 		return false
@@ -446,7 +446,7 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 // without the placement's token, which is ignored.
 //
 //go:noinline
-func (c *Coordinator) execResult(reply actor.Msg, t *threadRec, wid, tok string) (_ thread.Result, _ outcome, ok bool) {
+func (c *Coordinator) execResult(reply wire.Msg, t *threadRec, wid, tok string) (_ thread.Result, _ outcome, ok bool) {
 	var er wire.ExecResult
 	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
 		return thread.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted, true

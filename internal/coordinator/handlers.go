@@ -22,7 +22,7 @@ import (
 
 // handleSubmit runs a submitted run to its end: accepted at once, progress
 // while it runs, the run's record as the final reply.
-func (c *Coordinator) handleSubmit(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleSubmit(_ context.Context, m wire.Msg, r actor.Replier) {
 	var sub wire.RunSubmit
 	if err := wire.DecodeAs(m.Data, wire.TypeRunSubmit, &sub); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -89,7 +89,7 @@ func (c *Coordinator) finishDirect(rec record.Run) {
 // from this coordinator from the start: admission may take a while under a
 // storm of spawns, and an admitted spawn's own keep-alive (naming the
 // helper) replaces this one.
-func (c *Coordinator) handleSpawn(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleSpawn(_ context.Context, m wire.Msg, r actor.Replier) {
 	arrival := c.alive.add(r, progressPing)
 	sp := c.admitSpawn(m, r)
 	c.alive.remove(arrival)
@@ -123,7 +123,7 @@ type admittedSpawn struct {
 // parent its id; nil means it answered the parent already (refused or bad).
 // The helper is derived from the parent thread held here; the request only
 // names the parent (proved by its placement's token) and the tool's arguments.
-func (c *Coordinator) admitSpawn(m actor.Msg, r actor.Replier) *admittedSpawn {
+func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier) *admittedSpawn {
 	in := time.Now()
 	var req wire.SpawnRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
@@ -283,7 +283,7 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 
 // handleApproval asks the run's approver and answers the worker, denying when
 // nobody answers in time.
-func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r actor.Replier) {
 	var wreq wire.ApprovalRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &wreq); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -358,7 +358,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m actor.Msg, r actor.Rep
 
 // handleBudget settles what a thread spent since its last grant and
 // answers with its next one.
-func (c *Coordinator) handleBudget(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleBudget(_ context.Context, m wire.Msg, r actor.Replier) {
 	var req wire.BudgetRenew
 	if err := wire.DecodeAs(m.Data, wire.TypeBudgetRenew, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -376,7 +376,7 @@ func (c *Coordinator) handleBudget(_ context.Context, m actor.Msg, r actor.Repli
 // handlePlacementCheck answers a worker that asks, before a tool call,
 // whether its placement of a thread is still current: ok, which keeps the
 // placement from being given up for a loss window, or fenced.
-func (c *Coordinator) handlePlacementCheck(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handlePlacementCheck(_ context.Context, m wire.Msg, r actor.Replier) {
 	var req wire.PlacementCheck
 	if err := wire.DecodeAs(m.Data, wire.TypePlacementCheck, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -396,7 +396,7 @@ func (c *Coordinator) handlePlacementCheck(_ context.Context, m actor.Msg, r act
 
 // handleThreadCancel cancels a helper (and its subtree) at the request of
 // its parent's current placement.
-func (c *Coordinator) handleThreadCancel(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleThreadCancel(_ context.Context, m wire.Msg, r actor.Replier) {
 	var cn wire.ThreadCancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -438,7 +438,7 @@ func (c *Coordinator) ownedRun(runID string) (*run, error) {
 // when the message names threads, only those threads and their subtrees:
 // each cancelled helper's parent gets "Helper <name> failed: ..." and goes
 // on. An unknown thread is answered not_found.
-func (c *Coordinator) handleRunCancel(_ context.Context, m actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleRunCancel(_ context.Context, m wire.Msg, r actor.Replier) {
 	var cn wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
 		r.Reply(wire.ErrorReply(err))

@@ -13,25 +13,8 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
-// WorkerInfo is what the coordinator knows of one worker.
-type WorkerInfo struct {
-	ID       string    `json:"id"`
-	Host     string    `json:"host"`
-	Slots    int       `json:"slots"`
-	Running  int       `json:"running"`
-	Parked   int       `json:"parked"`
-	Placed   int       `json:"placed"`
-	Draining bool      `json:"draining"`
-	LastSeen time.Time `json:"last_seen"`
-	// Sandbox is "on" or "off" (tool calls confined or not), as the
-	// worker's heartbeat says.
-	Sandbox string `json:"sandbox"`
-	// MCP names the MCP servers configured on the worker.
-	MCP []string `json:"mcp,omitempty"`
-}
-
 type workerState struct {
-	info     WorkerInfo
+	info     wire.WorkerInfo
 	interval time.Duration
 	// load is the threads this coordinator placed there that hold a slot:
 	// placed, not finished, not parked on helpers.
@@ -369,10 +352,10 @@ func (g *registry) unpark(id string) {
 }
 
 // list returns the workers, sorted by id.
-func (g *registry) list() []WorkerInfo {
+func (g *registry) list() []wire.WorkerInfo {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make([]WorkerInfo, 0, len(g.workers))
+	out := make([]wire.WorkerInfo, 0, len(g.workers))
 	for _, w := range g.workers {
 		info := w.info
 		info.Placed = w.load

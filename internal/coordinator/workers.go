@@ -9,6 +9,6 @@ import (
 
 // handleWorkers answers `formica workers` and GET /v1/workers from this
 // coordinator's registry; every coordinator sees every worker's heartbeat.
-func (c *Coordinator) handleWorkers(_ context.Context, _ actor.Msg, r actor.Replier) {
+func (c *Coordinator) handleWorkers(_ context.Context, _ wire.Msg, r actor.Replier) {
 	r.Reply(wire.Message(wire.TypeWorkersList, c.registry.list()))
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -159,8 +158,8 @@ func TestScriptedModelsRefusedForSubmittedRuns(t *testing.T) {
 			sub.Agent.Helper.Model = "scripted:/etc/passwd"
 		}
 		_, err := cl.Run(context.Background(), sub, nil, nil)
-		var re *actor.RemoteError
-		if !errors.As(err, &re) || re.Code != string(wire.CodeForbidden) {
+		var re *wire.Error
+		if !errors.As(err, &re) || re.Code != wire.CodeForbidden {
 			t.Errorf("%s scripted: %v, want forbidden", where, err)
 		}
 	}

@@ -276,10 +276,10 @@ func (s *Service) CancelThread(ctx context.Context, runID, threadID string) erro
 		}
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 	}
-	if err := actor.MsgError(m); err != nil {
-		var re *actor.RemoteError
-		if errors.As(err, &re) && re.Code == string(wire.CodeNotFound) {
-			return api.Errorf(api.ErrNotFound, "%s", re.Text)
+	if err := wire.MsgError(m); err != nil {
+		var re *wire.Error
+		if errors.As(err, &re) && re.Code == wire.CodeNotFound {
+			return api.Errorf(api.ErrNotFound, "%s", re.Message)
 		}
 		return err
 	}
@@ -329,40 +329,40 @@ func (e *unanswered) Unwrap() []error { return []error{api.ErrUnavailable, errNo
 // conflict 409, bad_request 400. No coordinator answering within
 // askTimeout is unavailable (503), said with what the request was doing
 // ("to record the decision").
-func (s *Service) ask(ctx context.Context, subject string, m actor.Msg, doing string) (actor.Msg, error) {
+func (s *Service) ask(ctx context.Context, subject string, m wire.Msg, doing string) (wire.Msg, error) {
 	call, err := s.tr.Request(ctx, subject, m)
 	if err != nil {
-		return actor.Msg{}, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+		return wire.Msg{}, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 	}
 	defer call.Close()
 	reply, err := call.Next(ctx, askTimeout)
 	if err != nil {
 		if ctx.Err() != nil {
-			return actor.Msg{}, context.Cause(ctx)
+			return wire.Msg{}, context.Cause(ctx)
 		}
 		if errors.Is(err, actor.ErrNoResponders) {
-			return actor.Msg{}, &unanswered{"no coordinator is running " + doing, err}
+			return wire.Msg{}, &unanswered{"no coordinator is running " + doing, err}
 		}
-		return actor.Msg{}, &unanswered{fmt.Sprintf("no coordinator answered within %v %s: %v", askTimeout, doing, err), err}
+		return wire.Msg{}, &unanswered{fmt.Sprintf("no coordinator answered within %v %s: %v", askTimeout, doing, err), err}
 	}
-	err = actor.MsgError(reply)
-	var re *actor.RemoteError
+	err = wire.MsgError(reply)
+	var re *wire.Error
 	if errors.As(err, &re) {
-		switch wire.Code(re.Code) {
+		switch re.Code {
 		case wire.CodeNotFound:
-			return reply, api.Errorf(api.ErrNotFound, "%s", re.Text)
+			return reply, api.Errorf(api.ErrNotFound, "%s", re.Message)
 		case wire.CodeConflict:
-			return reply, api.Errorf(api.ErrConflict, "%s", re.Text)
+			return reply, api.Errorf(api.ErrConflict, "%s", re.Message)
 		case wire.CodeBadRequest, wire.CodeBadMessage:
-			return reply, api.Errorf(api.ErrInvalid, "%s", re.Text)
+			return reply, api.Errorf(api.ErrInvalid, "%s", re.Message)
 		}
 	}
 	return reply, err
 }
 
 // Workers asks any coordinator for the live workers.
-func (s *Service) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error) {
-	call, err := s.tr.Request(ctx, wire.SubjectWorkers, actor.Msg{Type: string(wire.TypeWorkersList)})
+func (s *Service) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
+	call, err := s.tr.Request(ctx, wire.SubjectWorkers, wire.Msg{Type: string(wire.TypeWorkersList)})
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func (s *Service) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
 		}
 		return nil, api.Errorf(api.ErrUnavailable, "no coordinator answered: %v", err)
 	}
-	var ws []coordinator.WorkerInfo
+	var ws []wire.WorkerInfo
 	if err := wire.DecodeAs(m.Data, wire.TypeWorkersList, &ws); err != nil {
 		return nil, err
 	}

@@ -238,7 +238,9 @@ func putDecoder(d *decoder) {
 	decoders.Put(d)
 }
 
-// Code classifies an error that crosses the wire.
+// Code classifies an error that crosses the wire. This is the one list of
+// them: whoever answers with an error, a handler or the transport, picks a
+// code from it.
 type Code string
 
 // Error codes.
@@ -259,6 +261,10 @@ const (
 	// CodeConflict refuses what the state no longer allows (an approval
 	// already decided).
 	CodeConflict Code = "conflict"
+	// CodeOverloaded and CodeClosed are the transport's own refusals: the
+	// responder's queue was full, or it is stopping.
+	CodeOverloaded Code = "overloaded"
+	CodeClosed     Code = "closed"
 )
 
 // Error is an error reply. errors.Is matches two Errors with the same code, so
@@ -268,7 +274,12 @@ type Error struct {
 	Message string `msgpack:"message"`
 }
 
-func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
 
 // Is matches by code.
 func (e *Error) Is(target error) bool {
@@ -286,6 +297,8 @@ var (
 	ErrFenced             = &Error{Code: CodeFenced}
 	ErrForbidden          = &Error{Code: CodeForbidden}
 	ErrConflict           = &Error{Code: CodeConflict}
+	ErrOverloaded         = &Error{Code: CodeOverloaded}
+	ErrClosed             = &Error{Code: CodeClosed}
 )
 
 // ErrorBody encodes err as an error message, keeping its code when it has one.

@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/event"
-)
+import "github.com/formica-run/formica/internal/event"
 
 // HeaderContentType names the body's encoding on event messages.
 const HeaderContentType = "Content-Type"
@@ -27,8 +24,8 @@ func EventSubject(e event.Event) string {
 // all of them, since a publish copies it. Unlike protocol messages, events
 // are JSON, not msgpack, so any tool can read them; the type header still
 // routes them without decoding.
-func EventMessage(h map[string]string, e *event.Event, data []byte) actor.Msg {
+func EventMessage(h map[string]string, e *event.Event, data []byte) Msg {
 	clear(h)
 	h[HeaderRun], h[HeaderThread], h[HeaderContentType] = e.RunID, e.ThreadID, event.ContentType
-	return actor.Msg{Type: string(TypeEvent), Data: data, Header: h}
+	return Msg{Type: string(TypeEvent), Data: data, Header: h}
 }

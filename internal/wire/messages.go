@@ -188,6 +188,24 @@ type WorkerHeartbeat struct {
 	MCP []string `msgpack:"mcp,omitempty"`
 }
 
+// WorkerInfo is what a coordinator knows of one worker: the body of its
+// answer to TypeWorkersList, and what the API lists.
+type WorkerInfo struct {
+	ID       string    `json:"id"`
+	Host     string    `json:"host"`
+	Slots    int       `json:"slots"`
+	Running  int       `json:"running"`
+	Parked   int       `json:"parked"`
+	Placed   int       `json:"placed"`
+	Draining bool      `json:"draining"`
+	LastSeen time.Time `json:"last_seen"`
+	// Sandbox is "on" or "off" (tool calls confined or not), as the
+	// worker's heartbeat says.
+	Sandbox string `json:"sandbox"`
+	// MCP names the MCP servers configured on the worker.
+	MCP []string `json:"mcp,omitempty"`
+}
+
 // CoordHeartbeat tells workers a coordinator is alive; workers stop the
 // threads of a coordinator that has gone silent.
 type CoordHeartbeat struct {

@@ -117,6 +117,8 @@ const (
 	HeaderRun         = "Formica-Run"
 	HeaderThread      = "Formica-Thread"
 	HeaderTraceparent = "traceparent"
+	// HeaderErrorCode carries an error reply's code (ErrorMsg).
+	HeaderErrorCode = "Formica-Error"
 )
 
 // SubjectThreadCancel is where a coordinator takes a worker's requests to

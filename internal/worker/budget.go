@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/wire"
@@ -32,7 +31,7 @@ func (w *Worker) meter(req *wire.ExecRequest) runner.Meter {
 		if err != nil {
 			return limits.Grant{}, peerError("budget: coordinator "+coord, err)
 		}
-		if err := actor.MsgError(m); err != nil {
+		if err := wire.MsgError(m); err != nil {
 			return limits.Grant{}, fmt.Errorf("budget: %w", err)
 		}
 		var g limits.Grant

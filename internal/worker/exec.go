@@ -151,7 +151,7 @@ func (w *Worker) keepAlive(r actor.Replier, id, token string) (stop func()) {
 }
 
 // handleExec takes a placed thread if a slot is free, else answers busy.
-func (w *Worker) handleExec(_ context.Context, m actor.Msg, r actor.Replier) {
+func (w *Worker) handleExec(_ context.Context, m wire.Msg, r actor.Replier) {
 	var req wire.ExecRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeExecRequest, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -232,7 +232,7 @@ func (w *Worker) finish(id string) {
 
 // handleCancel cancels the named threads; unknown ids are ignored, since the
 // thread may have just ended.
-func (w *Worker) handleCancel(_ context.Context, m actor.Msg, r actor.Replier) {
+func (w *Worker) handleCancel(_ context.Context, m wire.Msg, r actor.Replier) {
 	var c wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &c); err != nil {
 		r.Reply(wire.ErrorReply(err))

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
@@ -75,7 +74,7 @@ func BenchmarkHandOff(b *testing.B) {
 	_, coord := startWorker(b)
 	ctx := context.Background()
 	cwd := b.TempDir()
-	msgs := make([]actor.Msg, b.N)
+	msgs := make([]wire.Msg, b.N)
 	for i := range msgs {
 		msgs[i] = wire.Message(wire.TypeExecRequest, execIn(cwd, fmt.Sprintf("t%d", i), 0))
 	}

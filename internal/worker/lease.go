@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -156,8 +155,7 @@ func (w *Worker) superseded(id string) bool {
 // fencedReply reports whether err is a coordinator's refusal of a
 // superseded placement.
 func fencedReply(err error) bool {
-	var re *actor.RemoteError
-	return errors.As(err, &re) && re.Code == string(wire.CodeFenced)
+	return errors.Is(err, wire.ErrFenced)
 }
 
 // placement returns the coordinator and token of hosted thread id.

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
@@ -117,7 +116,7 @@ func TestFencedHeartbeatCancelsThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer call.Close()
-	next := func() actor.Msg {
+	next := func() wire.Msg {
 		t.Helper()
 		m, err := call.Next(ctx, 10*time.Second)
 		if err != nil {

@@ -75,7 +75,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 			}
 			return res.Result, nil
 		default:
-			if err := actor.MsgError(m); err != nil {
+			if err := wire.MsgError(m); err != nil {
 				return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
 			}
 			return thread.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
@@ -191,7 +191,7 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 			err := wire.DecodeAs(m.Data, wire.TypeApprovalDecision, &d)
 			return d, err
 		}
-		if err := actor.MsgError(m); err != nil {
+		if err := wire.MsgError(m); err != nil {
 			return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
 		return policy.Approval{}, fmt.Errorf("%w: unexpected %s reply to an approval", wire.ErrBadMessage, m.Type)
@@ -207,8 +207,7 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 // thread again from its journal instead.
 func (w *Worker) coordinatorFailed(thread, coord string, err error) error {
 	err = peerError("coordinator "+coord, err)
-	var remote *actor.RemoteError
-	disowned := errors.As(err, &remote) && remote.Code == string(wire.CodeNotFound) // a coordinator that restarted
+	disowned := errors.Is(err, wire.ErrNotFound) // a coordinator that restarted
 	fenced := fencedReply(err)
 	if fenced || disowned || errors.Is(err, actor.ErrSilent) || errors.Is(err, actor.ErrNoResponders) {
 		w.mu.Lock()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/wire"
@@ -29,7 +28,7 @@ func byHash(req wire.ExecRequest, withSpec bool) wire.ExecRequest {
 
 // place sends req and returns the worker's first answer and, if it took
 // the thread, its result.
-func place(t *testing.T, ctx context.Context, coord *natstransport.Transport, req wire.ExecRequest) (first actor.Msg, res *wire.ExecResult) {
+func place(t *testing.T, ctx context.Context, coord *natstransport.Transport, req wire.ExecRequest) (first wire.Msg, res *wire.ExecResult) {
 	t.Helper()
 	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 	if err != nil {
@@ -84,9 +83,9 @@ func TestSpecByHash(t *testing.T) {
 	other.Thread.Agent.Instructions = "do something else"
 	forged.SpecHash, _ = wire.EncodeSpec(&other.Thread)
 	first, _ = place(t, ctx, coord, forged)
-	err := actor.MsgError(first)
-	var remote *actor.RemoteError
-	if !errors.As(err, &remote) || remote.Code != string(wire.CodeBadRequest) {
+	err := wire.MsgError(first)
+	var remote *wire.Error
+	if !errors.As(err, &remote) || remote.Code != wire.CodeBadRequest {
 		t.Fatalf("spec under a hash it does not have: %s %v, want a bad_request error", first.Type, err)
 	}
 	forged.Spec = nil
@@ -169,7 +168,7 @@ func BenchmarkHandOffByHash(b *testing.B) {
 	ctx := context.Background()
 	cwd := b.TempDir()
 	first := byHash(execIn(cwd, "t", 0), true)
-	msgs := make([]actor.Msg, b.N+1)
+	msgs := make([]wire.Msg, b.N+1)
 	msgs[0] = wire.Message(wire.TypeExecRequest, first)
 	for i := range b.N {
 		msgs[i+1] = wire.Message(wire.TypeExecRequest, byHash(execIn(cwd, fmt.Sprintf("t%d", i), 0), false))

@@ -119,7 +119,7 @@ func (w *Worker) askPlacement(ctx context.Context, th *thread.Thread, coord, tok
 		answered = true
 	case err == nil:
 		answered = true
-		if err = actor.MsgError(m); err == nil && m.Type != string(wire.TypeOK) {
+		if err = wire.MsgError(m); err == nil && m.Type != string(wire.TypeOK) {
 			err = fmt.Errorf("%w: unexpected %s reply", wire.ErrBadMessage, m.Type)
 		}
 	}

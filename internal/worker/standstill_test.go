@@ -65,7 +65,7 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 		checks  []wire.PlacementCheck
 		answers []string
 	)
-	sub, err := coord.Serve(wire.SubjectPlacement("c1", wire.AnyWorker), "", 0, func(_ context.Context, m actor.Msg, r actor.Replier) {
+	sub, err := coord.Serve(wire.SubjectPlacement("c1", wire.AnyWorker), "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
 		var pc wire.PlacementCheck
 		if err := wire.DecodeAs(m.Data, wire.TypePlacementCheck, &pc); err != nil {
 			t.Errorf("check: %v", err)

@@ -366,7 +366,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		Sandbox: w.sandboxState(), MCP: w.cfg.MCP.Names(),
 	}
 	data := wire.MustEncode(wire.TypeWorkerHeartbeat, hb)
-	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeat(w.cfg.ID), actor.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
+	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeat(w.cfg.ID), wire.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
 		w.cfg.Logger.Warn("heartbeat", "err", err)
 	}
 }

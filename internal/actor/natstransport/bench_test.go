@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // The request benchmarks compare one round trip of a raw nats.go
@@ -80,15 +81,15 @@ func BenchmarkTransportRequest(b *testing.B) {
 				srv := newTransport(b, connect(b, ns, l), Config{})
 				cli := newTransport(b, connect(b, ns, l), Config{})
 				ctx := context.Background()
-				if _, err := srv.Serve("bench", "", bc.max, func(ctx context.Context, m actor.Msg, r actor.Replier) {
-					_ = r.Reply(actor.Msg{Type: "result", Data: m.Data})
+				if _, err := srv.Serve("bench", "", bc.max, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+					_ = r.Reply(wire.Msg{Type: "result", Data: m.Data})
 				}); err != nil {
 					b.Fatal(err)
 				}
 				if err := srv.Flush(ctx); err != nil {
 					b.Fatal(err)
 				}
-				req := actor.Msg{Type: "exec", Data: payload}
+				req := wire.Msg{Type: "exec", Data: payload}
 				b.ReportAllocs()
 				for b.Loop() {
 					call, err := cli.Request(ctx, "bench", req)
@@ -115,17 +116,17 @@ func BenchmarkTransportRequestFunc(b *testing.B) {
 			srv := newTransport(b, connect(b, ns, l), Config{})
 			cli := newTransport(b, connect(b, ns, l), Config{})
 			ctx := context.Background()
-			if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
-				_ = r.Reply(actor.Msg{Type: "result", Data: m.Data})
+			if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+				_ = r.Reply(wire.Msg{Type: "result", Data: m.Data})
 			}); err != nil {
 				b.Fatal(err)
 			}
 			if err := srv.Flush(ctx); err != nil {
 				b.Fatal(err)
 			}
-			req := actor.Msg{Type: "exec", Data: payload}
+			req := wire.Msg{Type: "exec", Data: payload}
 			got := make(chan error, 1)
-			f := func(_ actor.Msg, err error) { got <- err }
+			f := func(_ wire.Msg, err error) { got <- err }
 			b.ReportAllocs()
 			for b.Loop() {
 				stop, err := cli.RequestFunc(ctx, "bench", req, f)
@@ -148,15 +149,15 @@ func BenchmarkTransportRequestParallel(b *testing.B) {
 	srv := newTransport(b, connect(b, ns, inProcess), Config{})
 	cli := newTransport(b, connect(b, ns, inProcess), Config{})
 	ctx := context.Background()
-	if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
-		_ = r.Reply(actor.Msg{Type: "result", Data: m.Data})
+	if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+		_ = r.Reply(wire.Msg{Type: "result", Data: m.Data})
 	}); err != nil {
 		b.Fatal(err)
 	}
 	if err := srv.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
-	req := actor.Msg{Type: "exec", Data: payload}
+	req := wire.Msg{Type: "exec", Data: payload}
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // envelope is the start of a Formica message of type typ (wire.Encode):
@@ -29,8 +30,8 @@ func TestTypeFromBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan actor.Msg, 4)
-	sub, err := tr.Serve("served", "", 0, func(_ context.Context, m actor.Msg, _ actor.Replier) { got <- m })
+	got := make(chan wire.Msg, 4)
+	sub, err := tr.Serve("served", "", 0, func(_ context.Context, m wire.Msg, _ actor.Replier) { got <- m })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,14 +41,14 @@ func TestTypeFromBody(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		msg    actor.Msg
+		msg    wire.Msg
 		header nats.Header
 	}{
-		{"envelope", actor.Msg{Type: "exec.result", Data: envelope("exec.result")}, nil},
-		{"envelope with ids", actor.Msg{Type: "exec.request", Header: map[string]string{"Run": "r1"}, Data: envelope("exec.request")},
+		{"envelope", wire.Msg{Type: "exec.result", Data: envelope("exec.result")}, nil},
+		{"envelope with ids", wire.Msg{Type: "exec.request", Header: map[string]string{"Run": "r1"}, Data: envelope("exec.request")},
 			nats.Header{"Run": {"r1"}}},
-		{"type differs from body", actor.Msg{Type: "other", Data: envelope("exec.result")}, nats.Header{TypeHeader: {"other"}}},
-		{"text body", actor.Msg{Type: actor.TypeError, Data: []byte("boom")}, nats.Header{TypeHeader: {actor.TypeError}}},
+		{"type differs from body", wire.Msg{Type: "other", Data: envelope("exec.result")}, nats.Header{TypeHeader: {"other"}}},
+		{"text body", wire.Msg{Type: string(wire.TypeError), Data: []byte("boom")}, nats.Header{TypeHeader: {string(wire.TypeError)}}},
 	}
 	for _, c := range cases {
 		if err := tr.Publish(ctx, "raw", c.msg); err != nil {
@@ -73,7 +74,7 @@ func TestTypeFromBody(t *testing.T) {
 			t.Fatal(ctx.Err())
 		}
 	}
-	progress := envelope(actor.TypeProgress)
+	progress := envelope(string(wire.TypeProgress))
 	bodyType(progress)
 	if n := testing.AllocsPerRun(100, func() { bodyType(progress) }); n != 0 {
 		t.Errorf("reading a known type allocates %v times", n)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Request publishes m to subject with a reply subject under this
@@ -17,7 +18,7 @@ import (
 // nobody listens, the server's no-responders status arrives within a round
 // trip and the first Next returns actor.ErrNoResponders. ctx is only
 // checked before sending; Next takes the ctx that bounds the wait.
-func (t *Transport) Request(ctx context.Context, subject string, m actor.Msg) (actor.Call, error) {
+func (t *Transport) Request(ctx context.Context, subject string, m wire.Msg) (actor.Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func (t *Transport) Request(ctx context.Context, subject string, m actor.Msg) (a
 // actor.Transport. f runs on the connection's read loop, so a reply costs
 // no goroutine hand-off; only a body sent by reference is fetched, and
 // handed to f, on a goroutine of its own.
-func (t *Transport) RequestFunc(ctx context.Context, subject string, m actor.Msg, f func(actor.Msg, error)) (func(), error) {
+func (t *Transport) RequestFunc(ctx context.Context, subject string, m wire.Msg, f func(wire.Msg, error)) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ type call struct {
 	err     error // terminal (no responders), owned by the reader
 	// fn, when set, takes every reply instead of ch (RequestFunc); fnMu
 	// makes its calls one at a time.
-	fn   func(actor.Msg, error)
+	fn   func(wire.Msg, error)
 	fnMu sync.Mutex
 
 	mu       sync.Mutex
@@ -116,12 +117,12 @@ func (c *call) deliver(m *nats.Msg) {
 }
 
 // Next returns the next reply; see actor.Call.
-func (c *call) Next(ctx context.Context, idle time.Duration) (actor.Msg, error) {
+func (c *call) Next(ctx context.Context, idle time.Duration) (wire.Msg, error) {
 	if c.closed.Load() {
-		return actor.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
+		return wire.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
 	}
 	if c.err != nil {
-		return actor.Msg{}, c.err
+		return wire.Msg{}, c.err
 	}
 	c.mu.Lock()
 	select {
@@ -155,11 +156,11 @@ func (c *call) Next(ctx context.Context, idle time.Duration) (actor.Msg, error) 
 		return c.received(m, ok)
 	case <-expired:
 		if c.t.nc.IsClosed() {
-			return actor.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w (%w)", c.subject, idle, actor.ErrSilent, nats.ErrConnectionClosed)
+			return wire.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w (%w)", c.subject, idle, actor.ErrSilent, nats.ErrConnectionClosed)
 		}
-		return actor.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w", c.subject, idle, actor.ErrSilent)
+		return wire.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w", c.subject, idle, actor.ErrSilent)
 	case <-ctx.Done():
-		return actor.Msg{}, context.Cause(ctx)
+		return wire.Msg{}, context.Cause(ctx)
 	}
 }
 
@@ -180,13 +181,13 @@ func putTimer(t *time.Timer) {
 	timerPool.Put(t)
 }
 
-func (c *call) received(m *nats.Msg, ok bool) (actor.Msg, error) {
+func (c *call) received(m *nats.Msg, ok bool) (wire.Msg, error) {
 	if !ok {
-		return actor.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
+		return wire.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
 	}
 	if isNoResponders(m) {
 		c.err = fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders)
-		return actor.Msg{}, c.err
+		return wire.Msg{}, c.err
 	}
 	return c.t.receive(m, c.subject)
 }
@@ -197,7 +198,7 @@ func (c *call) dispatch(m *nats.Msg) {
 	if isNoResponders(m) {
 		if c.closed.CompareAndSwap(false, true) {
 			c.forget()
-			c.handOver(actor.Msg{}, fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders), true)
+			c.handOver(wire.Msg{}, fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders), true)
 		}
 		return
 	}
@@ -214,7 +215,7 @@ func (c *call) dispatch(m *nats.Msg) {
 
 // handOver calls fn unless the call was closed meanwhile (last: the call's
 // final error, sent after closing it).
-func (c *call) handOver(m actor.Msg, err error, last bool) {
+func (c *call) handOver(m wire.Msg, err error, last bool) {
 	c.fnMu.Lock()
 	defer c.fnMu.Unlock()
 	if last || !c.closed.Load() {
@@ -256,7 +257,7 @@ func (c *call) shut() {
 	c.dropBody()
 	if c.fn != nil {
 		if c.closed.CompareAndSwap(false, true) {
-			c.handOver(actor.Msg{}, fmt.Errorf("natstransport: call %s: transport %w", c.subject, actor.ErrClosed), true)
+			c.handOver(wire.Msg{}, fmt.Errorf("natstransport: call %s: transport %w", c.subject, actor.ErrClosed), true)
 		}
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // A worker answers an exec request with a progress heartbeat, then the
@@ -43,9 +44,9 @@ func Example() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = tr.Serve("worker.w1.exec", "", 4, func(ctx context.Context, m actor.Msg, r actor.Replier) {
-		_ = r.Reply(actor.Msg{Type: actor.TypeProgress})
-		_ = r.Reply(actor.Msg{Type: "result", Data: append([]byte("did "), m.Data...)})
+	_, err = tr.Serve("worker.w1.exec", "", 4, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+		_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
+		_ = r.Reply(wire.Msg{Type: "result", Data: append([]byte("did "), m.Data...)})
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -56,7 +57,7 @@ func Example() {
 		return
 	}
 
-	call, err := tr.Request(ctx, "worker.w1.exec", actor.Msg{Type: "exec", Data: []byte("the task")})
+	call, err := tr.Request(ctx, "worker.w1.exec", wire.Msg{Type: "exec", Data: []byte("the task")})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -69,13 +70,13 @@ func Example() {
 			return
 		}
 		fmt.Printf("%s %q\n", m.Type, m.Data)
-		if m.Type != actor.TypeProgress {
+		if m.Type != string(wire.TypeProgress) {
 			break
 		}
 	}
 
 	// Nobody serves worker.w2: the caller learns at once.
-	call2, err := tr.Request(ctx, "worker.w2.exec", actor.Msg{Type: "exec"})
+	call2, err := tr.Request(ctx, "worker.w2.exec", wire.Msg{Type: "exec"})
 	if err != nil {
 		fmt.Println(err)
 		return

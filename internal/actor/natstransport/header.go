@@ -8,12 +8,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
-// TypeHeader carries actor.Msg.Type, so receivers route without decoding,
+// TypeHeader carries wire.Msg.Type, so receivers route without decoding,
 // unless the body names its type itself (bodyType): then the message goes
 // without it, and with no other header NATS has no header to write or parse.
-const TypeHeader = "Formica-Type"
+const TypeHeader = wire.HeaderType
 
 // NATS status replies (no responders) arrive with these; nats.go parses the
 // status line into them.
@@ -34,7 +35,7 @@ var headerPool = sync.Pool{New: func() any { return make(nats.Header, 4) }}
 // getHeader builds the NATS header for m, or nil when m has neither type nor
 // headers. Reserved names are refused: nats.go reads Status and Description
 // as the server's status, and Nats- belongs to the server.
-func getHeader(m actor.Msg) (nats.Header, error) {
+func getHeader(m wire.Msg) (nats.Header, error) {
 	typed := m.Type != "" && bodyType(m.Data) != m.Type
 	if !typed && len(m.Header) == 0 {
 		return nil, nil
@@ -73,8 +74,8 @@ func reserved(k string) bool {
 // the message carries headers besides the type; of repeated values the
 // first wins. An empty body is nil, as it was sent. Without a type header
 // the type is the one the body names.
-func fromNats(m *nats.Msg) actor.Msg {
-	var out actor.Msg
+func fromNats(m *nats.Msg) wire.Msg {
+	var out wire.Msg
 	if len(m.Data) > 0 {
 		out.Data = m.Data
 	}
@@ -111,7 +112,7 @@ func isProgress(m *nats.Msg) bool {
 	if t == "" {
 		t = bodyType(m.Data)
 	}
-	return t == actor.TypeProgress
+	return t == string(wire.TypeProgress)
 }
 
 // bodyType is the type a body names itself, or "": a msgpack map whose

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/formica-run/formica/internal/wire"
 	"github.com/nats-io/nats.go"
-
-	"github.com/formica-run/formica/internal/actor"
 )
 
 // Offloader keeps payloads too large for a NATS message (the JetStream object
@@ -46,7 +45,7 @@ const SentBodyLife = 4 * offloadTimeout
 // offload replaces a body too large for the connection, sent to subject, by
 // a reference, when the transport has an Offloader, and returns the
 // reference ("" for a body sent inline). Smaller messages pass untouched.
-func (t *Transport) offload(subject string, m actor.Msg) (actor.Msg, string, error) {
+func (t *Transport) offload(subject string, m wire.Msg) (wire.Msg, string, error) {
 	if t.Inline(len(m.Data)) {
 		return m, "", nil
 	}
@@ -65,7 +64,7 @@ func (t *Transport) offload(subject string, m actor.Msg) (actor.Msg, string, err
 		h[k] = v
 	}
 	h[PayloadHeader] = ref
-	return actor.Msg{Type: m.Type, Header: h, Data: nil}, ref, nil
+	return wire.Msg{Type: m.Type, Header: h, Data: nil}, ref, nil
 }
 
 // Inline reports whether a body of n bytes goes in the message itself, so
@@ -78,7 +77,7 @@ func (t *Transport) Inline(n int) bool {
 // resolve fetches an offloaded body of a message that arrived on subject
 // (served) or answered a request sent to subject. It runs on the reader's
 // goroutine, never on the connection's read loop.
-func (t *Transport) resolve(m actor.Msg, subject string) (actor.Msg, error) {
+func (t *Transport) resolve(m wire.Msg, subject string) (wire.Msg, error) {
 	ref, ok := m.Header[PayloadHeader]
 	if !ok {
 		return m, nil
@@ -134,6 +133,6 @@ func (t *Transport) deleteBody(d deleter, ref string) {
 }
 
 // receive converts a message and fetches its body when it was offloaded.
-func (t *Transport) receive(m *nats.Msg, subject string) (actor.Msg, error) {
+func (t *Transport) receive(m *nats.Msg, subject string) (wire.Msg, error) {
 	return t.resolve(fromNats(m), subject)
 }

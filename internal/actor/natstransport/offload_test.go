@@ -10,6 +10,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/broker/brokertest"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // memOffloader is an in-memory Offloader shared by both ends of a test.
@@ -61,15 +62,15 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 	}
 	server, client := conn("server"), conn("client")
 	big := bytes.Repeat([]byte("formica "), 3<<20/8) // 3 MiB, over the 1 MiB default
-	sub, err := server.Serve("big.echo", "", 0, func(_ context.Context, m actor.Msg, r actor.Replier) {
-		r.Reply(actor.Msg{Type: "echo", Data: append(m.Data, '!')})
+	sub, err := server.Serve("big.echo", "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
+		r.Reply(wire.Msg{Type: "echo", Data: append(m.Data, '!')})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Stop()
 	server.Flush(context.Background())
-	call, err := client.Request(context.Background(), "big.echo", actor.Msg{Type: "req", Data: big})
+	call, err := client.Request(context.Background(), "big.echo", wire.Msg{Type: "req", Data: big})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,20 +95,20 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 	}
 
 	// A reference on a subject whose sender may send none is refused unread.
-	other, err := server.Serve("big.other", "", 0, func(_ context.Context, m actor.Msg, r actor.Replier) {
-		r.Reply(actor.Msg{Type: "echo", Data: m.Data})
+	other, err := server.Serve("big.other", "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
+		r.Reply(wire.Msg{Type: "echo", Data: m.Data})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Stop()
 	server.Flush(context.Background())
-	call2, err := client.Request(context.Background(), "big.other", actor.Msg{Type: "req", Data: big})
+	call2, err := client.Request(context.Background(), "big.other", wire.Msg{Type: "req", Data: big})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer call2.Close()
-	if m, err := call2.Next(context.Background(), 10*time.Second); err != nil || m.Type != actor.TypeError {
+	if m, err := call2.Next(context.Background(), 10*time.Second); err != nil || m.Type != string(wire.TypeError) {
 		t.Fatalf("a reference on big.other: %q %v, want an error reply", m.Type, err)
 	}
 	if len(off.from) != 2 {

@@ -12,14 +12,15 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/internal/ring"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Serve subscribes h to subject (in queue group queue when not empty).
 // Handlers never run on the read loop. With maxConcurrent > 0 at most that
 // many run at once and up to Config.MaxPending more wait; past that a message
-// is refused with actor.ErrorMsg(actor.CodeOverloaded, "overloaded"), or
+// is refused with wire.ErrorMsg(wire.CodeOverloaded, "overloaded"), or
 // logged when it has no reply subject. A handler that panics is logged and
-// its request answered with actor.CodeInternal.
+// its request answered with wire.CodeInternal.
 func (t *Transport) Serve(subject, queue string, maxConcurrent int, h actor.Handler) (actor.Subscription, error) {
 	if h == nil || maxConcurrent < 0 {
 		return nil, fmt.Errorf("natstransport: serve %s: %w: need a handler and maxConcurrent >= 0", subject, actor.ErrInvalidConfig)
@@ -79,7 +80,7 @@ func (s *serveSub) dispatch(m *nats.Msg) {
 	switch {
 	case s.stopping:
 		s.mu.Unlock()
-		s.refuse(m, actor.CodeClosed, "closed: subscription stopping")
+		s.refuse(m, wire.CodeClosed, "closed: subscription stopping")
 	case len(s.idle) > 0:
 		n := len(s.idle) - 1
 		ch := s.idle[n]
@@ -97,7 +98,7 @@ func (s *serveSub) dispatch(m *nats.Msg) {
 		s.mu.Unlock()
 	default:
 		s.mu.Unlock()
-		s.refuse(m, actor.CodeOverloaded, actor.CodeOverloaded)
+		s.refuse(m, wire.CodeOverloaded, string(wire.CodeOverloaded))
 	}
 }
 
@@ -123,7 +124,7 @@ func (s *serveSub) work(m *nats.Msg) {
 			s.running--
 			s.mu.Unlock()
 			if ok {
-				s.refuse(next, actor.CodeClosed, "closed: subscription stopping")
+				s.refuse(next, wire.CodeClosed, "closed: subscription stopping")
 			}
 			return
 		}
@@ -169,7 +170,7 @@ func (s *serveSub) handle(m *nats.Msg) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.t.log.Error("handler panicked", "subject", s.subject, "panic", v)
-			if err := r.Reply(actor.ErrorMsg(actor.CodeInternal, "handler failed")); err != nil {
+			if err := r.Reply(wire.ErrorMsg(wire.CodeInternal, "handler failed")); err != nil {
 				s.t.log.Warn("reply after panic failed", "subject", s.subject, "err", err)
 			}
 		}
@@ -177,7 +178,7 @@ func (s *serveSub) handle(m *nats.Msg) {
 	msg, err := s.t.receive(m, m.Subject)
 	if err != nil {
 		s.t.log.Warn("unreadable message", "subject", s.subject, "err", err)
-		r.Reply(actor.ErrorMsg(actor.CodeInternal, err.Error()))
+		r.Reply(wire.ErrorMsg(wire.CodeInternal, err.Error()))
 		return
 	}
 	msg.Subject = m.Subject
@@ -186,12 +187,12 @@ func (s *serveSub) handle(m *nats.Msg) {
 
 // refuse answers a message that will not be handled, so the requester hears
 // at once instead of waiting for its idle timeout.
-func (s *serveSub) refuse(m *nats.Msg, code, text string) {
+func (s *serveSub) refuse(m *nats.Msg, code wire.Code, text string) {
 	if m.Reply == "" {
 		s.t.log.Warn("refused message without reply subject", "subject", s.subject, "reason", code)
 		return
 	}
-	if err := s.t.publish(m.Reply, "", actor.ErrorMsg(code, text), nil); err != nil {
+	if err := s.t.publish(m.Reply, "", wire.ErrorMsg(code, text), nil); err != nil {
 		s.t.log.Warn("refusal not sent", "subject", s.subject, "reason", code, "err", err)
 	}
 }
@@ -219,7 +220,7 @@ func (s *serveSub) Stop() error {
 	s.mu.Unlock()
 	s.cancel(actor.ErrClosed)
 	for _, m := range queued {
-		s.refuse(m, actor.CodeClosed, "closed: subscription stopping")
+		s.refuse(m, wire.CodeClosed, "closed: subscription stopping")
 	}
 
 	wait, cancel := context.WithTimeout(context.Background(), s.t.cfg.StopTimeout)
@@ -262,7 +263,7 @@ type replier struct {
 	subject string
 }
 
-func (r *replier) Reply(m actor.Msg) error {
+func (r *replier) Reply(m wire.Msg) error {
 	if r.subject == "" {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // goroutineID is the id runtime.Stack prints for the calling goroutine.
@@ -22,7 +23,7 @@ func goroutineID() string {
 // ask sends one request to subject and waits for its reply.
 func ask(t *testing.T, ctx context.Context, tr *Transport, subject string) {
 	t.Helper()
-	call, err := tr.Request(ctx, subject, actor.Msg{Type: "ping"})
+	call, err := tr.Request(ctx, subject, wire.Msg{Type: "ping"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +61,11 @@ func TestServeReusesIdleWorker(t *testing.T) {
 	for _, max := range []int{0, 1} {
 		var mu sync.Mutex
 		var ids []string
-		sub, err := tr.Serve("reuse", "", max, func(_ context.Context, m actor.Msg, r actor.Replier) {
+		sub, err := tr.Serve("reuse", "", max, func(_ context.Context, m wire.Msg, r actor.Replier) {
 			mu.Lock()
 			ids = append(ids, goroutineID())
 			mu.Unlock()
-			r.Reply(actor.Msg{Type: "pong"})
+			r.Reply(wire.Msg{Type: "pong"})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -109,10 +110,10 @@ func TestServeIdleWorkersBounded(t *testing.T) {
 	var arrived sync.WaitGroup
 	arrived.Add(burst)
 	release := make(chan struct{})
-	sub, err := tr.Serve("burst", "", 0, func(_ context.Context, m actor.Msg, r actor.Replier) {
+	sub, err := tr.Serve("burst", "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
 		arrived.Done()
 		<-release
-		r.Reply(actor.Msg{Type: "pong"})
+		r.Reply(wire.Msg{Type: "pong"})
 	})
 	if err != nil {
 		t.Fatal(err)

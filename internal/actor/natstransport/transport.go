@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Defaults for zero Config fields.
@@ -144,7 +145,7 @@ func New(nc *nats.Conn, cfg Config) (*Transport, error) {
 }
 
 // Publish sends m to subject without waiting.
-func (t *Transport) Publish(ctx context.Context, subject string, m actor.Msg) error {
+func (t *Transport) Publish(ctx context.Context, subject string, m wire.Msg) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -201,7 +202,7 @@ func (t *Transport) Close() error {
 //
 // A body sent by reference is the sender's to delete: a request's when its
 // call is closed (c, not nil), any other's after SentBodyLife.
-func (t *Transport) publish(subject, reply string, m actor.Msg, c *call) error {
+func (t *Transport) publish(subject, reply string, m wire.Msg, c *call) error {
 	m, ref, err := t.offload(subject, m)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/transporttest"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 func TestConformance(t *testing.T) {
@@ -55,7 +56,7 @@ func TestInboxPrefix(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sub.Unsubscribe()
-			call, err := tr.Request(ctx, "prefix.test", actor.Msg{})
+			call, err := tr.Request(ctx, "prefix.test", wire.Msg{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +88,7 @@ func TestReservedHeadersRefused(t *testing.T) {
 	tr := newTransport(t, nc, Config{})
 	ctx := bounded(t)
 	for _, k := range []string{"Status", "Description", "Nats-Msg-Id", "nats-expected-stream", TypeHeader} {
-		err := tr.Publish(ctx, "x", actor.Msg{Header: map[string]string{k: "v"}})
+		err := tr.Publish(ctx, "x", wire.Msg{Header: map[string]string{k: "v"}})
 		if !errors.Is(err, actor.ErrInvalidMsg) {
 			t.Errorf("header %q: Publish = %v, want ErrInvalidMsg", k, err)
 		}
@@ -112,7 +113,7 @@ func TestRawPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	call, err := tr.Request(ctx, "raw", actor.Msg{Type: "exec", Header: map[string]string{"Run": "r9"}})
+	call, err := tr.Request(ctx, "raw", wire.Msg{Type: "exec", Header: map[string]string{"Run": "r9"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestRawPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := actor.Msg{Type: "result", Header: map[string]string{"Run": "r9"}, Data: []byte("hi exec")}
+	want := wire.Msg{Type: "result", Header: map[string]string{"Run": "r9"}, Data: []byte("hi exec")}
 	if diff := cmp.Diff(want, m); diff != "" {
 		t.Errorf("reply (-want +got):\n%s", diff)
 	}
@@ -170,7 +171,7 @@ func TestCloseEndsCallsAndRefusesNewOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := bounded(t)
-	sub, err := tr.Serve("slow", "", 0, func(ctx context.Context, m actor.Msg, r actor.Replier) { <-ctx.Done() })
+	sub, err := tr.Serve("slow", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) { <-ctx.Done() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestCloseEndsCallsAndRefusesNewOnes(t *testing.T) {
 	if err := tr.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	call, err := tr.Request(ctx, "slow", actor.Msg{})
+	call, err := tr.Request(ctx, "slow", wire.Msg{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +199,10 @@ func TestCloseEndsCallsAndRefusesNewOnes(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Next did not return after Close")
 	}
-	if _, err := tr.Request(ctx, "slow", actor.Msg{}); !errors.Is(err, actor.ErrClosed) {
+	if _, err := tr.Request(ctx, "slow", wire.Msg{}); !errors.Is(err, actor.ErrClosed) {
 		t.Errorf("Request after Close = %v, want ErrClosed", err)
 	}
-	if _, err := tr.Serve("x", "", 0, func(context.Context, actor.Msg, actor.Replier) {}); !errors.Is(err, actor.ErrClosed) {
+	if _, err := tr.Serve("x", "", 0, func(context.Context, wire.Msg, actor.Replier) {}); !errors.Is(err, actor.ErrClosed) {
 		t.Errorf("Serve after Close = %v, want ErrClosed", err)
 	}
 }
@@ -213,14 +214,14 @@ func TestSilentOnClosedConnection(t *testing.T) {
 	nc := connect(t, ns, inProcess)
 	srv := newTransport(t, connect(t, ns, inProcess), Config{})
 	ctx := bounded(t)
-	if _, err := srv.Serve("quiet", "", 0, func(ctx context.Context, m actor.Msg, r actor.Replier) { <-ctx.Done() }); err != nil {
+	if _, err := srv.Serve("quiet", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) { <-ctx.Done() }); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	tr := newTransport(t, nc, Config{})
-	call, err := tr.Request(ctx, "quiet", actor.Msg{})
+	call, err := tr.Request(ctx, "quiet", wire.Msg{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,20 +12,21 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 func testProgressThenFinal(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
 		for range 3 {
-			_ = r.Reply(actor.Msg{Type: actor.TypeProgress})
+			_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		}
-		_ = r.Reply(actor.Msg{Type: "result", Header: map[string]string{"Run": m.Header["Run"]}, Data: append([]byte("done:"), m.Data...)})
+		_ = r.Reply(wire.Msg{Type: "result", Header: map[string]string{"Run": m.Header["Run"]}, Data: append([]byte("done:"), m.Data...)})
 	})
-	call := request(t, ctx, client, subj, actor.Msg{Type: "exec", Header: map[string]string{"Run": "r1"}, Data: []byte("task")})
-	var got []actor.Msg
+	call := request(t, ctx, client, subj, wire.Msg{Type: "exec", Header: map[string]string{"Run": "r1"}, Data: []byte("task")})
+	var got []wire.Msg
 	for len(got) < 4 {
 		m, err := call.Next(ctx, 5*time.Second)
 		if err != nil {
@@ -33,8 +34,8 @@ func testProgressThenFinal(t *testing.T, newPair NewPair) {
 		}
 		got = append(got, m)
 	}
-	p := actor.Msg{Type: actor.TypeProgress}
-	want := []actor.Msg{p, p, p, {Type: "result", Header: map[string]string{"Run": "r1"}, Data: []byte("done:task")}}
+	p := wire.Msg{Type: string(wire.TypeProgress)}
+	want := []wire.Msg{p, p, p, {Type: "result", Header: map[string]string{"Run": "r1"}, Data: []byte("done:task")}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("replies (-want +got):\n%s", diff)
 	}
@@ -48,14 +49,14 @@ func testConcurrentCalls(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{MaxPending: n}) // 64 at a time, the rest queued
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 64, func(ctx context.Context, m actor.Msg, r actor.Replier) {
-		_ = r.Reply(actor.Msg{Type: actor.TypeProgress})
-		_ = r.Reply(actor.Msg{Type: "echo", Header: map[string]string{"Seq": m.Header["Seq"]}, Data: m.Data})
+	serve(t, ctx, server, subj, 64, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+		_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
+		_ = r.Reply(wire.Msg{Type: "echo", Header: map[string]string{"Seq": m.Header["Seq"]}, Data: m.Data})
 	})
 	calls := make([]actor.Call, n)
 	for i := range calls {
 		seq := strconv.Itoa(i)
-		calls[i] = request(t, ctx, client, subj, actor.Msg{Type: "ask", Header: map[string]string{"Seq": seq}, Data: []byte("body-" + seq)})
+		calls[i] = request(t, ctx, client, subj, wire.Msg{Type: "ask", Header: map[string]string{"Seq": seq}, Data: []byte("body-" + seq)})
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -67,7 +68,7 @@ func testConcurrentCalls(t *testing.T, newPair NewPair) {
 					errs <- fmt.Errorf("call %d: %w", i, err)
 					return
 				}
-				if m.Type == actor.TypeProgress {
+				if m.Type == string(wire.TypeProgress) {
 					continue
 				}
 				if seq := strconv.Itoa(i); m.Header["Seq"] != seq || string(m.Data) != "body-"+seq {
@@ -88,7 +89,7 @@ func testNoResponders(t *testing.T, newPair NewPair) {
 	client, _ := newPair(t, Limits{})
 	ctx := bounded(t)
 	start := time.Now()
-	call := request(t, ctx, client, subject(t), actor.Msg{Type: "exec"})
+	call := request(t, ctx, client, subject(t), wire.Msg{Type: "exec"})
 	_, err := call.Next(ctx, 5*time.Second)
 	if !errors.Is(err, actor.ErrNoResponders) {
 		t.Fatalf("Next = %v, want ErrNoResponders", err)
@@ -105,12 +106,12 @@ func testSilent(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
-		_ = r.Reply(actor.Msg{Type: actor.TypeProgress})
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+		_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		<-ctx.Done() // then goes quiet, like a lost worker
 	})
-	call := request(t, ctx, client, subj, actor.Msg{Type: "exec"})
-	if m, err := call.Next(ctx, 5*time.Second); err != nil || m.Type != actor.TypeProgress {
+	call := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
+	if m, err := call.Next(ctx, 5*time.Second); err != nil || m.Type != string(wire.TypeProgress) {
 		t.Fatalf("first Next = %+v, %v; want progress", m, err)
 	}
 	const idle = 100 * time.Millisecond
@@ -134,8 +135,8 @@ func testCallClose(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m actor.Msg, r actor.Replier) { <-ctx.Done() })
-	call := request(t, ctx, client, subj, actor.Msg{Type: "exec"})
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) { <-ctx.Done() })
+	call := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	res := make(chan error, 1)
 	go func() {
 		_, err := call.Next(ctx, 0)
@@ -160,18 +161,18 @@ func testFinalNeverDropped(t *testing.T, newPair NewPair) {
 	ctx := bounded(t)
 	subj := subject(t)
 	sent := make(chan struct{})
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
 		for range flood {
-			_ = r.Reply(actor.Msg{Type: actor.TypeProgress})
+			_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		}
-		_ = r.Reply(actor.Msg{Type: "partial", Data: []byte("a")})
+		_ = r.Reply(wire.Msg{Type: "partial", Data: []byte("a")})
 		for range flood {
-			_ = r.Reply(actor.Msg{Type: actor.TypeProgress})
+			_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		}
-		_ = r.Reply(actor.Msg{Type: "final", Data: []byte("b")})
+		_ = r.Reply(wire.Msg{Type: "final", Data: []byte("b")})
 		close(sent)
 	})
-	call := request(t, ctx, client, subj, actor.Msg{Type: "exec"})
+	call := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	recv(t, sent, "the flood to be sent")
 	if err := server.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func testFinalNeverDropped(t *testing.T, newPair NewPair) {
 		if err != nil {
 			t.Fatalf("Next after %v and %d progress: %v", got, progress, err)
 		}
-		if m.Type == actor.TypeProgress {
+		if m.Type == string(wire.TypeProgress) {
 			progress++
 			continue
 		}

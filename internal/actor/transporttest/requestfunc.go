@@ -9,22 +9,23 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // replies collects what a RequestFunc's function is given, and fails the
 // test if two calls of it overlap.
 type replies struct {
 	in   atomic.Int32
-	got  chan actor.Msg
+	got  chan wire.Msg
 	errs chan error
 	t    *testing.T
 }
 
 func newReplies(t *testing.T) *replies {
-	return &replies{got: make(chan actor.Msg, 64), errs: make(chan error, 8), t: t}
+	return &replies{got: make(chan wire.Msg, 64), errs: make(chan error, 8), t: t}
 }
 
-func (r *replies) f(m actor.Msg, err error) {
+func (r *replies) f(m wire.Msg, err error) {
 	if r.in.Add(1) != 1 {
 		r.t.Error("RequestFunc's function called while it was running")
 	}
@@ -36,7 +37,7 @@ func (r *replies) f(m actor.Msg, err error) {
 	r.got <- m
 }
 
-func requestFunc(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m actor.Msg, f func(actor.Msg, error)) func() {
+func requestFunc(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m wire.Msg, f func(wire.Msg, error)) func() {
 	t.Helper()
 	stop, err := tr.RequestFunc(ctx, subj, m, f)
 	if err != nil {
@@ -53,29 +54,29 @@ func testRequestFunc(t *testing.T, newPair NewPair) {
 	ctx := bounded(t)
 	subj := subject(t)
 	more, lateSent := make(chan struct{}), make(chan struct{})
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
 		for range 40 {
-			_ = r.Reply(actor.Msg{Type: actor.TypeProgress})
+			_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		}
-		_ = r.Reply(actor.Msg{Type: "result", Data: append([]byte("done:"), m.Data...)})
+		_ = r.Reply(wire.Msg{Type: "result", Data: append([]byte("done:"), m.Data...)})
 		select {
 		case <-more:
 		case <-ctx.Done():
 		}
-		_ = r.Reply(actor.Msg{Type: "late"})
+		_ = r.Reply(wire.Msg{Type: "late"})
 		close(lateSent)
 	})
 	rs := newReplies(t)
-	stop := requestFunc(t, ctx, client, subj, actor.Msg{Type: "exec", Data: []byte("task")}, rs.f)
-	var got []actor.Msg
+	stop := requestFunc(t, ctx, client, subj, wire.Msg{Type: "exec", Data: []byte("task")}, rs.f)
+	var got []wire.Msg
 	for len(got) < 41 {
 		got = append(got, recv(t, rs.got, "a reply"))
 	}
-	want := make([]actor.Msg, 40, 41)
+	want := make([]wire.Msg, 40, 41)
 	for i := range want {
-		want[i] = actor.Msg{Type: actor.TypeProgress}
+		want[i] = wire.Msg{Type: string(wire.TypeProgress)}
 	}
-	want = append(want, actor.Msg{Type: "result", Data: []byte("done:task")})
+	want = append(want, wire.Msg{Type: "result", Data: []byte("done:task")})
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("replies (-want +got):\n%s", diff)
 	}
@@ -106,7 +107,7 @@ func testRequestFuncNoResponders(t *testing.T, newPair NewPair) {
 	client, _ := newPair(t, Limits{})
 	ctx := bounded(t)
 	rs := newReplies(t)
-	requestFunc(t, ctx, client, subject(t), actor.Msg{Type: "exec"}, rs.f)
+	requestFunc(t, ctx, client, subject(t), wire.Msg{Type: "exec"}, rs.f)
 	if err := recv(t, rs.errs, "no responders"); !errors.Is(err, actor.ErrNoResponders) {
 		t.Fatalf("got %v, want ErrNoResponders", err)
 	}
@@ -122,7 +123,7 @@ func testRequestFuncNoResponders(t *testing.T, newPair NewPair) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := client.RequestFunc(cctx, subject(t), actor.Msg{Type: "exec"}, rs.f); !errors.Is(err, context.Canceled) {
+	if _, err := client.RequestFunc(cctx, subject(t), wire.Msg{Type: "exec"}, rs.f); !errors.Is(err, context.Canceled) {
 		t.Errorf("RequestFunc with a cancelled ctx = %v, want context.Canceled", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // gate is a blocking handler that counts how many run at once.
@@ -25,7 +26,7 @@ func newGate() *gate {
 	return &gate{started: make(chan struct{}, 1000), release: make(chan struct{})}
 }
 
-func (g *gate) handle(ctx context.Context, m actor.Msg, r actor.Replier) {
+func (g *gate) handle(ctx context.Context, m wire.Msg, r actor.Replier) {
 	n := g.now.Add(1)
 	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
 	}
@@ -35,18 +36,18 @@ func (g *gate) handle(ctx context.Context, m actor.Msg, r actor.Replier) {
 	case <-ctx.Done():
 	}
 	g.now.Add(-1)
-	_ = r.Reply(actor.Msg{Type: "done", Data: m.Data})
+	_ = r.Reply(wire.Msg{Type: "done", Data: m.Data})
 }
 
 // final reads past progress to the first other reply.
-func final(t *testing.T, ctx context.Context, call actor.Call) actor.Msg {
+func final(t *testing.T, ctx context.Context, call actor.Call) wire.Msg {
 	t.Helper()
 	for {
 		m, err := call.Next(ctx, 5*time.Second)
 		if err != nil {
 			t.Fatalf("Next: %v", err)
 		}
-		if m.Type != actor.TypeProgress {
+		if m.Type != string(wire.TypeProgress) {
 			return m
 		}
 	}
@@ -61,20 +62,20 @@ func testBoundedConcurrency(t *testing.T, newPair NewPair) {
 
 	var calls []actor.Call
 	for range 2 {
-		calls = append(calls, request(t, ctx, client, subj, actor.Msg{Type: "exec"}))
+		calls = append(calls, request(t, ctx, client, subj, wire.Msg{Type: "exec"}))
 		recv(t, g.started, "a handler to start")
 	}
 	// Two more wait in the queue; they reach the server in order, before the fifth.
 	for range 2 {
-		calls = append(calls, request(t, ctx, client, subj, actor.Msg{Type: "exec"}))
+		calls = append(calls, request(t, ctx, client, subj, wire.Msg{Type: "exec"}))
 	}
-	over := request(t, ctx, client, subj, actor.Msg{Type: "exec"})
+	over := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	m := final(t, ctx, over)
-	if err := actor.MsgError(m); !errors.Is(err, actor.ErrOverloaded) {
+	if err := wire.MsgError(m); !errors.Is(err, actor.ErrOverloaded) {
 		t.Fatalf("fifth request got %+v (error %v), want an overloaded error reply", m, err)
 	}
-	if string(m.Data) != actor.CodeOverloaded {
-		t.Errorf("overloaded reply body = %q, want %q", m.Data, actor.CodeOverloaded)
+	if string(m.Data) != string(wire.CodeOverloaded) {
+		t.Errorf("overloaded reply body = %q, want %q", m.Data, wire.CodeOverloaded)
 	}
 	close(g.release)
 	for i, call := range calls {
@@ -94,14 +95,14 @@ func testUnboundedConcurrency(t *testing.T, newPair NewPair) {
 	subj := subject(t)
 	var barrier sync.WaitGroup
 	barrier.Add(n)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
 		barrier.Done()
 		barrier.Wait() // only returns if all n run at once
-		_ = r.Reply(actor.Msg{Type: "done"})
+		_ = r.Reply(wire.Msg{Type: "done"})
 	})
 	calls := make([]actor.Call, n)
 	for i := range calls {
-		calls[i] = request(t, ctx, client, subj, actor.Msg{Type: "exec"})
+		calls[i] = request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	}
 	for _, call := range calls {
 		if m := final(t, ctx, call); m.Type != "done" {
@@ -116,7 +117,7 @@ func testStop(t *testing.T, newPair NewPair) {
 	subj := subject(t)
 	cause := make(chan error, 1)
 	started := make(chan struct{}, 1)
-	sub := serve(t, ctx, server, subj, 1, func(hctx context.Context, m actor.Msg, r actor.Replier) {
+	sub := serve(t, ctx, server, subj, 1, func(hctx context.Context, m wire.Msg, r actor.Replier) {
 		started <- struct{}{}
 		select {
 		case <-hctx.Done():
@@ -124,11 +125,11 @@ func testStop(t *testing.T, newPair NewPair) {
 		case <-ctx.Done():
 			cause <- errors.New("handler context never cancelled")
 		}
-		_ = r.Reply(actor.Msg{Type: "cancelled"})
+		_ = r.Reply(wire.Msg{Type: "cancelled"})
 	})
-	running := request(t, ctx, client, subj, actor.Msg{Type: "exec"})
+	running := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	recv(t, started, "the handler to start")
-	queued := request(t, ctx, client, subj, actor.Msg{Type: "exec"})
+	queued := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	if err := client.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -148,11 +149,11 @@ func testStop(t *testing.T, newPair NewPair) {
 		t.Errorf("running request got %+v", m)
 	}
 	m := final(t, ctx, queued)
-	if err := actor.MsgError(m); !errors.Is(err, actor.ErrClosed) {
+	if err := wire.MsgError(m); !errors.Is(err, actor.ErrClosed) {
 		t.Errorf("queued request got %+v (error %v), want a closed error reply", m, err)
 	}
 	// Nobody serves the subject any more.
-	after := request(t, ctx, client, subj, actor.Msg{Type: "exec"})
+	after := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	if _, err := after.Next(ctx, 5*time.Second); !errors.Is(err, actor.ErrNoResponders) {
 		t.Errorf("request after Stop: %v, want ErrNoResponders", err)
 	}
@@ -163,15 +164,15 @@ func testPublish(t *testing.T, newPair NewPair) {
 	ctx := bounded(t)
 	subj := subject(t)
 	type seen struct {
-		Msg      actor.Msg
+		Msg      wire.Msg
 		NoReply  bool
 		ReplyErr error
 	}
 	got := make(chan seen, 1)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m actor.Msg, r actor.Replier) {
-		got <- seen{Msg: m, NoReply: r.NoReply(), ReplyErr: r.Reply(actor.Msg{Type: "ignored"})}
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+		got <- seen{Msg: m, NoReply: r.NoReply(), ReplyErr: r.Reply(wire.Msg{Type: "ignored"})}
 	})
-	sent := actor.Msg{Type: "event", Header: map[string]string{"Run": "r1", "Traceparent": "00-abc-def-01"}, Data: []byte("x")}
+	sent := wire.Msg{Type: "event", Header: map[string]string{"Run": "r1", "Traceparent": "00-abc-def-01"}, Data: []byte("x")}
 	if err := client.Publish(ctx, subj, sent); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
@@ -181,10 +182,10 @@ func testPublish(t *testing.T, newPair NewPair) {
 		t.Errorf("served (-want +got):\n%s", diff)
 	}
 	// A message with no type and no headers arrives as just its body.
-	if err := client.Publish(ctx, subj, actor.Msg{Data: []byte("bare")}); err != nil {
+	if err := client.Publish(ctx, subj, wire.Msg{Data: []byte("bare")}); err != nil {
 		t.Fatal(err)
 	}
-	want = seen{Msg: actor.Msg{Subject: subj, Data: []byte("bare")}, NoReply: true}
+	want = seen{Msg: wire.Msg{Subject: subj, Data: []byte("bare")}, NoReply: true}
 	if diff := cmp.Diff(want, recv(t, got, "the bare message")); diff != "" {
 		t.Errorf("served (-want +got):\n%s", diff)
 	}
@@ -194,19 +195,19 @@ func testHandlerPanic(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 1, func(ctx context.Context, m actor.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 1, func(ctx context.Context, m wire.Msg, r actor.Replier) {
 		if string(m.Data) == "boom" {
 			panic("boom")
 		}
-		_ = r.Reply(actor.Msg{Type: "ok"})
+		_ = r.Reply(wire.Msg{Type: "ok"})
 	})
-	m := final(t, ctx, request(t, ctx, client, subj, actor.Msg{Data: []byte("boom")}))
-	var re *actor.RemoteError
-	if err := actor.MsgError(m); !errors.As(err, &re) || re.Code != actor.CodeInternal {
+	m := final(t, ctx, request(t, ctx, client, subj, wire.Msg{Data: []byte("boom")}))
+	var re *wire.Error
+	if err := wire.MsgError(m); !errors.As(err, &re) || re.Code != wire.CodeInternal {
 		t.Errorf("panicking handler replied %+v, want an internal error reply", m)
 	}
 	// The subscription survives and its slot was given back.
-	if m := final(t, ctx, request(t, ctx, client, subj, actor.Msg{})); m.Type != "ok" {
+	if m := final(t, ctx, request(t, ctx, client, subj, wire.Msg{})); m.Type != "ok" {
 		t.Errorf("after panic got %+v, want ok", m)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // Limits are the knobs of the contract a case needs to set. Zero means the
@@ -86,7 +87,7 @@ func serve(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m
 	return sub
 }
 
-func request(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m actor.Msg) actor.Call {
+func request(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m wire.Msg) actor.Call {
 	t.Helper()
 	call, err := tr.Request(ctx, subj, m)
 	if err != nil {
