@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
-	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/tools"
@@ -126,9 +124,9 @@ func (st *threadState) announce(c model.ToolCall) {
 // perform executes an announced call, journals it and emits its tool.result.
 func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) string {
 	start := st.r.cfg.Now()
-	sp := &threadSpawner{st: st}
+	var hc helperCall
 	ctx, span := tracing.StartTool(ctx, c.Name, c.ID, c.Arguments)
-	out, status := st.execute(ctx, turn, c, sp)
+	out, status := st.execute(ctx, turn, c, &hc)
 	tracing.EndTool(span, outcomeOf(status), out)
 	if obs := st.r.cfg.Observer; obs != nil {
 		obs.ToolCall(c.Name, outcomeOf(status), st.r.cfg.Now().Sub(start))
@@ -136,9 +134,9 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 	if ctx.Err() == nil {
 		// A helper's tokens go with the result: reused, they count again.
 		e := journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
-			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: sp.usage}
+			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: hc.usage}
 		st.record(e) // stored before the next model call sees it
-		if !sp.succeeded {
+		if !hc.succeeded {
 			// Sent now, not held: sibling calls may run long, and a
 			// result stored is a call not run again. A helper that
 			// succeeded sent its end before its result, and a call that
@@ -156,7 +154,9 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 	return out
 }
 
-func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall, sp *threadSpawner) (string, string) {
+// execute runs call c of turn: an agent call is the loop's own (spawn);
+// any other goes through the permission gate and the CallGuard first.
+func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall, hc *helperCall) (string, string) {
 	t, ok := st.byName[c.Name]
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.visible), ", ")), journal.ToolError
@@ -165,27 +165,22 @@ func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall, 
 	if strings.TrimSpace(c.Arguments) == "" {
 		args = json.RawMessage("{}")
 	}
-	if c.Name != tools.AgentToolName {
-		if verdict, allowed := st.gate(ctx, turn, c.ID, t, c.Name, args); !allowed {
-			return verdict, journal.ToolDenied
-		}
-		// Asked last, right before the side effect: an approval may have
-		// waited long enough for the thread's placement to lapse.
-		if guard := st.r.cfg.CallGuard; guard != nil {
-			if err := guard(ctx, st.th); err != nil {
-				return "Error: " + err.Error(), journal.ToolNotRun
-			}
+	if _, spawns := t.(agentTool); spawns {
+		return st.spawn(ctx, turn, c.ID, args, hc)
+	}
+	if verdict, allowed := st.gate(ctx, turn, c.ID, t, c.Name, args); !allowed {
+		return verdict, journal.ToolDenied
+	}
+	// Asked last, right before the side effect: an approval may have
+	// waited long enough for the thread's placement to lapse.
+	if guard := st.r.cfg.CallGuard; guard != nil {
+		if err := guard(ctx, st.th); err != nil {
+			return "Error: " + err.Error(), journal.ToolNotRun
 		}
 	}
-	// The call key (turn and call id) names the call: the helper it spawns
-	// has an id derived from it.
-	ctx = tools.WithCallID(tools.WithSpawner(ctx, sp), journal.CallKey(turn, c.ID))
 	out, err := t.Run(ctx, args)
-	switch {
-	case err != nil:
+	if err != nil {
 		return "Error: " + err.Error(), journal.ToolError
-	case sp.failed:
-		return out, journal.ToolHelperFailed
 	}
 	return out, journal.ToolOK
 }
@@ -241,68 +236,6 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 		return tools.NotApprovedText(name, ap.Reason), false
 	}
 	return "", true
-}
-
-// threadSpawner is the spawner the agent tool finds in its context: it builds
-// the helper's spec from the calling agent's template and counts the helper's
-// tokens into the caller's. One serves one tool call: failed tells the
-// call's journal entry that the helper did not succeed, usage what its
-// subtree spent.
-type threadSpawner struct {
-	st        *threadState
-	failed    bool
-	succeeded bool // a helper answered and succeeded: it sent its end before its result
-	usage     model.Usage
-}
-
-func (s *threadSpawner) Spawn(ctx context.Context, name, task string) (tools.HelperResult, error) {
-	st := s.st
-	var spent model.Usage
-	if m := meterFrom(ctx); m != nil {
-		spent = m.Park()
-	}
-	callKey := tools.CallIDFrom(ctx)
-	turn, callID := journal.ParseCallKey(callKey)
-	res, err := st.r.spawner.Spawn(ctx, SpawnRequest{
-		Admitted: func(child string) {
-			// Nothing waits for it: it goes with the call's result, or
-			// on its own while the helper runs long.
-			st.recordLazy(journal.Entry{Kind: journal.KindSpawn, Turn: turn, CallID: callID, Name: name, Task: task, Child: child})
-		},
-		ParentSpent: spent,
-		RunID:       st.th.RunID,
-		ParentID:    st.th.ID,
-		ParentDepth: st.th.Depth,
-		ParentPath:  st.th.Path,
-		CallID:      callKey,
-		Handoffs:    st.handedTo,
-		Name:        name,
-		Task:        task,
-		Parent:      *st.agent,
-		Cwd:         st.th.Cwd,
-		Permissions: st.permStack,
-	})
-	if err != nil {
-		var refusal *limits.Refusal
-		if errors.As(err, &refusal) {
-			st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: turn, CallID: callID, Name: name, Task: task, Reason: string(refusal.Reason)})
-		} else {
-			s.failed = true
-		}
-		return tools.HelperResult{}, err
-	}
-	st.addHelper(res.Usage)
-	s.usage = res.Usage
-	s.succeeded = res.Status == event.Succeeded
-	if res.Status != event.Succeeded {
-		s.failed = true
-		reason := res.Error
-		if reason == "" {
-			reason = string(res.Status)
-		}
-		return tools.HelperResult{Failed: true, Reason: reason}, nil
-	}
-	return tools.HelperResult{Output: res.Output}, nil
 }
 
 // outcomeOf is the Observer's word for a journaled tool call status.

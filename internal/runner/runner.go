@@ -145,7 +145,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	r := &Runner{cfg: cfg, registry: map[string]tools.Tool{tools.AgentToolName: tools.Agent()}}
+	r := &Runner{cfg: cfg, registry: map[string]tools.Tool{tools.AgentToolName: agentTool{}}}
 	for _, t := range cfg.Tools {
 		r.registry[t.Name()] = t
 	}

@@ -6,5 +6,4 @@ import "errors"
 var (
 	ErrUnknownTool = errors.New("unknown tool")
 	ErrBadArgs     = errors.New("bad arguments")
-	ErrNoSpawner   = errors.New("no spawner in context")
 )

@@ -1,4 +1,4 @@
-package tools
+package runner
 
 import (
 	"encoding/json"
@@ -30,7 +30,7 @@ func TestReadmeShowsTheAgentSchema(t *testing.T) {
 	if err := json.Unmarshal([]byte(block), &shown); err != nil {
 		t.Fatalf("README's agent tool block is not JSON: %v\n%s", err, block)
 	}
-	a := Agent()
+	a := agentTool{}
 	var want, got any
 	json.Unmarshal(a.Schema(), &want)
 	json.Unmarshal(shown.Parameters, &got)

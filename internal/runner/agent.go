@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/tracing"
+)
+
+var agentSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$","description":"One word naming the helper, for logs and the dashboard."},` +
+	`"task":{"type":"string","minLength":1,"description":"The complete instruction. The helper sees only this, not your conversation."}},` +
+	`"required":["name","task"],"additionalProperties":false}`)
+
+// agentTool describes the `agent` tool to the model. Like a handoff, a
+// call of it is acted on by the loop (spawn), which knows the calling
+// thread and the call; it is never run. It asks no permission (DESIGN
+// rule 1).
+type agentTool struct{}
+
+func (agentTool) Name() string { return tools.AgentToolName }
+
+func (agentTool) Description() string {
+	return "Delegate a self-contained task to a fresh helper agent and wait for its final answer. " +
+		"The helper sees only the task you give it. Call it several times in one turn to run helpers in parallel."
+}
+
+func (agentTool) Schema() json.RawMessage { return agentSchema }
+
+func (agentTool) Run(context.Context, json.RawMessage) (string, error) {
+	return "", errors.New("the agent tool is acted on by the loop, not run")
+}
+
+// helperCall is what an agent call's journal entry needs beside its
+// result: what the helper's subtree spent, and whether the helper
+// succeeded (then it sent its end before its result, and the entry need
+// not be sent at once).
+type helperCall struct {
+	usage     model.Usage
+	succeeded bool
+}
+
+// spawn acts on agent call callID of turn: the runner's Spawner admits,
+// runs and waits for the helper the arguments name, derived from the
+// current agent's template, under the call's key (so the same call is
+// always the same helper). Refusals and helper failures are ordinary
+// results, so the parent's model can carry on by itself.
+func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw json.RawMessage, hc *helperCall) (out, status string) {
+	args, err := tools.ParseAgentArgs(raw)
+	if err != nil {
+		return "Error: " + err.Error(), journal.ToolError
+	}
+	var spent model.Usage
+	if m := meterFrom(ctx); m != nil {
+		spent = m.Park()
+	}
+	res, err := st.r.spawner.Spawn(ctx, SpawnRequest{
+		Admitted: func(child string) {
+			// Nothing waits for it: it goes with the call's result, or
+			// on its own while the helper runs long.
+			st.recordLazy(journal.Entry{Kind: journal.KindSpawn, Turn: turn, CallID: callID, Name: args.Name, Task: args.Task, Child: child})
+		},
+		ParentSpent: spent,
+		RunID:       st.th.RunID,
+		ParentID:    st.th.ID,
+		ParentDepth: st.th.Depth,
+		ParentPath:  st.th.Path,
+		CallID:      journal.CallKey(turn, callID),
+		Handoffs:    st.handedTo,
+		Name:        args.Name,
+		Task:        args.Task,
+		Parent:      *st.agent,
+		Cwd:         st.th.Cwd,
+		Permissions: st.permStack,
+	})
+	var refusal *limits.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: turn, CallID: callID, Name: args.Name, Task: args.Task, Reason: string(refusal.Reason)})
+		tracing.AddEvent(ctx, tracing.EventSpawnRefused, attribute.String("reason", string(refusal.Reason)))
+		return refusal.Error(), journal.ToolOK
+	case err != nil:
+		return helperFailed(args.Name, err.Error()), journal.ToolHelperFailed
+	}
+	st.addHelper(res.Usage)
+	hc.usage, hc.succeeded = res.Usage, res.Status == event.Succeeded
+	if !hc.succeeded {
+		reason := res.Error
+		if reason == "" {
+			reason = string(res.Status)
+		}
+		return helperFailed(args.Name, reason), journal.ToolHelperFailed
+	}
+	return res.Output, journal.ToolOK
+}
+
+// helperFailed is the tool result of a helper that did not succeed.
+func helperFailed(name, reason string) string {
+	return "Helper " + name + " failed: " + reason
+}
