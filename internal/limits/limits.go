@@ -2,7 +2,7 @@
 // it may grow and how many helpers may be alive at once.
 //
 // A Ledger lives in the memory of whoever owns the run (DESIGN rule 8): the
-// in-process runner for library use, the coordinator in a cluster. Admission is
+// coordinator (or a test running a whole tree in one process). Admission is
 // one compare-and-swap loop, so no lock sits on the spawn path and no storm of
 // concurrent spawns can push the live count past the limit.
 package limits

@@ -49,9 +49,8 @@ type helperCall struct {
 }
 
 // spawn acts on agent call callID of turn: the runner's Spawner admits,
-// runs and waits for the helper the arguments name, derived from the
-// current agent's template, under the call's key (so the same call is
-// always the same helper). Refusals and helper failures are ordinary
+// runs and waits for the helper the arguments name, under the call's key
+// (so the same call is always the same helper). Refusals and helper failures are ordinary
 // results, so the parent's model can carry on by itself.
 func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw json.RawMessage, hc *helperCall) (out, status string) {
 	args, err := tools.ParseAgentArgs(raw)
@@ -71,15 +70,10 @@ func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw j
 		ParentSpent: spent,
 		RunID:       st.th.RunID,
 		ParentID:    st.th.ID,
-		ParentDepth: st.th.Depth,
-		ParentPath:  st.th.Path,
 		CallID:      journal.CallKey(turn, callID),
 		Handoffs:    st.handedTo,
 		Name:        args.Name,
 		Task:        args.Task,
-		Parent:      *st.agent,
-		Cwd:         st.th.Cwd,
-		Permissions: st.permStack,
 	})
 	var refusal *limits.Refusal
 	switch {

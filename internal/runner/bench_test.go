@@ -18,7 +18,7 @@ import (
 // BenchmarkInProcessSpawn is the agent loop's own cost per helper: a root
 // that spawns b.N helpers one by one, in this process, on the sim model.
 func BenchmarkInProcessSpawn(b *testing.B) {
-	r, err := New(Config{Models: ModelOpenerFunc(func(string) (model.Model, error) { return sim.New(), nil })})
+	r, err := newInProcess(Config{Models: ModelOpenerFunc(func(string) (model.Model, error) { return sim.New(), nil })})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkTurn(b *testing.B) {
 		}
 		return text("done"), nil
 	}}
-	r, _ := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root"})
+	r, _ := newInProcess(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root"})
 	a := spec.Agent{Name: "root", MaxTurns: b.N + 2}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -67,7 +67,7 @@ func BenchmarkTurnNoopTool(b *testing.B) {
 	}}
 	noop := &tools.Func{ToolName: "noop", Desc: "does nothing", Parameters: []byte(`{"type":"object"}`),
 		Fn: func(context.Context, json.RawMessage) (string, error) { return "ok", nil }}
-	r, _ := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{noop}})
+	r, _ := newInProcess(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{noop}})
 	a := spec.Agent{Name: "root", MaxTurns: b.N + 2, Tools: []string{"noop"},
 		Harness: spec.Harness{Tools: []string{}, Permissions: policy.Permission{Default: policy.Allow}}}
 	b.ReportAllocs()

@@ -46,16 +46,3 @@ func (m LimitsMeter) Park() model.Usage {
 	in, out := m.Meter.Park()
 	return model.Usage{InputTokens: in, OutputTokens: out}
 }
-
-// localMeter is the meter of a thread run in this process: its lease is
-// renewed by a direct call, and its node is where its helpers are counted.
-type localMeter struct {
-	LimitsMeter
-	lease *limits.Lease
-}
-
-func (r *Runner) newLocalMeter(n *limits.Node) *localMeter {
-	l := n.Lease()
-	renew := func(_ context.Context, in, out int64) (limits.Grant, error) { return l.Renew(in, out), nil }
-	return &localMeter{LimitsMeter: LimitsMeter{limits.NewMeter(l.Renew(0, 0), renew, r.cfg.Now)}, lease: l}
-}

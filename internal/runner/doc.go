@@ -3,7 +3,10 @@
 // results go back, and so on until a final answer, a handoff, a failure or the
 // turn limit.
 //
-// The runner knows nothing of where helpers execute. It asks a Spawner for
-// them: Local runs them in this process; a cluster spawner sends them to the
-// coordinator. Either way the parent's tool call blocks until the helper ends.
+// Two kinds of call are the loop's own rather than a tool's: a handoff
+// (transfer_to_<name>) switches the thread's agent, and an `agent` call
+// starts a helper. The runner knows nothing of where helpers execute: it
+// asks its Spawner (a worker's sends the call to the run's coordinator, which
+// admits and derives the helper), and the parent's tool call blocks until
+// the helper ends.
 package runner

@@ -136,7 +136,7 @@ func newRunner(t *testing.T, s setup) *Runner {
 	if s.events == nil {
 		s.events = &collector{}
 	}
-	r, err := New(Config{Models: s.models, Events: s.events, Approver: s.approver, DefaultModel: "fake:root"})
+	r, err := newInProcess(Config{Models: s.models, Events: s.events, Approver: s.approver, DefaultModel: "fake:root"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestJournalSyncsOnlyWhatLaterWorkNeeds(t *testing.T) {
 	}}
 	helper := &fakeModel{fn: func(context.Context, model.Request) (model.Response, error) { return text("helped"), nil }}
 	j := &memJournal{}
-	r, err := New(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root",
+	r, err := newInProcess(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root",
 		Tools: []tools.Tool{counter}, Journal: j})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestJournalRefusedSpawn(t *testing.T) {
 		return text("helped alone"), nil
 	}}
 	j := &memJournal{}
-	r, err := New(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root", Journal: j})
+	r, err := newInProcess(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root", Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestReplayReusesModelResponsesAndToolResults(t *testing.T) {
 		return text("done: " + joinResults(req)), nil
 	}}
 	j := &memJournal{}
-	r, err := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{counter}, Journal: j})
+	r, err := newInProcess(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{counter}, Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestReplayAsksAFailedHelperAgainAndStopsReplayingThere(t *testing.T) {
 		return text("did " + task(req)), nil
 	}}
 	j := &memJournal{}
-	r, err := New(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root", Journal: j})
+	r, err := newInProcess(Config{Models: models{"fake:root": root, "fake:helper": helper}, DefaultModel: "fake:root", Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,8 +294,11 @@ func (r *Runner) runAgain(t *testing.T, th thread.Thread, lim limits.Config) thr
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ledgers.Store(th.RunID, ledger)
-	defer r.ledgers.Delete(th.RunID)
+	l := r.spawner.(*local)
+	l.ledgers.Store(th.RunID, ledger)
+	defer l.ledgers.Delete(th.RunID)
+	l.threads.Store(th.ID, &th)
+	defer l.threads.Delete(th.ID)
 	return r.RunThread(context.Background(), &th)
 }
 
@@ -313,7 +316,7 @@ func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
 		return policy.Approval{Allow: true}, nil
 	})
 	j := &memJournal{}
-	r, err := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Approver: approver, Journal: j})
+	r, err := newInProcess(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Approver: approver, Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}

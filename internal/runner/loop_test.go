@@ -230,7 +230,7 @@ func TestParallelAndSequentialToolCallsKeepCallOrder(t *testing.T) {
 				}
 				return text(joinResults(req)), nil
 			}}
-			r, err := New(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{p.tool()}})
+			r, err := newInProcess(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{p.tool()}})
 			if err != nil {
 				t.Fatal(err)
 			}

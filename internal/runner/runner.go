@@ -4,19 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/sandbox"
-	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 )
@@ -51,8 +46,7 @@ type Config struct {
 	Models ModelOpener
 	// DefaultModel is used by agents whose spec names no model.
 	DefaultModel string
-	// Spawner runs helpers; nil runs them in this process, admitted against the
-	// limits of the run Run was called for.
+	// Spawner runs helpers. Required.
 	Spawner Spawner
 	// Tools are extra direct tools that specs may name, beside `agent` and the
 	// base tools.
@@ -70,8 +64,6 @@ type Config struct {
 	CallGuard func(ctx context.Context, th *thread.Thread) error
 	Harness   HarnessConfig
 	Logger    *slog.Logger
-	// NewID makes thread and run ids; nil uses random UUIDs.
-	NewID func() string
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
 	// Observer, when set, is told of every model and tool call (metrics).
@@ -118,7 +110,6 @@ type Runner struct {
 	spawner Spawner
 	models  sync.Map // ref -> model.Model
 	schemas sync.Map // schema text -> *compiledSchema
-	ledgers sync.Map // run id -> *limits.Ledger, for the in-process spawner
 	// harnesses caches base tool sets by directory (see baseTools).
 	harnesses    sync.Map
 	harnessCount atomic.Int64
@@ -130,6 +121,9 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Models == nil {
 		return nil, fmt.Errorf("%w: no model opener", ErrBadRequest)
 	}
+	if cfg.Spawner == nil {
+		return nil, fmt.Errorf("%w: no spawner", ErrBadRequest)
+	}
 	if cfg.Events == nil {
 		cfg.Events = event.Discard
 	}
@@ -139,9 +133,6 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.NewID == nil {
-		cfg.NewID = func() string { return uuid.NewString() }
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -150,83 +141,7 @@ func New(cfg Config) (*Runner, error) {
 		r.registry[t.Name()] = t
 	}
 	r.spawner = cfg.Spawner
-	if r.spawner == nil {
-		r.spawner = &local{r: r}
-	}
 	return r, nil
-}
-
-// RunRequest is one run of a root agent.
-type RunRequest struct {
-	// ID is the run id; empty makes one.
-	ID   string
-	Task string
-	// Agent is the root agent; Agents are the handoff targets by name.
-	Agent  spec.Agent
-	Agents map[string]spec.Agent
-	Limits limits.Config
-	// Budget bounds the run's whole tree (zero: unbounded).
-	Budget limits.Budget
-	// Cwd is the base directory: the harness cwd when the spec names none, and
-	// what a relative spec cwd is resolved against. Empty means ".".
-	Cwd string
-}
-
-// RunResult is how a run ended.
-type RunResult struct {
-	RunID  string
-	RootID string
-	thread.Result
-	Stats limits.Stats
-	// Budget is the run budget's use per bounded kind.
-	Budget limits.Use
-}
-
-// Run runs a root agent and its helpers in this process (or through the
-// configured Spawner) and returns when the root thread ends.
-func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
-	if strings.TrimSpace(req.Task) == "" {
-		return RunResult{}, fmt.Errorf("%w: empty task", ErrBadRequest)
-	}
-	ledger, err := limits.New(req.Limits)
-	if err != nil {
-		return RunResult{}, err
-	}
-	cwd, err := thread.ResolveCwd(req.Cwd, req.Agent.Harness.Cwd)
-	if err != nil {
-		return RunResult{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	runID := req.ID
-	if runID == "" {
-		runID = r.cfg.NewID()
-	}
-	if _, loaded := r.ledgers.LoadOrStore(runID, ledger); loaded {
-		return RunResult{}, fmt.Errorf("%w: run %s is already running here", ErrBadRequest, runID)
-	}
-	defer r.ledgers.Delete(runID)
-
-	root := thread.Thread{
-		RunID:       runID,
-		ID:          r.cfg.NewID(),
-		Path:        "root",
-		Name:        req.Agent.Name,
-		Task:        req.Task,
-		Agent:       req.Agent,
-		Agents:      req.Agents,
-		Cwd:         cwd,
-		Permissions: policy.Permissions{req.Agent.Harness.Permissions},
-	}
-	r.emit(event.Event{Type: event.RunStarted, RunID: runID, ThreadID: root.ID, Name: root.Name})
-	budget := limits.NewTree(req.Budget, r.cfg.Now)
-	meter := r.newLocalMeter(budget.Root())
-	res := r.RunThread(WithMeter(ctx, meter), &root)
-	meter.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
-	if spent := budget.Root().Spent(); spent != nil {
-		res.Status, res.Error = event.Failed, spent.Detail()
-	}
-	r.emit(event.Event{Type: event.RunFinished, RunID: runID, ThreadID: root.ID, Name: root.Name,
-		Status: res.Status, Reason: res.Error, Usage: res.Usage})
-	return RunResult{RunID: runID, RootID: root.ID, Result: res, Stats: ledger.Stats(), Budget: budget.Root().Use()}, nil
 }
 
 func (r *Runner) emit(e event.Event) {
