@@ -131,15 +131,6 @@ func (s *Server) ClientURL() string {
 	return tcpURL(s.ns.Addr())
 }
 
-// ClusterURL is the route URL other nodes list in Routes, or "" when the
-// server is not clustered.
-func (s *Server) ClusterURL() string {
-	if a := s.ns.ClusterAddr(); a != nil {
-		return tcpURL(a)
-	}
-	return ""
-}
-
 func tcpURL(a net.Addr) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok || ta == nil {

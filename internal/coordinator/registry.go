@@ -229,20 +229,11 @@ func less(a, b *workerState) bool {
 	return a.info.ID < b.info.ID
 }
 
-// place reserves a slot on a worker, waiting in line up to timeout when there
-// is no room anywhere.
-func (g *registry) place(ctx context.Context, timeout time.Duration) (string, error) {
-	return g.placeNotify(ctx, timeout, nil, nil)
-}
-
-// placeFor is place for a thread that names the MCP servers need.
-func (g *registry) placeFor(ctx context.Context, timeout time.Duration, need []string) (string, error) {
-	return g.placeNotify(ctx, timeout, need, nil)
-}
-
-// placeNotify is placeFor that calls waiting, if not nil, once it has to
-// wait in the queue (no worker has a free slot, or none is registered), so
-// the wait can be shown.
+// placeNotify reserves a slot on a worker for a thread that names the MCP
+// servers need, waiting in line up to timeout when there is no room
+// anywhere. It calls waiting, if not nil, once it has to wait in the queue
+// (no worker has a free slot, or none is registered), so the wait can be
+// shown.
 func (g *registry) placeNotify(ctx context.Context, timeout time.Duration, need []string, waiting func(workers int)) (string, error) {
 	g.mu.Lock()
 	if g.waiters.Len() == 0 {

@@ -9,6 +9,17 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
+// place reserves a slot on a worker, waiting in line up to timeout when there
+// is no room anywhere.
+func (g *registry) place(ctx context.Context, timeout time.Duration) (string, error) {
+	return g.placeNotify(ctx, timeout, nil, nil)
+}
+
+// placeFor is place for a thread that names the MCP servers need.
+func (g *registry) placeFor(ctx context.Context, timeout time.Duration, need []string) (string, error) {
+	return g.placeNotify(ctx, timeout, need, nil)
+}
+
 func hb(id string, slots int) wire.WorkerHeartbeat {
 	return wire.WorkerHeartbeat{ID: id, Slots: slots, Interval: time.Second}
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Offloader keeps payloads too large for one NATS message (over the
+// Transfers keep payloads too large for one NATS message (over the
 // server's max payload, 1 MiB by default) out of band: the sender puts the
 // bytes into its own transfers bucket and sends the returned reference
 // instead, the receiver gets the bytes back by that reference. References
 // are opaque strings, valid on every process connected to the same NATS
-// system. The transport defines the same two methods where it needs them;
-// *Store satisfies it.
+// system. *Store is the transport's natstransport.Offloader (PutPayload,
+// GetPayload), the interface its consumer owns.
 //
 // Each worker has a transfers bucket of its own, WorkerTransfers(w) (made
 // by a coordinator when w joins; a worker creates no stream): it writes
@@ -31,12 +31,6 @@ import (
 // no message can make its reader fetch, or drop, a body someone else wrote.
 // A body is deleted by its bucket's owner, or by a coordinator (the
 // authority); the buckets' TTL (Config.Retention) bounds the rest.
-type Offloader interface {
-	PutPayload(ctx context.Context, to string, data []byte) (ref string, err error)
-	GetPayload(ctx context.Context, from, ref string) ([]byte, error)
-}
-
-var _ Offloader = (*Store)(nil)
 
 // payloadPrefix starts transport payloads' object names in their bucket. A
 // reference is "<bucket>/<random>.<sha256 of the body>", the object's name

@@ -21,7 +21,7 @@ func TestPayloadRoundTrip(t *testing.T) {
 	if int64(len(data)) <= nc.MaxPayload() {
 		t.Fatalf("test payload %d bytes fits one message (max %d)", len(data), nc.MaxPayload())
 	}
-	var off Offloader = s
+	off := s
 	ref, err := off.PutPayload(ctx, "", data)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@
 //   - approvals held for a person: the KV bucket formica_approvals.
 //   - large records: the object store formica_payloads; message bodies
 //     over the NATS max payload: a transfers bucket per party (see
-//     Offloader).
+//     PutPayload).
 //   - the run index: the stream FORMICA_RUN_INDEX, one message per created
 //     record, which ListPage reads from its end.
 //   - cancel requests: the stream FORMICA_CANCELS, a client's last request
@@ -66,7 +66,7 @@ const (
 	// PayloadsBucket is the object store of large run records.
 	PayloadsBucket = "formica_payloads"
 	// TransfersBucket is the coordinators' object store of message bodies
-	// over the NATS max payload (Offloader); each worker has its own
+	// over the NATS max payload (PutPayload); each worker has its own
 	// (WorkerTransfers), and reads this one.
 	TransfersBucket = "formica_transfers"
 )
@@ -355,7 +355,7 @@ func (s *Store) OpenWorkerTransfers(ctx context.Context, id string) error {
 	return nil
 }
 
-// OpenTransfers returns worker's Offloader: it writes bodies over the NATS
+// OpenTransfers returns worker's store of transfers: it writes bodies over the NATS
 // max payload into the worker's own transfers bucket (WorkerTransfers),
 // made by a coordinator when the worker joined, and reads the
 // coordinators' (TransfersBucket) by direct gets: what a worker, whose

@@ -83,15 +83,6 @@ func Check(sub wire.RunSubmit, opt Options) error {
 	return nil
 }
 
-// CheckModel reports whether ref is a model reference a run can use: a
-// known provider and, where it needs one, a model name.
-func CheckModel(ref string) error {
-	if err := providers.CheckRef(ref); err != nil {
-		return &invalid{err}
-	}
-	return nil
-}
-
 func checkAgent(p string, a spec.Agent, opt Options) error {
 	if !spec.ValidName(a.Name) {
 		return fail("%sname %q is not one word of letters, digits, '-', '_' or '.' (1-64 chars)", p, a.Name)

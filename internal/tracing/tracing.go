@@ -86,9 +86,6 @@ const CaptureContentEnv = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 var captureContent = strings.EqualFold(os.Getenv(CaptureContentEnv), "true")
 
-// CaptureContent reports whether content goes on spans.
-func CaptureContent() bool { return captureContent }
-
 // Tracer is Formica's tracer on the global provider.
 func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
 

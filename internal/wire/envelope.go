@@ -300,12 +300,3 @@ var (
 	ErrOverloaded         = &Error{Code: CodeOverloaded}
 	ErrClosed             = &Error{Code: CodeClosed}
 )
-
-// ErrorBody encodes err as an error message, keeping its code when it has one.
-func ErrorBody(err error) []byte {
-	var we *Error
-	if !errors.As(err, &we) {
-		we = &Error{Code: CodeInternal, Message: err.Error()}
-	}
-	return MustEncode(TypeError, we)
-}

@@ -17,6 +17,15 @@ import (
 	"github.com/formica-run/formica/internal/thread"
 )
 
+// ErrorBody encodes err as an error message, keeping its code when it has one.
+func ErrorBody(err error) []byte {
+	var we *Error
+	if !errors.As(err, &we) {
+		we = &Error{Code: CodeInternal, Message: err.Error()}
+	}
+	return MustEncode(TypeError, we)
+}
+
 func sampleExec() ExecRequest {
 	par := false
 	return ExecRequest{

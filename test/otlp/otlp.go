@@ -36,16 +36,6 @@ func (s Span) Attr(key string) (string, bool) {
 	return "", false
 }
 
-// Int is the span's int attribute key (0 if absent).
-func (s Span) Int(key string) int64 {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value.GetIntValue()
-		}
-	}
-	return 0
-}
-
 func anyString(v *commonpb.AnyValue) string {
 	switch x := v.GetValue().(type) {
 	case *commonpb.AnyValue_StringValue:
