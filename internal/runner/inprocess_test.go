@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -108,7 +109,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	budget := limits.NewTree(req.Budget, r.cfg.Now)
 	meter := r.newLocalMeter(budget.Root())
 	l.threads.Store(root.ID, &root)
-	res := r.RunThread(WithMeter(ctx, meter), &root)
+	res := r.runLocal(WithMeter(ctx, meter), &root)
 	l.threads.Delete(root.ID)
 	meter.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
 	if spent := budget.Root().Spent(); spent != nil {
@@ -163,7 +164,7 @@ func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res thread.Result,
 	req.ReportAdmitted(th.ID)
 	l.threads.Store(th.ID, &th)
 	defer l.threads.Delete(th.ID)
-	return l.r.RunThread(ctx, &th), nil
+	return l.r.runLocal(ctx, &th), nil
 }
 
 // localMeter is the meter of a thread run in this process: its lease is
@@ -177,4 +178,32 @@ func (r *Runner) newLocalMeter(n *limits.Node) *localMeter {
 	l := n.Lease()
 	renew := func(_ context.Context, in, out int64) (limits.Grant, error) { return l.Renew(in, out), nil }
 	return &localMeter{LimitsMeter: LimitsMeter{limits.NewMeter(l.Renew(0, 0), renew, r.cfg.Now)}, lease: l}
+}
+
+// runLocal runs a thread this process placed (Run's root, the in-process
+// spawner's helpers) between its thread.started and thread.finished, which
+// RunThread leaves to whoever placed the thread.
+func (r *Runner) runLocal(ctx context.Context, th *thread.Thread) thread.Result {
+	start := r.cfg.Now()
+	r.emitOf(th, event.ThreadStarted, start)
+	res := r.RunThread(ctx, th)
+	r.finished(th, res, start)
+	return res
+}
+
+// emitOf emits an event of type typ about th, at time at.
+func (r *Runner) emitOf(th *thread.Thread, typ event.Type, at time.Time) {
+	e := th.Event(typ)
+	e.Time = at
+	r.emit(e)
+}
+
+// finished emits th's thread.finished for its result res, with the
+// thread's own usage, as a coordinator's has it (the run's total is on
+// run.finished).
+func (r *Runner) finished(th *thread.Thread, res thread.Result, start time.Time) {
+	e := th.Event(event.ThreadFinished)
+	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Own
+	e.Latency = event.Duration(r.cfg.Now().Sub(start))
+	r.emit(e)
 }

@@ -25,42 +25,34 @@ import (
 // changed. It never panics on bad model output or failing tools: every way
 // a thread can end is a Result.
 //
+// It emits the thread's own events (model and tool calls, approvals,
+// handoffs) but not thread.started or thread.finished: those belong to
+// whoever placed the thread, which alone knows where it runs and how it
+// ended: the coordinator, for a worker's threads.
+//
 // The functions a thread waits in (a model call, its tool calls) keep
 // small frames: what they build before and after the wait is built in
 // functions of their own (go:noinline), so the goroutine of a thread that
 // waits keeps a small stack, which the runtime then shrinks.
 func (r *Runner) RunThread(ctx context.Context, th *thread.Thread) thread.Result {
-	start := r.cfg.Now()
-	r.emitOf(th, event.ThreadStarted)
 	if r.cfg.MCP != nil {
 		defer r.cfg.MCP.Hold(th.RunID)()
 	}
 	st := &threadState{r: r, th: th, ctx: ctx}
 	res, fromJournal := st.run(ctx)
-	return st.finish(ctx, res, fromJournal, start)
+	return st.finish(ctx, res, fromJournal)
 }
 
-// emitOf emits an event of type typ about th.
+// finish journals the end of a thread that did not end in its journal.
 //
 //go:noinline
-func (r *Runner) emitOf(th *thread.Thread, typ event.Type) { r.emit(th.Event(typ)) }
-
-// finish journals the end of a thread that did not end in its journal,
-// and emits thread.finished.
-//
-//go:noinline
-func (st *threadState) finish(ctx context.Context, res thread.Result, fromJournal bool, start time.Time) thread.Result {
-	r, th := st.r, st.th
+func (st *threadState) finish(ctx context.Context, res thread.Result, fromJournal bool) thread.Result {
 	res.Usage, res.Own = st.usages()
 	if !fromJournal {
 		st.record(journal.Entry{Kind: journal.KindEnd, Status: res.Status, Output: res.Output, Error: res.Error,
 			Usage: res.Usage, Own: res.Own})
 		st.endWritten(ctx)
 	}
-	e := th.Event(event.ThreadFinished)
-	e.Status, e.Reason, e.Usage = res.Status, res.Error, res.Usage
-	e.Latency = event.Duration(r.cfg.Now().Sub(start))
-	r.emit(e)
 	return res
 }
 

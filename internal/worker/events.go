@@ -85,15 +85,13 @@ func (h *hosted) end() []event.Event {
 }
 
 // eventSink keeps the runner's events of each hosted thread in its outbox.
-// thread.started and thread.finished are the coordinator's alone, since only
-// it knows where a thread runs and how it ended (a placement it gave up on
-// may still end here later).
+// The runner makes no thread.started or thread.finished for a thread it is
+// given (RunThread): they are the coordinator's alone, since only it knows
+// where a thread runs and how it ended (a placement it gave up on may still
+// end here later).
 type eventSink Worker
 
 func (s *eventSink) Emit(e event.Event) {
-	if e.Type == event.ThreadStarted || e.Type == event.ThreadFinished {
-		return
-	}
 	if h := (*Worker)(s).hostedThread(e.ThreadID); h != nil {
 		// Who the event is about is the coordinator's to say: it stamps
 		// the thread it placed here on every event that comes.
