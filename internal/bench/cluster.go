@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/broker"
@@ -25,6 +26,7 @@ import (
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -139,6 +141,27 @@ func (c *cluster) messages() (in, out int64) {
 		return 0, 0
 	}
 	return v.InMsgs, v.OutMsgs
+}
+
+// stored counts the messages JetStream holds: in every stream, and in the
+// events stream; zero without JetStream.
+func (c *cluster) stored() (all, events uint64) {
+	if c.dataDir == "" {
+		return 0, 0
+	}
+	info, err := c.srv.NATS().Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return 0, 0
+	}
+	for _, a := range info.AccountDetails {
+		for _, st := range a.Streams {
+			all += st.State.Msgs
+			if st.Name == store.EventsStream {
+				events += st.State.Msgs
+			}
+		}
+	}
+	return all, events
 }
 
 // rootAgent is the root of every bench run: the sim model with the agent

@@ -116,6 +116,11 @@ type Throughput struct {
 	// messages, events, heartbeats), DeliveriesPerHelper delivered by it.
 	MessagesPerHelper   float64 `json:"messages_per_helper"`
 	DeliveriesPerHelper float64 `json:"deliveries_per_helper"`
+	// StoredPerHelper are messages JetStream stored per helper, in every
+	// stream (journal, events, records); EventsStoredPerHelper those in
+	// the events stream. Zero without --journal.
+	StoredPerHelper       float64 `json:"stored_per_helper"`
+	EventsStoredPerHelper float64 `json:"events_stored_per_helper"`
 }
 
 // Fanout is one parent fanning out to N helpers of latency L.

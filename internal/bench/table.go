@@ -61,7 +61,11 @@ func WriteTable(w io.Writer, res *Result) error {
 		p("\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s (%s)\t", t.Helpers, t.Seconds, count(t.HelpersPerSec), count(t.RawRequestsPerSec), times(t.Ratio),
 			usStr(t.CPUPerHelperUs), usStr(t.RawCPUPerRequestUs), times(t.CPURatio), count(t.AllocsPerHelper), bytesStr(t.AllocBytesPerHelper))
 		tw.Flush()
-		fmt.Fprintf(w, "per helper: %.1f messages published, %.1f delivered\n", t.MessagesPerHelper, t.DeliveriesPerHelper)
+		fmt.Fprintf(w, "per helper: %.1f messages published, %.1f delivered", t.MessagesPerHelper, t.DeliveriesPerHelper)
+		if t.StoredPerHelper > 0 {
+			fmt.Fprintf(w, ", %.1f stored (%.1f of them events)", t.StoredPerHelper, t.EventsStoredPerHelper)
+		}
+		fmt.Fprintln(w)
 	}
 	if f := res.Fanout; f != nil {
 		fmt.Fprintf(w, "\nfan-out makespan (N=%d, L=%gms, W=%d, S=%d)\n", f.Helpers, f.LatencyMs, f.Workers, f.Slots)

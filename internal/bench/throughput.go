@@ -31,6 +31,7 @@ func (b *suite) throughput(ctx context.Context, res *Result) error {
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	in0, out0 := c.messages()
+	st0, ev0 := c.stored()
 	start, cpu0 := time.Now(), cpuTime()
 	for i := range set.Parents {
 		wg.Go(func() {
@@ -41,6 +42,7 @@ func (b *suite) throughput(ctx context.Context, res *Result) error {
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	runtime.ReadMemStats(&ms1)
 	in1, out1 := c.messages()
+	st1, ev1 := c.stored()
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -52,10 +54,12 @@ func (b *suite) throughput(ctx context.Context, res *Result) error {
 		Slots: max(set.Slots, set.Parents), Helpers: helpers, Seconds: round(elapsed.Seconds(), 3),
 		HelpersPerSec: round(hps, 0), RawRequestsPerSec: round(raw, 0), Ratio: round(hps/(raw/2), 3),
 		CPUPerHelperUs: round(float64(cpu)/float64(time.Microsecond)/float64(helpers), 1), RawCPUPerRequestUs: round(rawCPU, 2),
-		AllocsPerHelper:     round(float64(ms1.Mallocs-ms0.Mallocs)/float64(helpers), 0),
-		AllocBytesPerHelper: round(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(helpers), 0),
-		MessagesPerHelper:   round(float64(in1-in0)/float64(helpers), 1),
-		DeliveriesPerHelper: round(float64(out1-out0)/float64(helpers), 1)}
+		AllocsPerHelper:       round(float64(ms1.Mallocs-ms0.Mallocs)/float64(helpers), 0),
+		AllocBytesPerHelper:   round(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(helpers), 0),
+		MessagesPerHelper:     round(float64(in1-in0)/float64(helpers), 1),
+		DeliveriesPerHelper:   round(float64(out1-out0)/float64(helpers), 1),
+		StoredPerHelper:       round(float64(st1-st0)/float64(helpers), 1),
+		EventsStoredPerHelper: round(float64(ev1-ev0)/float64(helpers), 1)}
 	if t.CPUPerHelperUs > 0 {
 		t.CPURatio = round(2*t.RawCPUPerRequestUs/t.CPUPerHelperUs, 3)
 	}
