@@ -194,8 +194,8 @@ func run(args []string) error {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail and threads keep no journal", "err", err)
 	} else {
 		wc.Offloader = st
-		wc.Journal = func(run, thread, token string) runner.ThreadJournal {
-			return st.Journal(run, thread, token, false).Batched(store.JournalLinger)
+		wc.Journal = func(run, thread, token, proof string) runner.ThreadJournal {
+			return st.Journal(run, thread, token, false).Proven(proof).Batched(store.JournalLinger)
 		}
 	}
 	w, err := worker.New(wc)

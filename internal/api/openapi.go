@@ -276,7 +276,7 @@ func openAPISchemas() obj {
 			"path":  typ("string", "Names from the root down, such as formica/research/outline."),
 			"depth": typ("integer", ""), "status": threadStatus, "error": typ("string", ""),
 			"worker":   typ("string", "Where it was placed last."),
-			"attempts": typ("integer", "Its placements."), "usage": usage,
+			"attempts": typ("integer", "Its placements that journaled something."), "usage": usage,
 			"started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"Message": object([]string{"role"}, obj{

@@ -23,6 +23,7 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/store"
@@ -103,6 +104,10 @@ type Coordinator struct {
 	// epoch names this incarnation; born is its start on the monotonic clock.
 	epoch string
 	born  time.Time
+	// signer signs this incarnation's placement proofs (with a store);
+	// keyPublished is when its key was last published (UnixNano).
+	signer       *journal.Signer
+	keyPublished atomic.Int64
 
 	mu        sync.Mutex
 	runs      map[string]*run
@@ -203,6 +208,13 @@ func New(cfg Config) (*Coordinator, error) {
 		alive:     keepalive{repliers: map[*alivePing]struct{}{}},
 		stop:      make(chan struct{}),
 	}
+	if cfg.Store != nil {
+		if c.signer, err = journal.NewSigner(); err != nil {
+			tr.Close()
+			execTr.Close()
+			return nil, err
+		}
+	}
 	c.events = newPublisher(maxQueuedEvents, publishDelay, (&eventSender{c: c}).send)
 	cfg.Metrics.FleetLoad(c.fleetLoad)
 	if cfg.Store != nil {
@@ -245,6 +257,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// Before any handler: they may start background work (see admit).
 	c.background, c.stopBg = context.WithCancel(context.Background())
 	c.taking, c.stopTaking = context.WithCancel(c.background)
+	// Before anything is placed: proofs check only once the key is out.
+	if err := c.publishKey(ctx); err != nil {
+		return err
+	}
 	serve := []served{
 		{wire.SubjectSubmit, wire.QueueCoordinators, c.handleSubmit},
 		{wire.SubjectSpawn(c.cfg.ID, wire.AnyWorker), "", c.handleSpawn},
@@ -353,6 +369,7 @@ func (c *Coordinator) Workers() []wire.WorkerInfo { return c.registry.list() }
 func (c *Coordinator) tick() {
 	c.every(func() {
 		c.heartbeat()
+		c.republish()
 		for _, id := range c.registry.sweep(MissedHeartbeats) {
 			c.workerLost(id, "no heartbeat")
 		}

@@ -94,12 +94,12 @@ func (e *execution) place() {
 	e.placements++
 	// Placed before the request is sent: the worker may spawn at once.
 	tok := r.place(t, wid, e.placements)
-	c.journalPlacement(r, t, wid, e.placements, tok)
 	t.replay = c.replayOf(r, t, e.reread)
 	if t.spec == nil {
 		t.spec = newThreadSpec(&t.thread)
 	}
-	p := &placement{e: e, wid: wid, tok: tok, attempt: e.placements, ctx: ctx, replays: c.accountReplay(r, t)}
+	p := &placement{e: e, wid: wid, tok: tok, proof: c.placementProof(r, t, wid, e.placements, tok),
+		attempt: e.placements, ctx: ctx, replays: c.accountReplay(r, t)}
 	p.start()
 }
 
@@ -178,6 +178,7 @@ func (c *Coordinator) waiting(r *run, t *threadRec, workers int) {
 type placement struct {
 	e        *execution
 	wid, tok string
+	proof    string // for the thread's journal (placementProof)
 	attempt  int
 	ctx      context.Context // the attempt's: cancelled, the worker is told to cancel
 	replays  bool            // it reuses journaled work
@@ -220,7 +221,7 @@ func (p *placement) start() {
 // only its hash; false means it could not, and the placement has ended.
 func (p *placement) sendLocked(withSpec bool) bool {
 	c, t := p.e.c, p.e.t
-	stop, err := c.execTr.RequestFunc(p.ctx, wire.SubjectExec(p.wid), c.execRequest(t, p.attempt, p.tok, withSpec), p.reply)
+	stop, err := c.execTr.RequestFunc(p.ctx, wire.SubjectExec(p.wid), c.execRequest(t, p.attempt, p.tok, p.proof, withSpec), p.reply)
 	if err != nil {
 		if p.ctx.Err() != nil {
 			p.endLocked(thread.Cancelled(p.ctx), aborted)
@@ -399,11 +400,11 @@ func (p *placement) cancelLocked() {
 // the spec's hash.
 //
 //go:noinline
-func (c *Coordinator) execRequest(t *threadRec, attempt int, tok string, withSpec bool) wire.Msg {
+func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSpec bool) wire.Msg {
 	th := wire.WithoutSpec(t.thread)
 	th.Replay = t.replay
 	req := wire.ExecRequest{Thread: th, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
-		Token: tok, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
+		Token: tok, Proof: proof, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
 	if withSpec {
 		req.Spec = t.spec.body
 	}

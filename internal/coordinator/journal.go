@@ -8,16 +8,18 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/thread"
 )
 
-// The coordinator's part of the journal (package journal): it journals each
-// placement of a thread under the placement's token (so replay counts only
-// what a placement it made wrote), the end of a thread no worker reported,
-// and the spawn of a helper it answers from the journal (a parent journals
-// its other spawns and refusals itself). It reads journals
-// back when a thread runs again: every thread of a run delivered again or
-// resumed, and a thread placed again after its worker was lost.
+// The coordinator's part of the journal (package journal): it signs each
+// placement of a thread with its proof key (so replay counts only what a
+// placement it made wrote: the worker journals the proof with each entry),
+// journals the end of a thread no worker reported and the spawn of a
+// helper it answers from the journal (a parent journals its other spawns
+// and refusals itself). It reads journals back when a thread runs again:
+// every thread of a run delivered again or resumed, and a thread placed
+// again after its worker was lost.
 
 // journalReadTimeout bounds reading one journal back.
 const journalReadTimeout = 30 * time.Second
@@ -50,10 +52,47 @@ func (c *Coordinator) syncJournal(rn *run) {
 	}
 }
 
-// journalPlacement journals placement attempt of t on worker wid under its
-// token (as a digest): the thread's entries written under it count.
-func (c *Coordinator) journalPlacement(rn *run, t *threadRec, wid string, attempt int, token string) {
-	c.coordJournal(rn, t.thread.ID, token, journal.Entry{Kind: journal.KindPlacement, Worker: wid, Attempt: attempt})
+// placementProof is the proof of placement attempt of t on worker wid
+// under token, which the worker journals with the thread's entries: they
+// count on replay because this coordinator signed it. Nothing is stored
+// for it (the signature, checked against the published key, is the
+// placement's record), and a run that keeps no journal needs none.
+func (c *Coordinator) placementProof(rn *run, t *threadRec, wid string, attempt int, token string) string {
+	if rn.journal == nil || c.signer == nil {
+		return ""
+	}
+	return c.signer.Sign(rn.id, t.thread.ID, wid, attempt, token)
+}
+
+// publishKey publishes the coordinator's placement key, as it starts and
+// then every store.KeyRepublish (republish), so that its proofs check for
+// as long as the journals they vouch for are kept.
+func (c *Coordinator) publishKey(ctx context.Context) error {
+	if c.signer == nil {
+		return nil
+	}
+	if err := c.cfg.Store.PublishPlacementKey(ctx, c.signer); err != nil {
+		return err
+	}
+	c.keyPublished.Store(time.Now().UnixNano())
+	return nil
+}
+
+// republish publishes the placement key again, off the caller's loop, once
+// store.KeyRepublish has passed since it last was.
+func (c *Coordinator) republish() {
+	last := c.keyPublished.Load()
+	if c.signer == nil || time.Since(time.Unix(0, last)) < store.KeyRepublish || !c.keyPublished.CompareAndSwap(last, time.Now().UnixNano()) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(c.background, journalSyncTimeout)
+		defer cancel()
+		if err := c.publishKey(ctx); err != nil {
+			c.cfg.Logger.Warn("publish placement key", "err", err)
+			c.keyPublished.Store(last) // tried again on the next tick
+		}
+	}()
 }
 
 // loadRunJournal reads a run's whole journal once, when the run is executed

@@ -160,8 +160,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 				return nil, err
 			}
 			wc.Offloader = st
-			wc.Journal = func(run, thread, token string) runner.ThreadJournal {
-				return st.Journal(run, thread, token, false).Batched(store.JournalLinger)
+			wc.Journal = func(run, thread, token, proof string) runner.ThreadJournal {
+				return st.Journal(run, thread, token, false).Proven(proof).Batched(store.JournalLinger)
 			}
 		}
 		w, err := worker.New(wc)

@@ -23,9 +23,11 @@ import (
 type Kind string
 
 // Every kind of entry. Threads write start, model, tool, approval,
-// correction, handoff, spawn, refusal and end; the coordinator writes
-// placement, the end of a thread no worker reported, and the spawn of a
-// helper it answers from that helper's journal.
+// correction, handoff, spawn, refusal and end; the coordinator writes the
+// end of a thread no worker reported, and the spawn of a helper it answers
+// from that helper's journal. A placement is shown in transcripts where
+// the first entry written under it is (its proof, Proof); journals written
+// before proofs hold the coordinator's own placement entries.
 const (
 	KindStart      Kind = "start"
 	KindModel      Kind = "model"
@@ -102,7 +104,7 @@ type Entry struct {
 	// Own is the thread's own usage; Usage (on an end) its subtree's.
 	Own model.Usage `json:"own,omitzero" msgpack:"own,omitempty"`
 
-	// placement (coordinator): which worker and attempt own the thread now.
+	// placement: which worker and attempt own the thread from then on.
 	Worker  string `json:"worker,omitempty" msgpack:"worker,omitempty"`
 	Attempt int    `json:"attempt,omitempty" msgpack:"attempt,omitempty"`
 
@@ -110,6 +112,10 @@ type Entry struct {
 	// message header, not part of the body. Entries the coordinator writes
 	// carry none.
 	Placement string `json:"-" msgpack:"-"`
+	// Proof is the placement the entry was written under, set when read
+	// if the entry carries a proof that checks (see Proof): it counts on
+	// replay.
+	Proof *Proof `json:"-" msgpack:"-"`
 	// ThreadID is the thread whose journal holds the entry, set when read.
 	ThreadID string `json:"-" msgpack:"-"`
 	// Seq is the entry's sequence in the stream, set when read.

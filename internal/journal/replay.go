@@ -3,10 +3,12 @@ package journal
 import "github.com/formica-run/formica/internal/event"
 
 // Trusted returns the entries that count on replay (DESIGN "Trust"):
-// those the coordinator wrote, and those a thread wrote under a placement
-// the coordinator journaled for it. Anything else (an entry without a
-// placement, or under a placement nobody made) is dropped, so no worker can
-// plant work in another thread's history.
+// those the coordinator wrote, and those a thread wrote under a placement a
+// coordinator made: one whose proof checked when it was read (Proof), or,
+// in journals written before proofs, one the coordinator journaled.
+// Anything else (an entry without a placement, or under a placement nobody
+// made) is dropped, so no worker can plant work in another thread's
+// history.
 func Trusted(entries []Entry) []Entry {
 	placed := map[string]bool{}
 	for _, e := range entries {
@@ -16,7 +18,7 @@ func Trusted(entries []Entry) []Entry {
 	}
 	out := make([]Entry, 0, len(entries))
 	for _, e := range entries {
-		if e.ByCoordinator || (e.Placement != "" && placed[e.Placement]) {
+		if e.ByCoordinator || e.Proof != nil || (e.Placement != "" && placed[e.Placement]) {
 			out = append(out, e)
 		}
 	}

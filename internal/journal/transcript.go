@@ -34,7 +34,8 @@ type Transcript struct {
 	// assistant message followed by the results of its tool calls in call
 	// order, as the next model call received them.
 	Messages []model.Message `json:"messages"`
-	// Entries is the journal itself, in the order it was written.
+	// Entries is the journal itself, in the order it was written, with
+	// each placement where the first entry written under it is.
 	Entries []Entry `json:"entries"`
 }
 
@@ -50,7 +51,15 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 	// a placement) of the execution that died.
 	var steps []Entry
 	started := false
+	placements := map[string]bool{}
 	for _, e := range entries {
+		if p := e.Proof; p != nil && !placements[p.Digest] {
+			placements[p.Digest] = true
+			t.Worker = p.Worker
+			t.Attempts++
+			t.Entries = append(t.Entries, Entry{Kind: KindPlacement, Time: e.Time, Turn: e.Turn, Worker: p.Worker,
+				Attempt: p.Attempt, Placement: p.Digest, ThreadID: e.ThreadID, Seq: e.Seq})
+		}
 		t.Entries = append(t.Entries, e)
 		switch e.Kind {
 		case KindStart:
@@ -77,9 +86,12 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 			}
 		case KindCorrection, KindHandoff:
 			steps = append(steps, e)
-		case KindPlacement:
-			t.Worker = e.Worker
-			t.Attempts++
+		case KindPlacement: // a coordinator's, in a journal written before proofs
+			if e.Placement == "" || !placements[e.Placement] {
+				placements[e.Placement] = true
+				t.Worker = e.Worker
+				t.Attempts++
+			}
 		case KindEnd:
 			t.Status, t.Output, t.Error, t.FinishedAt = e.Status, e.Output, e.Error, e.Time
 		}

@@ -21,14 +21,18 @@ import (
 //	formica.journal.<run>.<thread>.c   entries the coordinator wrote
 //
 // The writer's token lets NATS permissions give workers the first and only
-// coordinators the second; a thread's entries also carry the digest of
-// their placement's token in the Formica-Placement header, and count on
-// replay only under a placement the coordinator journaled (journal.Trusted).
+// coordinators the second; a thread's entries also carry their placement's
+// proof (journal.Proof) in the Formica-Placement header, checked when read
+// against the coordinators' published keys, and count on replay only under
+// a placement a coordinator made (journal.Trusted). In journals written
+// before proofs the header is the digest of the placement's token, and the
+// coordinator journaled each placement on the thread's .c subject.
 const (
 	JournalStream = "FORMICA_JOURNAL"
 	// SubjectJournalAll matches every journal entry.
 	SubjectJournalAll = "formica.journal.>"
-	// HeaderPlacement carries the digest of the writer's placement token.
+	// HeaderPlacement carries the writer's placement proof (or, before
+	// proofs, the digest of its placement token).
 	HeaderPlacement = "Formica-Placement"
 	// DefaultJournalMaxAge is how long journals are kept by default.
 	DefaultJournalMaxAge = 7 * 24 * time.Hour
@@ -110,8 +114,9 @@ type JournalWriter struct {
 	run     string
 	thread  string
 	subject string
-	digest  string
-	batched time.Duration // the linger of a batched writer; 0: not batched
+	// placement is the Formica-Placement header of every message.
+	placement string
+	batched   time.Duration // the linger of a batched writer; 0: not batched
 
 	mu      sync.Mutex
 	held    [][]byte    // encoded entries a batched writer holds until Sync
@@ -136,7 +141,19 @@ func (w *JournalWriter) Batched(linger time.Duration) *JournalWriter {
 // entry); the coordinator passes byCoordinator and no token.
 func (s *Store) Journal(run, thread, placement string, byCoordinator bool) *JournalWriter {
 	return &JournalWriter{s: s, run: run, thread: thread, subject: SubjectJournal(run, thread, byCoordinator),
-		digest: journal.Digest(placement)}
+		placement: journal.Digest(placement)}
+}
+
+// Proven makes the writer journal proof (journal.Signer.Sign, of the
+// placement whose token opened it) with every entry, in place of the
+// token's bare digest: its entries then count on replay without an entry
+// of the coordinator's for the placement. An empty proof (a coordinator
+// that sends none) keeps the digest.
+func (w *JournalWriter) Proven(proof string) *JournalWriter {
+	if proof != "" {
+		w.placement = proof
+	}
+	return w
 }
 
 // Append queues e. An entry larger than one NATS message is stored in the
@@ -201,7 +218,7 @@ func (w *JournalWriter) flush() {
 
 // publish sends one message without waiting for its ack. w.mu is held.
 func (w *JournalWriter) publish(data []byte) {
-	f, err := w.s.publishEntry(w.subject, w.run, w.thread, w.digest, data)
+	f, err := w.s.publishEntry(w.subject, w.run, w.thread, w.placement, data)
 	if err != nil {
 		w.setErr(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
 		return
@@ -223,14 +240,14 @@ func (s *Store) encodeEntry(e journal.Entry) ([]byte, error) {
 }
 
 // publishEntry sends one journal message to subject without waiting for its
-// ack; digest is the writer's placement digest, if any. A failure is
+// ack; placement is the writer's placement header, if any. A failure is
 // reported (journalFailed) and returned.
-func (s *Store) publishEntry(subject, run, thread, digest string, data []byte) (jetstream.PubAckFuture, error) {
-	// The subject names the run and the thread: only the digest goes in
-	// a header.
+func (s *Store) publishEntry(subject, run, thread, placement string, data []byte) (jetstream.PubAckFuture, error) {
+	// The subject names the run and the thread: only the placement goes
+	// in a header.
 	msg := &nats.Msg{Subject: subject, Data: data}
-	if digest != "" {
-		msg.Header = nats.Header{HeaderPlacement: []string{digest}}
+	if placement != "" {
+		msg.Header = nats.Header{HeaderPlacement: []string{placement}}
 	}
 	f, err := s.jjs.PublishMsgAsync(msg, jetstream.WithExpectStream(JournalStream))
 	if err != nil {
@@ -303,8 +320,9 @@ func (s *Store) offloadEntry(kind journal.Kind, data []byte) ([]byte, error) {
 
 // ReadJournal returns the entries journaled for thread of run, in the order
 // they were stored, or the whole run's entries when thread is empty; none
-// for a thread that journaled nothing. Entries come back as written: filter
-// them with journal.Trusted before reusing any.
+// for a thread that journaled nothing. Entries come back as written, with
+// the placement proofs that check marked (Entry.Proof): filter them with
+// journal.Trusted before reusing any.
 func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.Entry, error) {
 	if err := checkID(run); err != nil {
 		return nil, err
@@ -321,9 +339,11 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 	// By direct gets: clients read journals too, and may create no
 	// consumer of what workers write (see readDirect).
 	var out []journal.Entry
+	proofs := proofs{s: s, run: run}
 	err := s.readDirect(ctx, JournalStream, filter, directBatch, func(msg *storedMsg) {
 		for _, e := range s.decodeEntries(ctx, msg) {
 			e.Seq = msg.seq
+			proofs.check(ctx, &e)
 			out = append(out, e)
 		}
 	})

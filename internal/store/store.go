@@ -194,6 +194,8 @@ type Store struct {
 	indexStream jetstream.Stream
 	// cancels holds clients' cancel requests (see RequestCancel).
 	cancels jetstream.Stream
+	// pkeys are the coordinators' placement keys (see PublishPlacementKey).
+	pkeys placementKeys
 }
 
 // Open creates or updates every stream, bucket and consumer of the store,
@@ -307,6 +309,16 @@ func (s *Store) openBuckets(ctx context.Context) error {
 			*kv.dst, err = ensure(ctx, client, js.KeyValue, kv.name, jetstream.ErrBucketNotFound,
 				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, kc) },
 				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kc) })
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if !client {
+		kc := keysConfig(s.cfg)
+		err := retry(ctx, s.log, "bucket "+KeysBucket, func(ctx context.Context) (err error) {
+			s.pkeys.kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
 			return err
 		})
 		if err != nil {

@@ -94,10 +94,14 @@ type ExecRequest struct {
 	Epoch   string `msgpack:"epoch"`
 	Attempt int    `msgpack:"attempt"`
 	// Token is the placement's secret: every message the worker sends about
-	// the thread carries it, and nothing else proves the placement. The
-	// thread journals under its digest (journal.Digest), and only entries
-	// of placements the coordinator journaled count on replay.
+	// the thread carries it, and nothing else proves the placement to the
+	// coordinator.
 	Token string `msgpack:"token"`
+	// Proof is the placement's proof for the journal (journal.Signer.Sign,
+	// over the token's digest): the thread journals it with every entry,
+	// and only entries under a proof that checks count on replay. A
+	// coordinator that keeps no journal sends none.
+	Proof string `msgpack:"proof,omitempty"`
 	// Uptime is the coordinator's monotonic age when it sent the request
 	// (see CoordHeartbeat.Uptime).
 	Uptime time.Duration `msgpack:"uptime"`

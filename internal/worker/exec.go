@@ -29,6 +29,7 @@ type hosted struct {
 	epoch   string
 	attempt int
 	token   string
+	proof   string // the placement's journal proof (ExecRequest.Proof)
 	fenced  bool
 	// current is when the placement was last known to be current: its
 	// ExecRequest's send time, then the latest confirmed PlacementCheck's.
@@ -184,7 +185,7 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r actor.Replier) {
 	}
 	ctx, cancel := context.WithCancelCause(base)
 	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token,
-		cancel: cancel, hasSlot: true, reply: r}
+		proof: req.Proof, cancel: cancel, hasSlot: true, reply: r}
 
 	w.mu.Lock()
 	if _, dup := w.threads[th.ID]; dup {

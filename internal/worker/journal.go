@@ -5,7 +5,8 @@ import (
 	"github.com/formica-run/formica/internal/thread"
 )
 
-// journals opens each hosted thread's journal under its placement's token.
+// journals opens each hosted thread's journal under its placement's token
+// and proof.
 type journals Worker
 
 func (w *Worker) journal() runner.Journal {
@@ -18,10 +19,10 @@ func (w *Worker) journal() runner.Journal {
 func (j *journals) Open(th *thread.Thread) runner.ThreadJournal {
 	w := (*Worker)(j)
 	w.mu.Lock()
-	token := ""
+	token, proof := "", ""
 	if h, ok := w.threads[th.ID]; ok {
-		token = h.token
+		token, proof = h.token, h.proof
 	}
 	w.mu.Unlock()
-	return w.cfg.Journal(th.RunID, th.ID, token)
+	return w.cfg.Journal(th.RunID, th.ID, token, proof)
 }

@@ -65,9 +65,9 @@ type Config struct {
 	// and `formica run` set it.
 	AllowScripted bool
 	// Journal, when set, opens the journal of one placement of a thread
-	// (run, thread, the placement's token): hosted threads journal their
-	// life there.
-	Journal func(run, thread, token string) runner.ThreadJournal
+	// (run, thread, the placement's token and journal proof): hosted
+	// threads journal their life there.
+	Journal func(run, thread, token, proof string) runner.ThreadJournal
 	Logger  *slog.Logger
 	// MCP, when set, is the operator's MCP servers (--mcp-config): threads
 	// whose spec names them get their tools, and heartbeats announce them.
