@@ -132,3 +132,26 @@ func FuzzParseProof(f *testing.F) {
 		_ = p.Check(s.PublicKey(), "run", "thread")
 	})
 }
+
+// BenchmarkProofSign: what a coordinator adds to each placement.
+func BenchmarkProofSign(b *testing.B) {
+	s, _ := NewSigner()
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Sign("9f3c2b1e-6d0a-4f7e-9b55-0c3a8a3f4b21", "0b4c1d2e-5f60-4718-8a9b-0c1d2e3f4a5b", "w1", 1, "q1bXk2s9Vd3xYz0aBcDeFg")
+	}
+}
+
+// BenchmarkProofCheck: what a reader spends on each placement it meets.
+func BenchmarkProofCheck(b *testing.B) {
+	s, _ := NewSigner()
+	run, thread := "9f3c2b1e-6d0a-4f7e-9b55-0c3a8a3f4b21", "0b4c1d2e-5f60-4718-8a9b-0c1d2e3f4a5b"
+	h := s.Sign(run, thread, "w1", 1, "q1bXk2s9Vd3xYz0aBcDeFg")
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := ParseProof(h)
+		if err != nil || !p.Check(s.PublicKey(), run, thread) {
+			b.Fatal("the proof does not check")
+		}
+	}
+}
