@@ -51,12 +51,11 @@ func (c *Coordinator) publish(e event.Event) {
 }
 
 // eventSender publishes events as their JSON (event.AppendJSON), one at a
-// time (the publisher's one draining goroutine): its buffer and header
-// serve event after event, since a publish copies both.
+// time (the publisher's one draining goroutine): its buffer serves event
+// after event, since a publish copies it.
 type eventSender struct {
-	c      *Coordinator
-	buf    []byte
-	header map[string]string
+	c   *Coordinator
+	buf []byte
 }
 
 // maxKeptEvent bounds the buffer kept for the next event.
@@ -65,10 +64,7 @@ const maxKeptEvent = 64 << 10
 func (s *eventSender) send(e *event.Event) {
 	data, err := event.AppendJSON(s.buf[:0], e)
 	if err == nil {
-		if s.header == nil {
-			s.header = make(map[string]string, 3)
-		}
-		err = s.c.tr.Publish(context.Background(), wire.EventSubject(*e), wire.EventMessage(s.header, e, data))
+		err = s.c.tr.Publish(context.Background(), wire.EventSubject(*e), wire.EventMessage(data))
 	}
 	if cap(data) <= maxKeptEvent {
 		s.buf = data[:0]

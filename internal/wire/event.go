@@ -18,14 +18,17 @@ func EventSubject(e event.Event) string {
 	return SubjectEvents(run) + "." + string(e.Type)
 }
 
-// EventMessage builds the message publishing e, whose JSON (event.Marshal
-// or event.AppendJSON) is data, with its headers written into h (its other
-// keys removed): a publisher sending one event at a time keeps one map for
-// all of them, since a publish copies it. Unlike protocol messages, events
-// are JSON, not msgpack, so any tool can read them; the type header still
-// routes them without decoding.
-func EventMessage(h map[string]string, e *event.Event, data []byte) Msg {
-	clear(h)
-	h[HeaderRun], h[HeaderThread], h[HeaderContentType] = e.RunID, e.ThreadID, event.ContentType
-	return Msg{Type: string(TypeEvent), Data: data, Header: h}
+// eventHeader is every event message's one header, its content type:
+// events are JSON, not msgpack like protocol messages, so any tool (`nats
+// sub`, the events stream, jq) reads them. Shared and never changed: a
+// publish only reads it.
+var eventHeader = map[string]string{HeaderContentType: event.ContentType}
+
+// EventMessage is the message publishing an event whose JSON (event.Marshal
+// or event.AppendJSON) is data. Its one header is the content type: what
+// the event says is all in its JSON and its subject, so it carries no run,
+// thread or type header, which the publisher would encode and the server
+// and the events stream parse and keep with every event.
+func EventMessage(data []byte) Msg {
+	return Msg{Data: data, Header: eventHeader}
 }
