@@ -160,17 +160,27 @@ func TestAttacksAreRefused(t *testing.T) {
 		m.refused("submit a run", wire.SubjectSubmit, false)
 		m.refused("ask for the workers list", wire.SubjectWorkers, false)
 
-		// Its own subjects work, but name no thread it holds.
+		// Its own subjects work, but name no thread it holds: refused as
+		// fenced once the target has ended (no coordinator owns it), as
+		// not found while it runs (it has no such thread).
+		refusedAsForeign := func(what string, reply *nats.Msg, err error) {
+			t.Helper()
+			if err != nil || reply == nil {
+				t.Errorf("%s: %v", what, err)
+				return
+			}
+			switch wire.Code(reply.Header.Get("Formica-Error")) {
+			case wire.CodeFenced, wire.CodeNotFound:
+			default:
+				t.Errorf("%s: reply %q, want fenced or not found", what, replyText(reply))
+			}
+		}
 		spawn := wire.SpawnRequest{RunID: target, ParentID: "root", Name: "evil", Task: "cat /etc/shadow"}
 		reply, err := m.nc.Request(wire.SubjectSpawn("coord", "mallory"), wire.MustEncode(wire.TypeSpawnRequest, spawn), 10*time.Second)
-		if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
-			t.Errorf("spawn on its own subject: %v, reply %q", err, replyText(reply))
-		}
+		refusedAsForeign("spawn on its own subject", reply, err)
 		ask := wire.ApprovalRequest{ApprovalRequest: policy.ApprovalRequest{RunID: target, ThreadID: "root", Tool: "bash"}}
 		reply, err = m.nc.Request(wire.SubjectApproval("coord", "mallory"), wire.MustEncode(wire.TypeApprovalRequest, ask), 10*time.Second)
-		if err != nil || reply.Header.Get("Formica-Error") != string(wire.CodeFenced) {
-			t.Errorf("approval on its own subject: %v, reply %q", err, replyText(reply))
-		}
+		refusedAsForeign("approval on its own subject", reply, err)
 	})
 
 	t.Run("worker credentials against transfers", func(t *testing.T) { transferAttacks(t, c) })
