@@ -98,7 +98,7 @@ func startCluster(ctx context.Context, tcp bool, workers, slots int, set Setting
 	if set.Metrics {
 		mx = metrics.New()
 	}
-	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, Workers: workers, Slots: slots,
+	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, LocalServer: c.srv, Workers: workers, Slots: slots,
 		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: benchCoordinator, Durable: journal,
 		Metrics: mx})
 	if err != nil {

@@ -150,6 +150,31 @@ func (s *Server) Name() string { return s.ns.Name() }
 // and tests. Do not Shutdown it directly: use Server.Shutdown.
 func (s *Server) NATS() *server.Server { return s.ns }
 
+// InterestOf returns a test of whether anything in the account of nc, a
+// connection to this server, subscribes to a subject: a client of this
+// server, a stream, or a client of another node of its cluster (routes
+// share their subscriptions). A publisher on this server may skip a
+// message nobody would receive; the server would drop it anyway.
+func (s *Server) InterestOf(nc *nats.Conn) (func(subject string) bool, error) {
+	cid, err := nc.GetClientID()
+	if err != nil {
+		return nil, fmt.Errorf("broker: interest: %w", err)
+	}
+	cz, err := s.ns.Connz(&server.ConnzOptions{CID: cid, Username: true})
+	if err != nil || len(cz.Conns) != 1 {
+		return nil, fmt.Errorf("broker: interest: connection %d not found on this server (%v)", cid, err)
+	}
+	name := cz.Conns[0].Account
+	if name == "" {
+		name = server.DEFAULT_GLOBAL_ACCOUNT
+	}
+	acc, err := s.ns.LookupAccount(name)
+	if err != nil {
+		return nil, fmt.Errorf("broker: interest: account %s: %w", name, err)
+	}
+	return acc.SubscriptionInterest, nil
+}
+
 // Connect opens a client connection over the in-process pipe, always, even
 // when the server listens on TCP: it skips the network stack (about 3x lower
 // latency, NATS.md) and cannot be refused by a firewall. The configured

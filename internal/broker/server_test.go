@@ -231,3 +231,61 @@ func TestServerLogsThroughSlog(t *testing.T) {
 		t.Fatalf("debug lines logged at info level:\n%s", out)
 	}
 }
+
+// TestInterestOf: the server tells a publisher whether anything in its
+// account subscribes to a subject: a client, over TCP or in-process, or a
+// stream capturing it.
+func TestInterestOf(t *testing.T) {
+	s := brokertest.Start(t)
+	pub, err := s.Connect("publisher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	interest, err := s.InterestOf(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const subject = "formica.events.r1.run.started"
+	if interest(subject) {
+		t.Fatal("interest with no subscriber")
+	}
+	watcher, err := nats.Connect(s.ClientURL(), nats.Name("watcher"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	sub, err := watcher.SubscribeSync("formica.events.r1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !interest(subject) {
+		t.Error("no interest with a watcher of the run")
+	}
+	if interest("formica.events.r2.run.started") {
+		t.Error("interest in another run's events")
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if interest(subject) {
+		t.Error("interest after the watcher left")
+	}
+
+	js, err := jetstream.New(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctxT(t, 10*time.Second), jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"formica.events.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !interest(subject) {
+		t.Error("no interest with a stream capturing the subject")
+	}
+}

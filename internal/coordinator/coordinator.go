@@ -88,6 +88,13 @@ type Config struct {
 	// queue, tree, placements, fleet, approvals).
 	Metrics *metrics.Metrics
 
+	// Interest, when set, says whether anything subscribes to a subject (a
+	// watcher, a `nats sub`, a stream): an event nobody would receive is
+	// not encoded nor published. Nil publishes every event, as over an
+	// external NATS, where the coordinator cannot tell (broker.Server's
+	// InterestOf tells for an embedded one).
+	Interest func(subject string) bool
+
 	// Cwd is the harness directory, on the workers, of queued runs that
 	// were submitted without one (`formica submit` leaves it to the
 	// coordinator); default: this process's working directory.

@@ -62,9 +62,13 @@ type eventSender struct {
 const maxKeptEvent = 64 << 10
 
 func (s *eventSender) send(e *event.Event) {
+	subject := wire.EventSubject(*e)
+	if s.c.cfg.Interest != nil && !s.c.cfg.Interest(subject) {
+		return // nobody listens: NATS would drop it
+	}
 	data, err := event.AppendJSON(s.buf[:0], e)
 	if err == nil {
-		err = s.c.tr.Publish(context.Background(), wire.EventSubject(*e), wire.EventMessage(data))
+		err = s.c.tr.Publish(context.Background(), subject, wire.EventMessage(data))
 	}
 	if cap(data) <= maxKeptEvent {
 		s.buf = data[:0]

@@ -35,6 +35,10 @@ type Config struct {
 	// Connect, when set, makes the stack use an external NATS instead of
 	// starting a server: it is called once per component.
 	Connect func(name string) (*nats.Conn, error)
+	// LocalServer, with Connect, is the server Connect reaches when it runs
+	// in this process: the coordinator then asks it who listens, as it asks
+	// the server the stack starts itself.
+	LocalServer *broker.Server
 	// NoCoordinator starts only workers (a worker process).
 	NoCoordinator bool
 	Coordinator   coordinator.Config
@@ -129,6 +133,17 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		if cc.Metrics == nil {
 			cc.Metrics = cfg.Metrics
+		}
+		local := s.Server
+		if local == nil {
+			local = cfg.LocalServer
+		}
+		if cc.Interest == nil && local != nil {
+			// Its own server knows who listens: events nobody follows
+			// (no watcher, no events stream) are not sent at all.
+			if cc.Interest, err = local.InterestOf(nc); err != nil {
+				return nil, err
+			}
 		}
 		if s.Coordinator, err = coordinator.New(cc); err != nil {
 			return nil, err
