@@ -192,9 +192,10 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier) *admittedSpawn {
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(req.CallID) // the parent's call: siblings show in call order
 	c.emit(rn, spawned)
-	// The parent journals the spawn, told of it by this progress.
+	// The helper's keep-alive names it, so a parent whose helper outlasts a
+	// heartbeat journals the spawn before its end; nothing is sent now: a
+	// helper that ends sooner is told of with its result.
 	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
-	r.Reply(progress)
 	return &admittedSpawn{c: c, rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress), reply: r}
 }
 
@@ -203,14 +204,6 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier) *admittedSpawn {
 func eventCallID(callKey string) string {
 	_, id := journal.ParseCallKey(callKey)
 	return id
-}
-
-// journalReused journals, on the parent's journal, that its call callKey
-// was answered by helper th, which had finished in an earlier execution
-// (a parent journals the spawns it is told of itself, and the refusals).
-func (c *Coordinator) journalReused(rn *run, th thread.Thread, callKey string) {
-	turn, callID := journal.ParseCallKey(callKey)
-	c.coordJournal(rn, th.ParentID, "", journal.Entry{Kind: journal.KindSpawn, Turn: turn, CallID: callID, Name: th.Name, Task: th.Task, Child: th.ID})
 }
 
 // attachSpawn answers a parent's spawn with the end of helper t, which an
@@ -241,7 +234,8 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 
 // reuseSpawn answers a spawn with the journaled output of a helper that
 // finished in an earlier execution of the run: it is not placed, takes no
-// slot, and its tokens (counted once, in the budget too) come with its result.
+// slot, and its tokens (counted once, in the budget too) come with its result;
+// the parent journals the spawn, as it journals any it is told of.
 func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th thread.Thread, callKey string, res thread.Result, r actor.Replier) {
 	if rn.chargeReused(th.ID, parent.lease.Node(), res.Usage) {
 		c.cfg.Metrics.ThreadReused()
@@ -249,7 +243,6 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th thread.Thread, c
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(callKey)
 	c.emit(rn, spawned)
-	c.journalReused(rn, th, callKey)
 	e := threadEvent(event.ThreadFinished, th)
 	e.Status, e.Usage, e.Reason = res.Status, res.Own, "reused from the journal"
 	c.emit(rn, e)

@@ -15,7 +15,9 @@ import (
 // It carries only what the worker cannot usefully lie about: which of its
 // placed threads asks (with that placement's token) and the model's
 // arguments. The coordinator derives the helper's spec, cwd, permissions,
-// depth and path from the parent thread it holds.
+// depth and path from the parent thread it holds. The answer is a
+// SpawnResult (the helper's end, or a refusal); while an admitted helper
+// runs, a Progress naming it each heartbeat keeps the request alive.
 type SpawnRequest struct {
 	RunID    string `msgpack:"run_id"`
 	ParentID string `msgpack:"parent_id"`
@@ -143,7 +145,8 @@ type ExecBusy struct {
 }
 
 // Progress is a heartbeat on a long request: the work goes on. A worker's
-// progress on a placed thread carries the placement's token.
+// progress on a placed thread carries the placement's token; a
+// coordinator's on a spawn names the admitted helper (ThreadID).
 type Progress struct {
 	ThreadID string `msgpack:"thread_id,omitempty"`
 	Token    string `msgpack:"token,omitempty"`

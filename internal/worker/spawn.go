@@ -8,6 +8,7 @@ import (
 
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/policy"
@@ -51,6 +52,11 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 				// A superseded parent leaves its helpers alone: they are its
 				// current placement's now, and the coordinator refuses a
 				// cancel from this one anyway.
+				if child == "" && req.CallID != "" {
+					// Not heard of yet (admitted within a heartbeat, or not
+					// at all): the call's helper has the id its call derives.
+					child = journal.ThreadID(req.RunID, req.ParentID, req.CallID)
+				}
 				if child != "" && !w.superseded(req.ParentID) {
 					w.cancelRemote(coord, req.RunID, req.ParentID, token, child, context.Cause(ctx))
 				}
@@ -72,6 +78,9 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 			}
 			if res.Refusal != "" {
 				return thread.Result{}, &limits.Refusal{Reason: res.Refusal, Kind: res.Budget}
+			}
+			if child == "" && res.ThreadID != "" {
+				req.ReportAdmitted(res.ThreadID) // it ended before its first keep-alive
 			}
 			return res.Result, nil
 		default:
