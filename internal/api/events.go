@@ -21,7 +21,7 @@ var errStreamClosed = errors.New("api: event stream closed")
 
 // runEvents serves GET /v1/runs/{id}/events as Server-Sent Events:
 //
-//	id: <seq>
+//	id: <event id>
 //	data: <event JSON, one line>
 //
 // and a ": keepalive" comment whenever nothing was sent for
@@ -91,7 +91,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// resumePoint is the sequence to resume after: Last-Event-ID (what a
+// resumePoint is the event id to resume after: Last-Event-ID (what a
 // reconnecting EventSource sends) wins over ?after=.
 func resumePoint(r *http.Request) (uint64, error) {
 	name, v := "Last-Event-ID", strings.TrimSpace(r.Header.Get("Last-Event-ID"))

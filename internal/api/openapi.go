@@ -141,7 +141,7 @@ func openAPIPaths() obj {
 		"/v1/runs/{id}/events": obj{
 			"parameters": []obj{runIDParam},
 			"get": with(op("runEvents", "Follow a run's events (Server-Sent Events)", "200", obj{
-				"description": "An event stream. Each message is `id: <seq>` and `data: <Event as one line of JSON>`; " +
+				"description": "An event stream. Each message is `id: <event id>` (its stored batch's sequence × 1000 + its place in the batch) and `data: <Event as one line of JSON>`; " +
 					"`: keepalive` comments come while nothing else does. It replays the stored events after the resume point, " +
 					"follows live ones and ends when the run has finished.",
 				"content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}},

@@ -222,7 +222,8 @@ func New(cfg Config) (*Coordinator, error) {
 			return nil, err
 		}
 	}
-	c.events = newPublisher(maxQueuedEvents, publishDelay, (&eventSender{c: c}).send)
+	es := newEventSender(c)
+	c.events = newPublisher(maxQueuedEvents, publishDelay, es.send, es.stored)
 	cfg.Metrics.FleetLoad(c.fleetLoad)
 	if cfg.Store != nil {
 		cfg.Metrics.QueueDepth(func(ctx context.Context) (metrics.Queue, error) {

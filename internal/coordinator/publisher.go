@@ -17,14 +17,17 @@ import (
 // them, so a thread's relayed events go before the thread.finished the
 // coordinator queues after them, and a run's events before its
 // run.finished. A run's end waits (flush) until its run.finished is handed
-// to NATS before the run's record is final, so what a submitter sees when
-// it gets the record is what it saw before: every event of the run sent.
+// to NATS, and stored in the events stream when there is one, before the
+// run's record is final, so what a submitter sees when it gets the record
+// is every event of the run sent, and kept.
 //
 // The queue is bounded (maxQueuedEvents waiting, and as many again taken
 // out as the batch being sent): when it is full, the one queuing waits for
 // room, as it waited for its own publish before the queue was there, so a
 // flood of events slows its producers instead of growing memory without
-// bound, and nothing is dropped.
+// bound, and nothing is dropped. The events stream holds it back the same
+// way: a batch is taken only once the last one is stored (or storedWait
+// passed).
 //
 // Events are sent in batches: once woken, the goroutine waits publishDelay
 // for more before it sends what came (a flush does not wait), so a busy
@@ -57,9 +60,14 @@ type queued struct {
 
 // publisher is the ordered, bounded queue of events to publish.
 type publisher struct {
-	send  func(*event.Event) // publishes one event; called by one goroutine at a time
-	max   int
-	delay time.Duration // a batch's wait for more events
+	send func(*event.Event) // publishes one event; called by one goroutine at a time
+	// stored, when set, waits until what send took is kept (the events
+	// stream): called after each batch and before a flush is done, by the
+	// same goroutine. A full stream thus holds the queue back, and a flush
+	// means stored.
+	stored func()
+	max    int
+	delay  time.Duration // a batch's wait for more events
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when the queue has room again
@@ -70,8 +78,11 @@ type publisher struct {
 	hurry   chan struct{} // a flush is queued: the batch goes now
 }
 
-func newPublisher(max int, delay time.Duration, send func(*event.Event)) *publisher {
-	p := &publisher{send: send, max: max, delay: delay, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
+func newPublisher(max int, delay time.Duration, send func(*event.Event), stored func()) *publisher {
+	if stored == nil {
+		stored = func() {}
+	}
+	p := &publisher{send: send, stored: stored, max: max, delay: delay, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 	p.room.L = &p.mu
 	return p
 }
@@ -81,8 +92,8 @@ func (p *publisher) put(e event.Event) {
 	p.enqueue(queued{e: e})
 }
 
-// flush waits until every event queued before it has been published, or
-// until timeout; false means it gave up.
+// flush waits until every event queued before it has been published (and
+// stored, with a store), or until timeout; false means it gave up.
 func (p *publisher) flush(timeout time.Duration) bool {
 	done := make(chan struct{})
 	p.enqueue(queued{done: done})
@@ -159,12 +170,14 @@ func (p *publisher) drain() {
 		for i := range batch {
 			q := &batch[i]
 			if q.done != nil {
+				p.stored()
 				close(q.done)
 			} else {
 				p.send(&q.e)
 			}
 			*q = queued{} // let the event's strings go
 		}
+		p.stored()
 		p.mu.Lock()
 		if p.spare == nil && cap(batch) <= 2*p.max {
 			p.spare = batch[:0]

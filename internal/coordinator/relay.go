@@ -1,11 +1,9 @@
 package coordinator
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // Workers never publish events. A hosted thread's events come to its run's
@@ -48,34 +46,4 @@ func (c *Coordinator) publish(e event.Event) {
 		e.Time = c.cfg.Now()
 	}
 	c.events.put(e)
-}
-
-// eventSender publishes events as their JSON (event.AppendJSON), one at a
-// time (the publisher's one draining goroutine): its buffer serves event
-// after event, since a publish copies it.
-type eventSender struct {
-	c   *Coordinator
-	buf []byte
-}
-
-// maxKeptEvent bounds the buffer kept for the next event.
-const maxKeptEvent = 64 << 10
-
-func (s *eventSender) send(e *event.Event) {
-	subject := wire.EventSubject(*e)
-	if s.c.cfg.Interest != nil && !s.c.cfg.Interest(subject) {
-		return // nobody listens: NATS would drop it
-	}
-	data, err := event.AppendJSON(s.buf[:0], e)
-	if err == nil {
-		err = s.c.tr.Publish(context.Background(), subject, wire.EventMessage(data))
-	}
-	if cap(data) <= maxKeptEvent {
-		s.buf = data[:0]
-	} else {
-		s.buf = nil
-	}
-	if err != nil {
-		s.c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
-	}
 }

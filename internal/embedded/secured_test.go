@@ -147,7 +147,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 	}
 	for _, subj := range []string{
 		wire.SubjectExec(victim), wire.SubjectWorkerHeartbeat(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim),
-		wire.SubjectEvents("r1") + ".run.finished", "$KV." + store.RunsBucket + ".r1", "$KV." + store.ApprovalsBucket + ".a1",
+		wire.SubjectEvents("r1") + ".run.finished", store.SubjectEventLog("r1"), "$KV." + store.RunsBucket + ".r1", "$KV." + store.ApprovalsBucket + ".a1",
 		"$JS.API.STREAM.DELETE." + store.EventsStream, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket, wire.SubjectSubmit,
 		// A consumer of what it wrote, delivering onto another's subject.
 		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1",
@@ -170,7 +170,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := 6 + 28
+	want := 6 + 29
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -186,6 +186,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 
 	cnc, cseen := violations(t, s, auth.Client, "eve")
 	clientDenied := []string{wire.SubjectExec(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim), wire.SubjectEvents("r1") + ".run.finished",
+		store.SubjectEventLog("r1"),
 		"$KV." + store.ApprovalsBucket + ".a1",
 		// Records, the queue and the index have the coordinators as their
 		// only writers; the cancel requests are appended, never deleted

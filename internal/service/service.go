@@ -210,10 +210,10 @@ func (s *Service) Events(ctx context.Context, id string, after uint64, send func
 	}
 	if rec.Status.Final() {
 		// Stored history only, which ends at the run's run.finished: when
-		// there is none after the resume point (the client has it all, the
-		// run was cancelled before it started, or its events expired),
+		// there is nothing after the resume point (the client has it all,
+		// the run was cancelled before it started, or its events expired),
 		// nothing more will come.
-		last, err := s.cfg.Store.LastEventSeq(ctx, id, event.RunFinished)
+		last, err := s.cfg.Store.LastEventID(ctx, id)
 		if err != nil {
 			return mapErr(err)
 		}

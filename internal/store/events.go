@@ -9,31 +9,34 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/wire"
 )
 
-// Events calls fn with each event of run runID whose sequence in
-// EventsStream is above afterSeq, in order: first the stored ones, then
-// live ones as they are published. It returns nil after delivering the
-// run's last stored run.finished event (a resumed run has one per
-// execution), fn's error if fn fails, or ctx's cause when ctx
-// ends. The sequence is the event's stable id (the HTTP API's SSE id): to
-// resume, pass the last sequence seen as afterSeq.
+// Events calls fn with each event of run runID whose id (EventID) is above
+// after, in order: first the stored ones, then live ones as they are
+// stored. It returns nil after delivering the batch that holds the run's
+// last stored run.finished event (a resumed run has one per execution),
+// fn's error if fn fails, or ctx's cause when ctx ends. The id is the
+// event's stable id (the HTTP API's SSE id): to resume, pass the last id
+// seen as after.
 //
 // One ordered consumer does both replay and live delivery, so no event
 // falls between them; it recreates itself after a reconnect or a gap. A
-// message that does not decode as an event is logged and skipped. Events
+// line that does not decode as an event is logged and skipped. Events
 // older than EventsMaxAge are gone: replay starts at the oldest kept.
-func (s *Store) Events(ctx context.Context, runID string, afterSeq uint64, fn func(seq uint64, e event.Event) error) error {
+func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(id uint64, e event.Event) error) error {
 	if err := checkID(runID); err != nil {
 		return err
 	}
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{wire.SubjectEvents(runID) + ".>"},
+		FilterSubjects: []string{SubjectEventLog(runID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
-	if afterSeq > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, afterSeq+1
+	fromSeq, fromPlace := splitEventID(after)
+	if after > 0 {
+		fromPlace++ // after the event named, in its batch
+		if fromSeq > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, fromSeq
+		}
 	}
 	cons, err := s.js.OrderedConsumer(ctx, EventsStream, cfg)
 	if err != nil {
@@ -54,28 +57,28 @@ func (s *Store) Events(ctx context.Context, runID string, afterSeq uint64, fn fu
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			s.log.Warn("store: event without metadata", "run", runID, "err", err)
+			s.log.Warn("store: events without metadata", "run", runID, "err", err)
 			continue
 		}
-		e, err := event.Unmarshal(msg.Data())
+		seq, from := meta.Sequence.Stream, 0
+		if seq == fromSeq {
+			from = fromPlace
+		}
+		finished, err := s.eachEvent(runID, seq, msg.Data(), from, fn)
 		if err != nil {
-			s.log.Warn("store: skipping undecodable event", "run", runID, "seq", meta.Sequence.Stream, "subject", msg.Subject(), "err", err)
-			continue
-		}
-		if err := fn(meta.Sequence.Stream, e); err != nil {
 			return err
 		}
 		// A run resumed after it finished has a later attempt's events
 		// after this run.finished: only the last one ends the run.
-		if e.Type == event.RunFinished && meta.NumPending == 0 {
+		if finished && meta.NumPending == 0 {
 			return nil
 		}
 	}
 }
 
-// LastEventSeq returns the sequence in EventsStream of run runID's last
-// event of type typ, or 0 when the stream keeps none.
-func (s *Store) LastEventSeq(ctx context.Context, runID string, typ event.Type) (uint64, error) {
+// LastEventID returns the id of run runID's last stored event, or 0 when
+// the stream keeps none.
+func (s *Store) LastEventID(ctx context.Context, runID string) (uint64, error) {
 	if err := checkID(runID); err != nil {
 		return 0, err
 	}
@@ -85,14 +88,14 @@ func (s *Store) LastEventSeq(ctx context.Context, runID string, typ event.Type) 
 	if err != nil {
 		return 0, fmt.Errorf("store: events of run %s: %w", runID, err)
 	}
-	m, err := st.GetLastMsgForSubject(ctx, wire.SubjectEvents(runID)+"."+string(typ))
+	m, err := st.GetLastMsgForSubject(ctx, SubjectEventLog(runID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: last %s of run %s: %w", typ, runID, err)
+		return 0, fmt.Errorf("store: last event of run %s: %w", runID, err)
 	}
-	return m.Sequence, nil
+	return EventID(m.Sequence, lastLine(m.Data)), nil
 }
 
 // stopOrdered stops the iterator and deletes the ephemeral consumer at

@@ -7,65 +7,60 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/wire"
 )
 
-// publishEvent publishes e as coordinators and workers do: core NATS.
-func publishEvent(t *testing.T, nc *nats.Conn, e event.Event) {
+// appendEvents stores events as one batch of their run's log, as a
+// coordinator does, and waits until it is stored.
+func appendEvents(t *testing.T, s *Store, run string, events ...event.Event) {
 	t.Helper()
-	msg := nats.NewMsg(wire.SubjectEvents(e.RunID) + "." + string(e.Type))
-	msg.Header.Set(wire.HeaderRun, e.RunID)
-	msg.Data, _ = event.Marshal(e)
-	if err := nc.PublishMsg(msg); err != nil {
-		t.Fatal(err)
+	var batch []byte
+	for _, e := range events {
+		data, err := event.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(append(batch, data...), '\n')
 	}
+	appendBatch(t, s, run, batch)
 }
 
-// waitStored waits until the events stream holds n messages.
-func waitStored(t *testing.T, s *Store, n uint64) {
+func appendBatch(t *testing.T, s *Store, run string, batch []byte) {
 	t.Helper()
-	ctx := ctxT(t, 5*time.Second)
-	for {
-		st, err := s.js.Stream(ctx, EventsStream)
-		if err == nil && st.CachedInfo().State.Msgs >= n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("events stream never held %d messages (%v)", n, err)
-		case <-time.After(10 * time.Millisecond):
-		}
+	f, err := s.AppendEvents(run, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitStored(ctxT(t, 5*time.Second), []jetstream.PubAckFuture{f}); err != nil {
+		t.Fatal(err)
 	}
 }
 
 type seqEvent struct {
-	seq uint64
+	id  uint64
 	typ event.Type
 }
 
 func TestEventsReplayThenLive(t *testing.T) {
-	s, nc := openStore(t, Config{})
+	s, _ := openStore(t, Config{})
 	ctx := ctxT(t, 15*time.Second)
 	ev := func(run string, typ event.Type, name string) event.Event {
 		return event.Event{Type: typ, RunID: run, Name: name, Time: time.Now().UTC()}
 	}
-	publishEvent(t, nc, ev("run-a", event.RunStarted, ""))
-	publishEvent(t, nc, ev("run-b", event.RunStarted, "")) // another run's
-	publishEvent(t, nc, ev("run-a", event.ThreadSpawned, "x"))
-	if err := nc.Publish(wire.SubjectEvents("run-a")+".garbage", []byte("junk")); err != nil {
-		t.Fatal(err)
-	}
-	publishEvent(t, nc, ev("run-a", event.ThreadStarted, "x"))
-	waitStored(t, s, 5)
+	appendEvents(t, s, "run-a", ev("run-a", event.RunStarted, ""))
+	appendEvents(t, s, "run-b", ev("run-b", event.RunStarted, "")) // another run's
+	// A batch with a line that is no event: skipped, its place kept.
+	spawned, _ := event.Marshal(ev("run-a", event.ThreadSpawned, "x"))
+	started, _ := event.Marshal(ev("run-a", event.ThreadStarted, "x"))
+	appendBatch(t, s, "run-a", append(append(append(spawned, "\njunk\n"...), started...), '\n'))
 
 	got := make(chan seqEvent, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Events(ctx, "run-a", 0, func(seq uint64, e event.Event) error {
-			got <- seqEvent{seq, e.Type}
+		done <- s.Events(ctx, "run-a", 0, func(id uint64, e event.Event) error {
+			got <- seqEvent{id, e.Type}
 			return nil
 		})
 	}()
@@ -73,10 +68,9 @@ func TestEventsReplayThenLive(t *testing.T) {
 	for range 3 { // the stored ones
 		seen = append(seen, recv(t, got))
 	}
-	for _, typ := range []event.Type{event.ModelCall, event.ThreadFinished, event.RunFinished} {
-		publishEvent(t, nc, ev("run-a", typ, "x"))
-		publishEvent(t, nc, ev("run-b", typ, "x"))
-	}
+	appendEvents(t, s, "run-a", ev("run-a", event.ModelCall, "x"), ev("run-a", event.ThreadFinished, "x"))
+	appendEvents(t, s, "run-b", ev("run-b", event.RunFinished, "x"))
+	appendEvents(t, s, "run-a", ev("run-a", event.RunFinished, "x"))
 	for range 3 { // the live ones
 		seen = append(seen, recv(t, got))
 	}
@@ -93,25 +87,38 @@ func TestEventsReplayThenLive(t *testing.T) {
 	var types []event.Type
 	for i, se := range seen {
 		types = append(types, se.typ)
-		if i > 0 && se.seq <= seen[i-1].seq {
-			t.Fatalf("sequences not increasing: %v", seen)
+		if i > 0 && se.id <= seen[i-1].id {
+			t.Fatalf("ids not increasing: %v", seen)
 		}
 	}
 	if d := cmp.Diff(wantTypes, types); d != "" {
 		t.Fatalf("(-want +got)\n%s", d)
 	}
-
-	// Resuming after the third event delivers only the later ones.
-	var resumed []seqEvent
-	err := s.Events(ctx, "run-a", seen[2].seq, func(seq uint64, e event.Event) error {
-		resumed = append(resumed, seqEvent{seq, e.Type})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	// Ids are the batch's sequence and the place in it (the junk's counts).
+	if seen[1].id+2 != seen[2].id || seen[3].id+1 != seen[4].id {
+		t.Errorf("ids %v: places within a batch not kept", seen)
 	}
-	if d := cmp.Diff(seen[3:], resumed, cmp.AllowUnexported(seqEvent{})); d != "" {
-		t.Fatalf("resumed (-want +got)\n%s", d)
+	if last, err := s.LastEventID(ctx, "run-a"); err != nil || last != seen[5].id {
+		t.Errorf("LastEventID = %d, %v; want %d", last, err, seen[5].id)
+	}
+	if last, err := s.LastEventID(ctx, "run-none"); err != nil || last != 0 {
+		t.Errorf("LastEventID of a run with none = %d, %v; want 0", last, err)
+	}
+
+	// Resuming after any event delivers only the later ones, within a
+	// batch too.
+	for _, after := range []int{0, 1, 3} {
+		var resumed []seqEvent
+		err := s.Events(ctx, "run-a", seen[after].id, func(id uint64, e event.Event) error {
+			resumed = append(resumed, seqEvent{id, e.Type})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(seen[after+1:], resumed, cmp.AllowUnexported(seqEvent{})); d != "" {
+			t.Fatalf("resumed after event %d (-want +got)\n%s", after, d)
+		}
 	}
 
 	// fn's error ends the stream.
@@ -139,28 +146,26 @@ func TestEventsReplayThenLive(t *testing.T) {
 // A run resumed after it finished: replay goes past the first execution's
 // run.finished and ends at the last one.
 func TestEventsOfAResumedRunEndAtTheLastFinish(t *testing.T) {
-	s, nc := openStore(t, Config{})
+	s, _ := openStore(t, Config{})
 	ctx := ctxT(t, 15*time.Second)
 	ev := func(typ event.Type) event.Event {
 		return event.Event{Type: typ, RunID: "run-r", Time: time.Now().UTC()}
 	}
-	for _, typ := range []event.Type{event.RunStarted, event.RunFinished, event.RunStarted, event.ThreadStarted} {
-		publishEvent(t, nc, ev(typ))
-	}
-	waitStored(t, s, 4)
+	appendEvents(t, s, "run-r", ev(event.RunStarted), ev(event.RunFinished))
+	appendEvents(t, s, "run-r", ev(event.RunStarted), ev(event.ThreadStarted))
 
 	got := make(chan seqEvent, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Events(ctx, "run-r", 0, func(seq uint64, e event.Event) error {
-			got <- seqEvent{seq, e.Type}
+		done <- s.Events(ctx, "run-r", 0, func(id uint64, e event.Event) error {
+			got <- seqEvent{id, e.Type}
 			return nil
 		})
 	}()
 	for range 4 {
 		recv(t, got)
 	}
-	publishEvent(t, nc, ev(event.RunFinished))
+	appendEvents(t, s, "run-r", ev(event.RunFinished))
 	if e := recv(t, got); e.typ != event.RunFinished {
 		t.Fatalf("got %s, want the second run.finished", e.typ)
 	}
@@ -171,5 +176,17 @@ func TestEventsOfAResumedRunEndAtTheLastFinish(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("Events did not end at the last run.finished")
+	}
+}
+
+// A client's store writes no events.
+func TestClientStoreWritesNoEvents(t *testing.T) {
+	_, nc := openStore(t, Config{})
+	c, err := Open(ctxT(t, 10*time.Second), nc, Config{Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppendEvents("run-a", []byte("{}\n")); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a client's AppendEvents: %v, want refused", err)
 	}
 }

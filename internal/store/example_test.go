@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
@@ -80,27 +81,34 @@ func Example() {
 	// run-1 succeeded hello 1
 }
 
-// Following a run's events as the HTTP API's SSE stream does: the sequence
-// is the event id a client resumes from.
+// Following a run's events as the HTTP API's SSE stream does: a stored
+// batch's sequence and the event's place in it make the event id a client
+// resumes from.
 func ExampleStore_Events() {
 	withStore(func(ctx context.Context, nc *nats.Conn, st *store.Store) error {
+		// A coordinator stores a run's events in batches, JSON lines.
+		var batch []byte
 		for _, typ := range []event.Type{event.RunStarted, event.ThreadSpawned, event.RunFinished} {
-			e := event.Event{Type: typ, RunID: "run-1"}
-			data, err := event.Marshal(e)
+			data, err := event.Marshal(event.Event{Type: typ, RunID: "run-1"})
 			if err != nil {
 				return err
 			}
-			if err := nc.Publish(wire.SubjectEvents("run-1")+"."+string(typ), data); err != nil {
-				return err
-			}
+			batch = append(append(batch, data...), '\n')
 		}
-		return st.Events(ctx, "run-1", 0, func(seq uint64, e event.Event) error {
-			fmt.Println(seq, e.Type)
+		f, err := st.AppendEvents("run-1", batch)
+		if err != nil {
+			return err
+		}
+		if err := store.WaitStored(ctx, []jetstream.PubAckFuture{f}); err != nil {
+			return err
+		}
+		return st.Events(ctx, "run-1", 0, func(id uint64, e event.Event) error {
+			fmt.Println(id, e.Type)
 			return nil
 		})
 	})
 	// Output:
-	// 1 run.started
-	// 2 thread.spawned
-	// 3 run.finished
+	// 1000 run.started
+	// 1001 thread.spawned
+	// 1002 run.finished
 }

@@ -10,9 +10,10 @@
 //   - run records: the KV bucket formica_runs, JSON of record.Run keyed by
 //     run id, updated by compare-and-set. A record too large for one NATS
 //     message lives in the object store and the bucket holds a pointer.
-//   - events: the limits stream FORMICA_EVENTS on formica.events.>, which
-//     captures the events coordinators and workers publish with plain core
-//     NATS; Events replays a run's events and follows it live.
+//   - events: the limits stream FORMICA_EVENTS on formica.eventlog.>, each
+//     run's events in batches, in order, as its coordinator stores them
+//     (AppendEvents; it publishes each one live on formica.events.> too);
+//     Events replays a run's events and follows it live.
 //   - thread journals: the limits stream FORMICA_JOURNAL on
 //     formica.journal.<run>.<thread>.{t,c}, every thread's life entry by
 //     entry (see JournalWriter, ReadJournal and package journal).
@@ -46,7 +47,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/ids"
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // Names of the JetStream assets.
@@ -57,7 +57,8 @@ const (
 	SubjectQueue = "formica.queue.runs"
 	// QueueConsumer is the durable pull consumer all coordinators share.
 	QueueConsumer = "coordinators"
-	// EventsStream captures every run's events (LimitsPolicy, MaxAge).
+	// EventsStream keeps every run's events (LimitsPolicy, MaxAge), in
+	// batches (see AppendEvents).
 	EventsStream = "FORMICA_EVENTS"
 	// RunsBucket is the KV bucket of run records.
 	RunsBucket = "formica_runs"
@@ -177,6 +178,7 @@ type Store struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	jjs       jetstream.JetStream // the journal's pipelined writes
+	ejs       jetstream.JetStream // event batches (AppendEvents); nil for a client
 	cfg       Config
 	log       *slog.Logger
 	queue     jetstream.Consumer
@@ -218,6 +220,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if s.jjs, err = s.journalPublisher(nc); err != nil {
 		return nil, err
 	}
+	if !cfg.Client {
+		if s.ejs, err = s.eventLogPublisher(nc); err != nil {
+			return nil, err
+		}
+	}
 	r := cfg.Replicas
 	streams := []jetstream.StreamConfig{{
 		Name:        QueueStream,
@@ -229,8 +236,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		Replicas:    r,
 	}, {
 		Name:        EventsStream,
-		Description: "Formica run events",
-		Subjects:    []string{wire.EventsAll},
+		Description: "Formica run events, each run's in batches",
+		Subjects:    []string{SubjectEventLogAll},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      cfg.EventsMaxAge,

@@ -13,7 +13,6 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // sseEvent is one message of a run's event stream.
@@ -99,12 +98,19 @@ func (c *coord) sse(run string, lastID uint64, stopAfter int) ([]sseEvent, int, 
 // the events stream, in stream order, over the test's own NATS connection.
 func (c *coord) streamRunEvents() []event.Event {
 	c.t.Helper()
-	return c.streamEvents(wire.SubjectEvents("*") + ".run.*")
+	var out []event.Event
+	for _, e := range c.streamEvents("*") {
+		if strings.HasPrefix(string(e.Type), "run.") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
-// streamEvents reads every event kept in the events stream on subjects
-// matching filter, in stream order.
-func (c *coord) streamEvents(filter string) []event.Event {
+// streamEvents reads every event kept in the events stream for run (a run
+// id, or * for all), in stream order: each message a batch of one run's
+// events, JSON lines.
+func (c *coord) streamEvents(run string) []event.Event {
 	c.t.Helper()
 	nc := c.connect()
 	defer nc.Close()
@@ -115,7 +121,7 @@ func (c *coord) streamEvents(filter string) []event.Event {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cons, err := js.OrderedConsumer(ctx, store.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
+		FilterSubjects: []string{store.SubjectEventLog(run)},
 	})
 	if err != nil {
 		c.t.Fatalf("events stream: %v", err)
@@ -134,11 +140,13 @@ func (c *coord) streamEvents(filter string) []event.Event {
 				c.t.Fatalf("events stream: %v", err)
 			}
 			pending = meta.NumPending
-			e, err := event.Unmarshal(m.Data())
-			if err != nil {
-				c.t.Fatalf("events stream: message %d: %v", meta.Sequence.Stream, err)
+			for line := range strings.Lines(string(m.Data())) {
+				e, err := event.Unmarshal([]byte(line))
+				if err != nil {
+					c.t.Fatalf("events stream: message %d: %v", meta.Sequence.Stream, err)
+				}
+				out = append(out, e)
 			}
-			out = append(out, e)
 		}
 		if err := batch.Error(); err != nil {
 			c.t.Fatalf("events stream: %v", err)

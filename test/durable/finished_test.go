@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/wire"
 	"github.com/formica-run/formica/test/proc"
 )
 
@@ -75,7 +74,7 @@ func TestOneThreadFinishedPerThread(t *testing.T) {
 	})
 
 	finished := map[string][]event.Status{}
-	for _, e := range c.streamEvents(wire.SubjectEvents(run) + ".>") {
+	for _, e := range c.streamEvents(run) {
 		if e.Type == event.ThreadFinished {
 			finished[e.ThreadID] = append(finished[e.ThreadID], e.Status)
 		}

@@ -1,0 +1,133 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// eventSender sends events for the publisher's one draining goroutine: each
+// live, as its JSON (event.AppendJSON) on formica.events.<run>.<type>, when
+// anybody listens; and, with a store, into its run's log, the events
+// stream, where the events a batch of the publisher brings for one run are
+// stored as one message (store.AppendEvents), acked before the next batch
+// is taken (stored). Its buffers serve event after event, since a publish
+// copies what it sends.
+type eventSender struct {
+	c   *Coordinator
+	buf []byte
+	// logs are the runs' log batches being filled, in the order they began.
+	logs    []*runLog
+	byRun   map[string]*runLog
+	pending []jetstream.PubAckFuture
+}
+
+// runLog is the batch of one run's events being filled: JSON lines.
+type runLog struct {
+	run   string
+	lines []byte
+	n     int
+}
+
+// maxKeptEvent bounds the buffer kept for the next event.
+const maxKeptEvent = 64 << 10
+
+// storedWait bounds how long one batch of the publisher waits for the
+// events stream's acks: past it, the batch is left to be acked or reported
+// failed on its own, and the events go on, so a stream that does not
+// answer slows the coordinator's events but never stops them.
+const storedWait = 2 * time.Second
+
+func newEventSender(c *Coordinator) *eventSender {
+	return &eventSender{c: c, byRun: map[string]*runLog{}}
+}
+
+func (s *eventSender) send(e *event.Event) {
+	subject := wire.EventSubject(*e)
+	live := s.c.cfg.Interest == nil || s.c.cfg.Interest(subject)
+	keep := s.c.cfg.Store != nil
+	if !live && !keep {
+		return // nobody listens and nothing keeps it: NATS would drop it
+	}
+	data, err := event.AppendJSON(s.buf[:0], e)
+	if err != nil {
+		s.c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
+		return
+	}
+	if live {
+		if err := s.c.tr.Publish(context.Background(), subject, wire.EventMessage(data)); err != nil {
+			s.c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
+		}
+	}
+	if keep {
+		run := e.RunID
+		if run == "" {
+			run = wire.ClusterRun
+		}
+		s.log(run, data)
+	}
+	if cap(data) <= maxKeptEvent {
+		s.buf = data[:0]
+	} else {
+		s.buf = nil
+	}
+}
+
+// log adds an event's JSON to its run's batch, storing the batch first
+// when the event would take it past its bounds.
+func (s *eventSender) log(run string, data []byte) {
+	l := s.byRun[run]
+	if l == nil {
+		l = &runLog{run: run}
+		s.byRun[run] = l
+		s.logs = append(s.logs, l)
+	}
+	if l.n > 0 && (l.n >= store.EventsPerBatch || len(l.lines)+len(data)+1 > store.MaxEventBatch) {
+		s.store(l)
+	}
+	l.lines = append(append(l.lines, data...), '\n')
+	l.n++
+}
+
+// store sends l's batch to the events stream and starts a new one.
+func (s *eventSender) store(l *runLog) {
+	f, err := s.c.cfg.Store.AppendEvents(l.run, l.lines)
+	if err != nil {
+		s.c.cfg.Logger.Warn("store events", "run_id", l.run, "events", l.n, "err", err)
+	} else {
+		s.pending = append(s.pending, f)
+	}
+	l.lines, l.n = nil, 0 // the publish may keep its message: a new buffer
+}
+
+// stored sends every batch being filled and waits, up to storedWait, until
+// the events stream has acked all it was sent.
+func (s *eventSender) stored() {
+	if s.c.cfg.Store == nil {
+		return
+	}
+	for _, l := range s.logs {
+		if l.n > 0 {
+			s.store(l)
+		}
+		delete(s.byRun, l.run)
+	}
+	clear(s.logs)
+	s.logs = s.logs[:0]
+	if len(s.pending) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storedWait)
+	err := store.WaitStored(ctx, s.pending)
+	cancel()
+	if err != nil {
+		s.c.cfg.Logger.Warn("store events", "batches", len(s.pending), "err", err)
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
+}

@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/store"
+)
+
+// TestEventLogBatchesPerRun: a durable coordinator stores the events of
+// each run in its log, in order, a batch of the publisher's per stored
+// message (split at store.EventsPerBatch), whether or not anybody listens
+// live; a flush returns once what came before it is stored.
+func TestEventLogBatchesPerRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{JetStream: true, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect("coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st, err := store.Open(ctx, nc, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int64
+	c, err := New(Config{Conn: nc, Cwd: os.TempDir(), Store: st,
+		Interest: func(string) bool { asked.Add(1); return false }}) // nobody listens live
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := nc.SubscribeSync("formica.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const big, small = store.EventsPerBatch + 500, 10
+	ev := func(run string, i int, last bool) event.Event {
+		typ := event.ModelCall
+		if last {
+			typ = event.RunFinished
+		}
+		return event.Event{Type: typ, RunID: run, Name: fmt.Sprint(i)}
+	}
+	for i := range big {
+		c.publish(ev("r1", i, i == big-1))
+		if i < small {
+			c.publish(ev("r2", i, i == small-1))
+		}
+	}
+	if !c.events.flush(30 * time.Second) {
+		t.Fatal("flush gave up")
+	}
+	// Stored already: the stream holds them before any reader asks.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, store.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n < 3 || n > 6 {
+		t.Errorf("the events stream holds %d messages for %d events of two runs, want a few batches", n, big+small)
+	}
+	for run, n := range map[string]int{"r1": big, "r2": small} {
+		next, last := 0, uint64(0)
+		err := st.Events(ctx, run, 0, func(id uint64, e event.Event) error {
+			if e.RunID != run || e.Name != fmt.Sprint(next) {
+				return fmt.Errorf("event %d of %s is %s %s %s", next, run, e.RunID, e.Type, e.Name)
+			}
+			if id <= last {
+				return fmt.Errorf("id %d after %d", id, last)
+			}
+			next, last = next+1, id
+			return nil
+		})
+		if err != nil || next != n {
+			t.Errorf("%s: %d of %d events replayed in order (%v)", run, next, n, err)
+		}
+	}
+	if _, err := live.NextMsg(100 * time.Millisecond); err != nats.ErrTimeout {
+		t.Errorf("an event was published live with nobody listening: %v", err)
+	}
+	if asked.Load() == 0 {
+		t.Error("the coordinator never asked who listens")
+	}
+}
