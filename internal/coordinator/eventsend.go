@@ -43,6 +43,12 @@ const maxKeptEvent = 64 << 10
 // answer slows the coordinator's events but never stops them.
 const storedWait = 2 * time.Second
 
+// storeWindow bounds the stored messages sent and not yet acked: a
+// publisher batch with more (one per run, more for a run with many events)
+// waits for their acks on the way, so what waits in the stream's intake
+// (which drops what overflows it) stays this small.
+const storeWindow = 16
+
 func newEventSender(c *Coordinator) *eventSender {
 	return &eventSender{c: c, byRun: map[string]*runLog{}}
 }
@@ -96,6 +102,9 @@ func (s *eventSender) log(run string, data []byte) {
 
 // store sends l's batch to the events stream and starts a new one.
 func (s *eventSender) store(l *runLog) {
+	if len(s.pending) >= storeWindow {
+		s.waitStored()
+	}
 	f, err := s.c.cfg.Store.AppendEvents(l.run, l.lines)
 	if err != nil {
 		s.c.cfg.Logger.Warn("store events", "run_id", l.run, "events", l.n, "err", err)
@@ -119,6 +128,12 @@ func (s *eventSender) stored() {
 	}
 	clear(s.logs)
 	s.logs = s.logs[:0]
+	s.waitStored()
+}
+
+// waitStored waits, up to storedWait, until the events stream has acked
+// every batch sent.
+func (s *eventSender) waitStored() {
 	if len(s.pending) == 0 {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -98,5 +99,66 @@ func TestEventLogBatchesPerRun(t *testing.T) {
 	}
 	if asked.Load() == 0 {
 		t.Error("the coordinator never asked who listens")
+	}
+}
+
+// TestEventBurstWaitsForTheStream: a burst of events far larger than the
+// server's stream intake (which drops what overflows it; as small here as
+// the coordinator's window of unacked batches) is all stored: batches wait
+// for acks once the window is full.
+func TestEventBurstWaitsForTheStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoSigs: true,
+		StreamMaxBufferedMsgs: storeWindow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st, err := store.Open(ctx, nc, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Conn: nc, Cwd: os.TempDir(), Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Many runs at once: a publisher batch holds a stored message for each.
+	const runs, per = 50, 1000
+	for i := range per {
+		for r := range runs {
+			typ := event.ToolCall
+			if i == per-1 {
+				typ = event.RunFinished
+			}
+			c.publish(event.Event{Type: typ, RunID: fmt.Sprint("burst-", r), Name: fmt.Sprint(i), Arguments: `{"name":"a","task":"part of the burst"}`})
+		}
+	}
+	if !c.events.flush(30 * time.Second) {
+		t.Fatal("flush gave up")
+	}
+	for r := range runs {
+		got := 0
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a run missing its end waits for it
+		err = st.Events(rctx, fmt.Sprint("burst-", r), 0, func(_ uint64, e event.Event) error {
+			if e.Name != fmt.Sprint(got) {
+				return fmt.Errorf("event %d is %s", got, e.Name)
+			}
+			got++
+			return nil
+		})
+		cancel()
+		if err != nil || got != per {
+			t.Fatalf("run %d: %d of %d events stored (%v)", r, got, per, err)
+		}
 	}
 }
