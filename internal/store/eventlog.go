@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -105,9 +104,14 @@ func WaitStored(ctx context.Context, futures []jetstream.PubAckFuture) error {
 
 // eachEvent calls fn with the id and the event of every line of the batch
 // stored at seq, from place from on; a line that is not an event is logged
-// and skipped (its place counts). It stops at fn's first error.
+// and skipped (its place counts), and so are lines past EventsPerBatch,
+// which would take ids of the next batch. It stops at fn's first error.
 func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn func(id uint64, e event.Event) error) (sawFinish bool, err error) {
 	for i := 0; len(batch) > 0; i++ {
+		if i == EventsPerBatch {
+			s.log.Warn("store: skipping the events of a batch past its bound", "run", run, "seq", seq, "bound", EventsPerBatch)
+			break
+		}
 		line := batch
 		if n := bytes.IndexByte(batch, '\n'); n >= 0 {
 			line, batch = batch[:n], batch[n+1:]
@@ -130,7 +134,7 @@ func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn fun
 	return sawFinish, nil
 }
 
-// lastLine is the place of batch's last line.
+// lastLine is the place of batch's last line (within the bound).
 func lastLine(batch []byte) int {
-	return strings.Count(string(bytes.TrimSuffix(batch, []byte("\n"))), "\n")
+	return min(bytes.Count(bytes.TrimSuffix(batch, []byte("\n")), []byte("\n")), EventsPerBatch-1)
 }

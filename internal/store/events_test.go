@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,4 +191,31 @@ func TestClientStoreWritesNoEvents(t *testing.T) {
 	if _, err := c.AppendEvents("run-a", []byte("{}\n")); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("a client's AppendEvents: %v, want refused", err)
 	}
+}
+
+// FuzzEachEvent: whatever a stored batch holds, reading it never panics,
+// and the ids it gives are increasing and the batch's own.
+func FuzzEachEvent(f *testing.F) {
+	line, _ := event.Marshal(event.Event{Type: event.RunStarted, RunID: "r"})
+	f.Add(append(line, '\n'), 0)
+	f.Add([]byte("junk\n\n{}\n"+string(line)), 1)
+	f.Add([]byte(strings.Repeat("{}\n", EventsPerBatch+3)), 2)
+	s := &Store{log: slog.New(slog.DiscardHandler)}
+	const seq = 7
+	f.Fuzz(func(t *testing.T, batch []byte, from int) {
+		var last uint64
+		_, err := s.eachEvent("r", seq, batch, from, func(id uint64, e event.Event) error {
+			if id < EventID(seq, 0) || id >= EventID(seq+1, 0) || (last != 0 && id <= last) {
+				t.Fatalf("id %d after %d, outside batch %d", id, last, seq)
+			}
+			last = id
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last != 0 && last > EventID(seq, lastLine(batch)) {
+			t.Fatalf("id %d past the batch's last line %d", last, lastLine(batch))
+		}
+	})
 }
