@@ -36,7 +36,7 @@ const maxEventArguments = 64 << 10
 func (st *threadState) callTools(ctx context.Context, turn int, calls []model.ToolCall) (outputs []string, target string) {
 	outputs = make([]string, len(calls))
 	for i, c := range calls {
-		name, ok := st.handoffs[c.Name]
+		name, ok := st.tools.handoffs[c.Name]
 		if !ok {
 			continue
 		}
@@ -51,7 +51,7 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 				Result: outputs[i], ToolStatus: journal.ToolOK})
 		}
 	}
-	pending := func(i int) bool { _, isHandoff := st.handoffs[calls[i].Name]; return !isHandoff }
+	pending := func(i int) bool { _, isHandoff := st.tools.handoffs[calls[i].Name]; return !isHandoff }
 
 	if !st.agent.ParallelCalls() {
 		for i, c := range calls {
@@ -157,9 +157,9 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 // execute runs call c of turn: an agent call is the loop's own (spawn);
 // any other goes through the permission gate and the CallGuard first.
 func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall, hc *helperCall) (string, string) {
-	t, ok := st.byName[c.Name]
+	t, ok := st.tools.byName[c.Name]
 	if !ok {
-		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.visible), ", ")), journal.ToolError
+		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.tools.visible), ", ")), journal.ToolError
 	}
 	args := json.RawMessage(c.Arguments)
 	if strings.TrimSpace(c.Arguments) == "" {

@@ -15,7 +15,6 @@ import (
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 
 	"go.opentelemetry.io/otel/trace"
@@ -64,9 +63,7 @@ type threadState struct {
 	agent     *spec.Agent // the thread's own, or a handoff target's copy
 	ref       model.Ref
 	mdl       model.Model
-	visible   []tools.Tool
-	byName    map[string]tools.Tool
-	handoffs  map[string]string // tool name -> agent name
+	tools     *toolset // shared: never changed, only replaced
 	schema    *compiledSchema
 	messages  []model.Message
 	permStack policy.Permissions
@@ -278,7 +275,7 @@ func (st *threadState) beforeModel(ctx context.Context, call *modelCall) error {
 	call.req = model.Request{
 		Model:             st.ref.Name,
 		Messages:          st.messages,
-		Tools:             tools.Schemas(st.visible),
+		Tools:             st.tools.schemas,
 		Args:              st.agent.ModelArgs,
 		ParallelToolCalls: st.agent.ParallelCalls(),
 	}
@@ -346,7 +343,7 @@ func (st *threadState) become(a *spec.Agent) error {
 	if st.r.cfg.MCP != nil {
 		st.mcpVersion = st.r.cfg.MCP.Version()
 	}
-	visible, handoffs, err := st.r.toolsFor(st.ctx, st.th, *a)
+	ts, err := st.r.toolsFor(st.ctx, st.th, a)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
@@ -356,8 +353,7 @@ func (st *threadState) become(a *spec.Agent) error {
 			return fmt.Errorf("agent %s: %w", a.Name, err)
 		}
 	}
-	st.agent, st.ref, st.mdl, st.handoffs, st.schema = a, ref, mdl, handoffs, schema
-	st.setVisible(visible)
+	st.agent, st.ref, st.mdl, st.tools, st.schema = a, ref, mdl, ts, schema
 	system := model.Message{Role: model.RoleSystem, Content: systemPrompt(*a, schema)}
 	if len(st.messages) == 0 {
 		st.messages = append(st.messages, system)
@@ -374,14 +370,6 @@ func subUsage(a, b model.Usage) model.Usage {
 	return model.Usage{InputTokens: max(0, a.InputTokens-b.InputTokens), OutputTokens: max(0, a.OutputTokens-b.OutputTokens)}
 }
 
-func (st *threadState) setVisible(visible []tools.Tool) {
-	st.visible = visible
-	st.byName = make(map[string]tools.Tool, len(visible))
-	for _, t := range visible {
-		st.byName[t.Name()] = t
-	}
-}
-
 // refreshMCP lists the agent's tools again when an MCP server said its tool
 // list changed since they were built; a failed listing keeps the old tools.
 func (st *threadState) refreshMCP() {
@@ -390,10 +378,10 @@ func (st *threadState) refreshMCP() {
 		return
 	}
 	st.mcpVersion = m.Version()
-	visible, _, err := st.r.toolsFor(st.ctx, st.th, *st.agent)
+	ts, err := st.r.toolsFor(st.ctx, st.th, st.agent)
 	if err != nil {
 		st.r.cfg.Logger.Warn("MCP tools not refreshed", "run_id", st.th.RunID, "thread_id", st.th.ID, "err", err)
 		return
 	}
-	st.setVisible(visible)
+	st.tools = ts
 }

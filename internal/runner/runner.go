@@ -113,6 +113,9 @@ type Runner struct {
 	// harnesses caches base tool sets by directory (see baseTools).
 	harnesses    sync.Map
 	harnessCount atomic.Int64
+	// toolsets caches toolsets threads share (see toolsFor).
+	toolsets     sync.Map
+	toolsetCount atomic.Int64
 	registry     map[string]tools.Tool
 }
 

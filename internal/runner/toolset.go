@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
@@ -18,12 +19,79 @@ import (
 // HandoffPrefix starts the name of every handoff tool.
 const HandoffPrefix = "transfer_to_"
 
-// toolsFor builds what agent a sees in thread th: its direct tools (named in
-// the spec: `agent`, configured extra tools, base or MCP tools), the harness
-// shims (base tools bound to the thread's cwd, and the tools of the MCP
-// servers harness.mcp names), and one transfer_to_<name> tool per handoff,
-// merged so each name appears once and direct beats shim.
-func (r *Runner) toolsFor(ctx context.Context, th *thread.Thread, a spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
+// toolset is what an agent sees: its visible tools, by name, their schemas
+// as the model is given them, and which of them hand off to which agent.
+// It is never changed once built, so threads that see the same tools share
+// one (toolsFor).
+type toolset struct {
+	visible  []tools.Tool
+	byName   map[string]tools.Tool
+	schemas  []model.ToolSchema
+	handoffs map[string]string // tool name -> agent name
+}
+
+func newToolset(visible []tools.Tool, handoffs map[string]string) *toolset {
+	ts := &toolset{visible: visible, byName: make(map[string]tools.Tool, len(visible)),
+		schemas: tools.Schemas(visible), handoffs: handoffs}
+	for _, t := range visible {
+		ts.byName[t.Name()] = t
+	}
+	return ts
+}
+
+// maxCachedToolsets bounds the toolsets kept for sharing.
+const maxCachedToolsets = 1024
+
+// toolsetKey names a shared toolset: the base tools' directory and
+// sandbox, and the spec's direct tools and harness tools (nil, offering
+// every shim, apart from an empty list, offering none).
+type toolsetKey struct {
+	harness      harnessKey
+	direct       string
+	harnessTools string
+}
+
+// sharedToolsetKey is the key of a's toolset in th, and whether it may be
+// shared: not when it has MCP tools (a session's, listed anew when they
+// change) or handoff tools (described from the thread's own targets).
+func sharedToolsetKey(th *thread.Thread, a *spec.Agent) (toolsetKey, bool) {
+	if len(a.Harness.MCP) > 0 || len(a.Handoffs) > 0 {
+		return toolsetKey{}, false
+	}
+	offered := "*"
+	if a.Harness.Tools != nil {
+		offered = "=" + strings.Join(a.Harness.Tools, "\x00")
+	}
+	return toolsetKey{harness: harnessKey{th.Cwd, a.Harness.Sandbox}, direct: strings.Join(a.Tools, "\x00"), harnessTools: offered}, true
+}
+
+// toolsFor returns what agent a sees in thread th: its direct tools (named
+// in the spec: `agent`, configured extra tools, base or MCP tools), the
+// harness shims (base tools bound to the thread's cwd, and the tools of the
+// MCP servers harness.mcp names), and one transfer_to_<name> tool per
+// handoff, merged so each name appears once and direct beats shim. Threads
+// whose agents see the same tools share one toolset, as they share base
+// tools: thousands of helpers of one spec hold one set of schemas.
+func (r *Runner) toolsFor(ctx context.Context, th *thread.Thread, a *spec.Agent) (*toolset, error) {
+	key, shared := sharedToolsetKey(th, a)
+	if shared {
+		if v, ok := r.toolsets.Load(key); ok {
+			return v.(*toolset), nil
+		}
+	}
+	visible, handoffs, err := r.buildTools(ctx, th, a)
+	if err != nil {
+		return nil, err
+	}
+	ts := newToolset(visible, handoffs)
+	if shared && r.toolsetCount.Add(1) <= maxCachedToolsets {
+		r.toolsets.Store(key, ts)
+	}
+	return ts, nil
+}
+
+// buildTools builds the tools of toolsFor.
+func (r *Runner) buildTools(ctx context.Context, th *thread.Thread, a *spec.Agent) (visible []tools.Tool, handoffs map[string]string, err error) {
 	all, err := r.baseTools(th.Cwd, a.Harness.Sandbox)
 	if err != nil {
 		return nil, nil, err
