@@ -34,16 +34,8 @@ func TestEventLogBatchesPerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	st, err := store.Open(ctx, nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var asked atomic.Int64
-	c, err := New(Config{Conn: nc, Cwd: os.TempDir(), Store: st,
-		Interest: func(string) bool { asked.Add(1); return false }}) // nobody listens live
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st := durable(t, ctx, nc, func(string) bool { asked.Add(1); return false }) // nobody listens live
 	live, err := nc.SubscribeSync("formica.events.>")
 	if err != nil {
 		t.Fatal(err)
@@ -124,14 +116,7 @@ func TestEventBurstWaitsForTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	st, err := store.Open(ctx, nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(Config{Conn: nc, Cwd: os.TempDir(), Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st := durable(t, ctx, nc, nil)
 	// Many runs at once: a publisher batch holds a stored message for each.
 	const runs, per = 50, 1000
 	for i := range per {
@@ -161,4 +146,19 @@ func TestEventBurstWaitsForTheStream(t *testing.T) {
 			t.Fatalf("run %d: %d of %d events stored (%v)", r, got, per, err)
 		}
 	}
+}
+
+// durable opens the run store on nc and a coordinator over it, which asks
+// interest who listens.
+func durable(t *testing.T, ctx context.Context, nc *nats.Conn, interest func(string) bool) (*Coordinator, *store.Store) {
+	t.Helper()
+	st, err := store.Open(ctx, nc, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Conn: nc, Cwd: os.TempDir(), Store: st, Interest: interest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st
 }
