@@ -150,6 +150,8 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier) *admittedSpawn {
 	// The parent makes no model call while it waits: its budget share goes
 	// to its helpers (its worker dropped its grant before asking).
 	parent.lease.Release(req.ParentSpent.InputTokens, req.ParentSpent.OutputTokens)
+	rn.admitting.Lock()
+	defer rn.admitting.Unlock()
 	if t := rn.thread(th.ID); t != nil {
 		// The parent was placed again and asks for a helper it already has:
 		// that helper goes on, and its result goes to the parent now.

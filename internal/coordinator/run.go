@@ -32,6 +32,11 @@ type run struct {
 	// without a store.
 	journal *store.RunJournal
 
+	// admitting makes a spawn's check for its helper and the helper's
+	// registration one step: a spawn request sent twice (again after its
+	// sender's connection moved) makes one helper.
+	admitting sync.Mutex
+
 	mu      sync.Mutex
 	threads map[string]*threadRec
 	// journals are the trusted journal entries of each thread, read when

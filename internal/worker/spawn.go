@@ -34,19 +34,35 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 		Events: w.takeEvents(req.ParentID)}
 	msg := wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID)
 	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
-	call, err := w.tr.Request(ctx, wire.SubjectSpawn(coord, w.cfg.ID), msg)
+	subject := wire.SubjectSpawn(coord, w.cfg.ID)
+	sentAt := w.cfg.Conn.Stats().Reconnects
+	call, err := w.tr.Request(ctx, subject, msg)
 	if err != nil {
 		return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
 	}
-	defer call.Close()
+	defer func() { call.Close() }()
 	child := ""
-	heard := time.Now()
+	heard, heardAny := time.Now(), false
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
-		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && w.patient(coord, heard) {
-			continue
+		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) {
+			if now := w.cfg.Conn.Stats().Reconnects; !heardAny && now != sentAt {
+				// Nothing heard since the connection moved to another
+				// server: the request (or the replies' route) may have gone
+				// with the old one. Asking again is safe: the helper's id
+				// derives from the call, so the coordinator answers a
+				// request it has seen with the helper it has.
+				if again, err := w.tr.Request(ctx, subject, msg); err == nil {
+					call.Close()
+					call, sentAt, heard = again, now, time.Now()
+					continue
+				}
+			}
+			if w.patient(coord, heard) {
+				continue
+			}
 		}
-		heard = time.Now()
+		heard, heardAny = time.Now(), true
 		if err != nil {
 			if ctx.Err() != nil {
 				// A superseded parent leaves its helpers alone: they are its

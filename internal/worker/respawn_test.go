@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// TestSpawnAskedAgainAfterReconnect: a spawn request lost with the
+// connection it left on (its server died) is asked again once the worker's
+// connection has moved and nothing was heard, instead of waiting out the
+// coordinator's patience; the coordinator sees the same call twice.
+func TestSpawnAskedAgainAfterReconnect(t *testing.T) {
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	wnc, err := srv.Connect("worker", nats.ReconnectWait(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	w, err := New(Config{ID: "w1", Conn: wnc, Slots: 4, Models: runner.ModelOpenerFunc(providers.Open),
+		HeartbeatInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop() })
+
+	// The test is the coordinator: it loses the first spawn request and
+	// answers the next with the helper's end.
+	cnc, err := srv.Connect("coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cnc.Close)
+	coord, err := natstransport.New(cnc, natstransport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coord.Close() })
+	var mu sync.Mutex
+	var calls []string
+	asked := make(chan struct{}, 4)
+	spawnSub, err := cnc.Subscribe(wire.SubjectSpawn("c1", "w1"), func(m *nats.Msg) {
+		var req wire.SpawnRequest
+		if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
+			t.Errorf("spawn request: %v", err)
+			return
+		}
+		mu.Lock()
+		calls = append(calls, req.CallID)
+		first := len(calls) == 1
+		mu.Unlock()
+		asked <- struct{}{}
+		if first {
+			return // lost
+		}
+		res := wire.SpawnResult{ThreadID: "helper-a", Result: thread.Result{Status: event.Succeeded, Output: "asked twice"}}
+		if err := m.Respond(wire.MustEncode(wire.TypeSpawnResult, res)); err != nil {
+			t.Errorf("answer: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spawnSub.Unsubscribe()
+	if err := cnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stopBeat, beat := make(chan struct{}), make(chan struct{})
+	born := time.Now().Add(-time.Minute)
+	go func() { // a live coordinator: the worker would wait on it patiently
+		defer close(beat)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stopBeat:
+				return
+			case <-tk.C:
+				m := wire.Message(wire.TypeCoordHeartbeat, wire.CoordHeartbeat{ID: "c1", Epoch: "e1", Interval: 100 * time.Millisecond, Uptime: time.Since(born)})
+				coord.Publish(ctx, wire.SubjectCoordHeartbeats, m)
+			}
+		}
+	}()
+	defer func() { close(stopBeat); <-beat }()
+
+	a := spec.Agent{Name: "lead", Model: providers.Sim, Tools: []string{tools.AgentToolName}}
+	th := thread.Thread{RunID: "r1", ID: "t1", Path: "root", Name: "lead", Task: "Plan:\n- a", Agent: a, Cwd: t.TempDir()}
+	req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok", Uptime: time.Minute}
+	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer call.Close()
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the parent did not ask for its helper")
+	}
+	if err := wnc.ForceReconnect(); err != nil { // its server died; it is on another now
+		t.Fatal(err)
+	}
+	for {
+		m, err := call.Next(ctx, 20*time.Second) // well within the spawn's patience
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Type != string(wire.TypeExecResult) {
+			continue
+		}
+		var er wire.ExecResult
+		if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
+			t.Fatal(err)
+		}
+		if er.Result.Status != event.Succeeded || !strings.Contains(er.Result.Output, "asked twice") {
+			t.Errorf("parent ended %s with %q (%s), want the helper's answer", er.Result.Status, er.Result.Output, er.Result.Error)
+		}
+		break
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 || calls[0] != calls[1] || calls[0] == "" {
+		t.Errorf("spawn requests for calls %q, want the same call twice", calls)
+	}
+}
