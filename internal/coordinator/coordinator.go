@@ -45,6 +45,9 @@ const (
 	// SilencePatience bounds how long a placement may stay silent while its
 	// worker's heartbeats keep coming (see placement.silent).
 	SilencePatience = time.Minute
+	// DefaultTransfersSweep paces the removal of empty transfers buckets of
+	// workers gone (sweepTransfers).
+	DefaultTransfersSweep = time.Hour
 )
 
 // Config configures a Coordinator; zero values mean defaults.
@@ -68,6 +71,9 @@ type Config struct {
 	Store *store.Store
 	// MaxRuns is how many queued runs this coordinator runs at once.
 	MaxRuns int
+	// TransfersSweep is how often, with a Store, the coordinator removes the
+	// empty transfers buckets of workers it does not know.
+	TransfersSweep time.Duration
 	// Ceilings cap what a submission may ask (zero fields: the defaults).
 	Ceilings limits.Ceilings
 	// RunTimeout is the deadline of a queued run that asks none; past it
@@ -169,6 +175,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = DefaultMaxRuns
+	}
+	if cfg.TransfersSweep <= 0 {
+		cfg.TransfersSweep = DefaultTransfersSweep
 	}
 	if cfg.MaxWorkerSlots <= 0 {
 		cfg.MaxWorkerSlots = DefaultMaxWorkerSlots
@@ -316,8 +325,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	go c.tick()
 	go c.keepAlive()
 	if c.cfg.Store != nil {
-		c.loops.Add(1 + c.cfg.MaxRuns)
+		c.loops.Add(2 + c.cfg.MaxRuns)
 		go c.watchApprovals(c.background)
+		go c.sweepTransfers()
 		for range c.cfg.MaxRuns {
 			go c.consume(c.background)
 		}
@@ -451,6 +461,7 @@ func (c *Coordinator) uptime() time.Duration { return time.Since(c.born) }
 func (c *Coordinator) workerLost(id, reason string) {
 	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
 	c.cfg.Metrics.WorkerLost()
+	c.bucketUnknown(id)
 	e := event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}
 	c.publish(e)
 	// The runs with a thread there see it in their own stream.

@@ -114,3 +114,90 @@ func (c *Coordinator) admit(hb wire.WorkerHeartbeat) {
 		c.joined(hb)
 	}()
 }
+
+// bucketUnknown forgets that worker id's bucket was made: the bucket of a
+// worker lost may be removed (sweepTransfers, here or by another
+// coordinator), so it is made again if the worker comes back.
+func (c *Coordinator) bucketUnknown(id string) {
+	c.buckets.mu.Lock()
+	delete(c.buckets.opening, id)
+	c.buckets.mu.Unlock()
+}
+
+// knownBuckets maps the transfers bucket of every worker this coordinator
+// knows (live, or with its bucket made or being made) to the worker.
+func (c *Coordinator) knownBuckets() map[string]string {
+	known := map[string]string{}
+	for _, w := range c.registry.list() {
+		known[store.WorkerTransfers(w.ID)] = w.ID
+	}
+	c.buckets.mu.Lock()
+	for id := range c.buckets.opening {
+		known[store.WorkerTransfers(id)] = id
+	}
+	c.buckets.mu.Unlock()
+	return known
+}
+
+// sweepTransfers removes, once per Config.TransfersSweep, the transfers
+// buckets that hold nothing and whose workers this coordinator has not
+// known for a whole sweep: each is a stream the server keeps for good, and
+// a worker whose id is new at every start (a coordinator's local workers)
+// leaves one behind each time. A worker that joins while its bucket is
+// removed gets it back.
+func (c *Coordinator) sweepTransfers() {
+	defer c.loops.Done()
+	t := time.NewTicker(c.cfg.TransfersSweep)
+	defer t.Stop()
+	var unknown map[string]bool // empty and not known at the last sweep
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.background, transfersOpenTimeout)
+		unknown = c.sweepTransfersOnce(ctx, unknown)
+		cancel()
+	}
+}
+
+// sweepTransfersOnce removes the empty buckets of workers unknown now and
+// at the last sweep (was), and returns those unknown for the first time.
+func (c *Coordinator) sweepTransfersOnce(ctx context.Context, was map[string]bool) map[string]bool {
+	st := c.cfg.Store
+	empty, err := st.EmptyWorkerTransfers(ctx)
+	if err != nil {
+		c.cfg.Logger.Warn("sweep transfers buckets", "err", err)
+	}
+	known := c.knownBuckets()
+	unknown := map[string]bool{}
+	var removed []string
+	for _, b := range empty {
+		switch _, ok := known[b]; {
+		case ok:
+		case !was[b]:
+			unknown[b] = true
+		default:
+			if err := st.RemoveWorkerTransfers(ctx, b); err != nil {
+				c.cfg.Logger.Warn("remove transfers bucket", "bucket", b, "err", err)
+				unknown[b] = true
+				continue
+			}
+			removed = append(removed, b)
+			c.cfg.Logger.Info("removed the empty transfers bucket of a worker gone", "bucket", b)
+		}
+	}
+	if len(removed) == 0 {
+		return unknown
+	}
+	known = c.knownBuckets()
+	for _, b := range removed {
+		if id, ok := known[b]; ok {
+			if err := st.OpenWorkerTransfers(ctx, id); err != nil {
+				c.cfg.Logger.Warn("transfers bucket of a worker that joined not made again", "worker", id, "err", err)
+			}
+		}
+	}
+	return unknown
+}
