@@ -293,9 +293,39 @@ func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r actor.Repl
 	c.relay(t, wreq.Events, m.Subject)
 	req := wreq.ApprovalRequest
 	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
+	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
+	defer c.alive.remove(ping)
+	r.Reply(wire.Message(wire.TypeApprovalDecision, c.approval(rn, req)))
+}
+
+// approval is the decision of req, asked once per tool call: a request
+// for a call already asked about (sent again after its worker's connection
+// moved, its first or its answer maybe lost) waits for the same decision,
+// or has it at once.
+func (c *Coordinator) approval(rn *run, req policy.ApprovalRequest) policy.Approval {
+	if req.CallID == "" {
+		return c.ask(rn, req)
+	}
+	d, first := rn.decisionOf(req.ThreadID, req.CallID)
+	if first {
+		d.a = c.ask(rn, req)
+		close(d.done)
+		return d.a
+	}
+	select {
+	case <-d.done:
+		return d.a
+	case <-rn.ctx.Done():
+		return policy.Approval{Reason: "the run ended"}
+	}
+}
+
+// ask asks the run's approver, or holds the approval for a person to
+// decide, denying when nobody answers in time.
+func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 	asked := time.Now()
 	c.cfg.Metrics.ApprovalAsked()
-	decideAs := func(a policy.Approval, timedOut bool) {
+	decideAs := func(a policy.Approval, timedOut bool) policy.Approval {
 		decision := metrics.DecisionDeny
 		switch {
 		case a.Allow:
@@ -304,36 +334,27 @@ func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r actor.Repl
 			decision = metrics.DecisionTimeout
 		}
 		c.cfg.Metrics.ApprovalAnswered(decision, time.Since(asked))
-		r.Reply(wire.Message(wire.TypeApprovalDecision, a))
+		return a
 	}
-	decide := func(a policy.Approval) { decideAs(a, false) }
+	decide := func(a policy.Approval) policy.Approval { return decideAs(a, false) }
 	switch {
 	case rn.approver == "" && c.cfg.Store != nil:
-		ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
-		defer c.alive.remove(ping)
-		decideAs(c.holdApproval(rn.ctx, req))
-		return
+		return decideAs(c.holdApproval(rn.ctx, req))
 	case rn.approver == "":
-		decide(policy.Approval{Reason: "no approver for this run"})
-		return
+		return decide(policy.Approval{Reason: "no approver for this run"})
 	}
-	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
-	defer c.alive.remove(ping)
 	call, err := c.tr.Request(rn.ctx, rn.approver, wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
 	if err != nil {
-		decide(policy.Approval{Reason: "approver unreachable: " + err.Error()})
-		return
+		return decide(policy.Approval{Reason: "approver unreachable: " + err.Error()})
 	}
 	defer call.Close()
 	for {
 		reply, err := call.Next(rn.ctx, c.cfg.ApprovalTimeout)
 		switch {
 		case errors.Is(err, actor.ErrSilent):
-			decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
-			return
+			return decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
 		case err != nil:
-			decide(policy.Approval{Reason: "approver: " + err.Error()})
-			return
+			return decide(policy.Approval{Reason: "approver: " + err.Error()})
 		}
 		switch wire.Type(reply.Type) {
 		case wire.TypeProgress:
@@ -343,11 +364,9 @@ func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r actor.Repl
 			if err := wire.DecodeAs(reply.Data, wire.TypeApprovalDecision, &a); err != nil {
 				a = policy.Approval{Reason: "bad answer from the approver"}
 			}
-			decide(a)
-			return
+			return decide(a)
 		}
-		decide(policy.Approval{Reason: "unexpected answer from the approver"})
-		return
+		return decide(policy.Approval{Reason: "unexpected answer from the approver"})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/thread"
@@ -44,6 +45,32 @@ type run struct {
 	journals map[string][]journal.Entry
 	// charged are the reused helpers whose work counts in the budget.
 	charged map[string]bool
+	// decisions are the approvals asked in this execution, by thread and
+	// call (decisionOf).
+	decisions map[string]*decision
+}
+
+// decision is one tool call's approval: a, once done is closed.
+type decision struct {
+	done chan struct{}
+	a    policy.Approval
+}
+
+// decisionOf is the approval of thread's call; first says the caller is
+// the first to ask for it, and must decide it and close done.
+func (r *run) decisionOf(thread, call string) (d *decision, first bool) {
+	key := thread + "\x00" + call
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := r.decisions[key]; d != nil {
+		return d, false
+	}
+	if r.decisions == nil {
+		r.decisions = map[string]*decision{}
+	}
+	d = &decision{done: make(chan struct{})}
+	r.decisions[key] = d
+	return d, true
 }
 
 // threadRec is one thread of a run's tree as the coordinator sees it.

@@ -11,6 +11,9 @@ type ApprovalRequest struct {
 	ThreadPath string `json:"thread_path" msgpack:"thread_path"`
 	Tool       string `json:"tool" msgpack:"tool"`
 	Arguments  string `json:"arguments" msgpack:"arguments"`
+	// CallID is the tool call's key within its thread (journal.CallKey): a
+	// request asked again for the same call gets the same decision.
+	CallID string `json:"call_id,omitempty" msgpack:"call_id,omitempty"`
 }
 
 // Approval is the answer to an ApprovalRequest.

@@ -209,7 +209,8 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 		}
 		return "", true
 	}
-	req := policy.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args)}
+	req := policy.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args),
+		CallID: journal.CallKey(turn, callID)}
 	e := st.th.Event(event.ApprovalRequested)
 	e.Tool, e.Arguments = name, event.Clip(req.Arguments, maxEventArguments)
 	st.r.emit(e)

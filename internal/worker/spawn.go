@@ -198,16 +198,33 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 	w := (*Worker)(a)
 	coord, token := w.placement(req.ThreadID)
 	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token, Events: w.takeEvents(req.ThreadID)}
-	call, err := w.tr.Request(ctx, wire.SubjectApproval(coord, w.cfg.ID), wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID))
+	msg := wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID)
+	subject := wire.SubjectApproval(coord, w.cfg.ID)
+	heardAt := w.cfg.Conn.Stats().Reconnects
+	call, err := w.tr.Request(ctx, subject, msg)
 	if err != nil {
 		return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 	}
-	defer call.Close()
+	defer func() { call.Close() }()
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
+		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && req.CallID != "" {
+			if now := w.cfg.Conn.Stats().Reconnects; now != heardAt {
+				// Nothing heard since the connection moved to another
+				// server: the request, its keep-alives or its answer may
+				// have gone with the old one. The coordinator answers the
+				// same call asked again with the same decision.
+				if again, err := w.tr.Request(ctx, subject, msg); err == nil {
+					call.Close()
+					call, heardAt = again, now
+					continue
+				}
+			}
+		}
 		if err != nil {
 			return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
+		heardAt = w.cfg.Conn.Stats().Reconnects
 		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
 			continue
