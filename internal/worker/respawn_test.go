@@ -20,11 +20,22 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
-// TestSpawnAskedAgainAfterReconnect: a spawn request lost with the
-// connection it left on (its server died) is asked again once the worker's
-// connection has moved and nothing was heard, instead of waiting out the
-// coordinator's patience; the coordinator sees the same call twice.
+// TestSpawnAskedAgainAfterReconnect: a spawn whose request, or whose
+// answer, was lost with the connection it left on (its server died) is
+// asked again once the worker's connection has moved and nothing was heard
+// since, instead of waiting out the coordinator's patience; the
+// coordinator sees the same call twice.
 func TestSpawnAskedAgainAfterReconnect(t *testing.T) {
+	for _, answerLost := range []bool{false, true} {
+		name := "request lost"
+		if answerLost {
+			name = "answer lost"
+		}
+		t.Run(name, func(t *testing.T) { spawnAskedAgain(t, answerLost) })
+	}
+}
+
+func spawnAskedAgain(t *testing.T, answerLost bool) {
 	ctx := context.Background()
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{})
 	if err != nil {
@@ -71,10 +82,14 @@ func TestSpawnAskedAgainAfterReconnect(t *testing.T) {
 		calls = append(calls, req.CallID)
 		first := len(calls) == 1
 		mu.Unlock()
-		asked <- struct{}{}
 		if first {
-			return // lost
+			if answerLost { // heard: the helper's keep-alive, then its end goes with the dying server
+				m.Respond(wire.MustEncode(wire.TypeProgress, wire.Progress{ThreadID: "helper-a"}))
+			}
+			asked <- struct{}{}
+			return
 		}
+		asked <- struct{}{}
 		res := wire.SpawnResult{ThreadID: "helper-a", Result: thread.Result{Status: event.Succeeded, Output: "asked twice"}}
 		if err := m.Respond(wire.MustEncode(wire.TypeSpawnResult, res)); err != nil {
 			t.Errorf("answer: %v", err)

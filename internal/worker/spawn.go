@@ -35,26 +35,27 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 	msg := wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID)
 	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
 	subject := wire.SubjectSpawn(coord, w.cfg.ID)
-	sentAt := w.cfg.Conn.Stats().Reconnects
+	heardAt := w.cfg.Conn.Stats().Reconnects // the connection's moves when last heard from
 	call, err := w.tr.Request(ctx, subject, msg)
 	if err != nil {
 		return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
 	}
 	defer func() { call.Close() }()
 	child := ""
-	heard, heardAny := time.Now(), false
+	heard := time.Now()
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
 		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) {
-			if now := w.cfg.Conn.Stats().Reconnects; !heardAny && now != sentAt {
+			if now := w.cfg.Conn.Stats().Reconnects; now != heardAt {
 				// Nothing heard since the connection moved to another
-				// server: the request (or the replies' route) may have gone
-				// with the old one. Asking again is safe: the helper's id
-				// derives from the call, so the coordinator answers a
-				// request it has seen with the helper it has.
+				// server: the request, its keep-alives or its answer may
+				// have gone with the old one. Asking again is safe: the
+				// helper's id derives from the call, so the coordinator
+				// answers a request it has seen with the helper it has
+				// (its result, if it has ended).
 				if again, err := w.tr.Request(ctx, subject, msg); err == nil {
 					call.Close()
-					call, sentAt, heard = again, now, time.Now()
+					call, heardAt, heard = again, now, time.Now()
 					continue
 				}
 			}
@@ -62,7 +63,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 				continue
 			}
 		}
-		heard, heardAny = time.Now(), true
+		heard, heardAt = time.Now(), w.cfg.Conn.Stats().Reconnects
 		if err != nil {
 			if ctx.Err() != nil {
 				// A superseded parent leaves its helpers alone: they are its
