@@ -235,6 +235,9 @@ func run(args []string) error {
 			return err
 		}
 		defer lock.Release()
+		if cfg.WorkerIDs, err = localWorkerIDs(o.server.DataDir, o.localWorkers); err != nil {
+			return err
+		}
 		server := o.server
 		if err := secureServer(&server, &cfg, o.insecure, o.tlsCert, o.tlsKey, o.tlsCA, logger); err != nil {
 			return err

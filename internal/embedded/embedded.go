@@ -48,6 +48,9 @@ type Config struct {
 	Store   store.Config
 	// Workers is how many local workers to start, each with Slots slots.
 	Workers int
+	// WorkerIDs, when set, are the local workers' ids (one per worker);
+	// otherwise each has a new random one (worker.NewID).
+	WorkerIDs []string
 	Slots   int
 	Models  runner.ModelOpener
 	Harness runner.HarnessConfig
@@ -154,6 +157,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	for i := range cfg.Workers {
 		id := worker.NewID()
+		if i < len(cfg.WorkerIDs) {
+			id = cfg.WorkerIDs[i]
+		}
 		nc, err := s.connectWorker(id, fmt.Sprintf("formica-worker-%d", i+1))
 		if err != nil {
 			return nil, err
