@@ -48,12 +48,12 @@ type Config struct {
 	Store   store.Config
 	// Workers is how many local workers to start, each with Slots slots.
 	Workers int
-	// WorkerIDs, when set, are the local workers' ids (one per worker);
-	// otherwise each has a new random one (worker.NewID).
-	WorkerIDs []string
 	Slots   int
 	Models  runner.ModelOpener
 	Harness runner.HarnessConfig
+	// WorkerIDs, when set, are the local workers' ids (one per worker);
+	// otherwise each has a new random one (worker.NewID).
+	WorkerIDs []string
 	// MCP, when set, is the local workers' MCP servers.
 	MCP *mcp.Pool
 	// AllowScripted lets local workers open scripted:<file> models.
