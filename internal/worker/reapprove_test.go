@@ -11,12 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor/natstransport"
-	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/policy"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
@@ -29,39 +25,7 @@ import (
 // its coordinator were gone.
 func TestApprovalAskedAgainAfterReconnect(t *testing.T) {
 	ctx := context.Background()
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	wnc, err := srv.Connect("worker", nats.ReconnectWait(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(wnc.Close)
-	const beat = 100 * time.Millisecond
-	w, err := New(Config{ID: "w1", Conn: wnc, Slots: 4, Models: runner.ModelOpenerFunc(providers.Open),
-		HeartbeatInterval: beat, AllowScripted: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop() })
-
-	// The test is the coordinator: it keeps the first request alive, then
-	// loses its answer, and answers the request asked again.
-	cnc, err := srv.Connect("coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cnc.Close)
-	coord, err := natstransport.New(cnc, natstransport.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { coord.Close() })
+	wnc, cnc, coord := reaskStack(t)
 	var mu sync.Mutex
 	var calls []string
 	asked := make(chan struct{}, 4)
@@ -90,24 +54,6 @@ func TestApprovalAskedAgainAfterReconnect(t *testing.T) {
 	if err := cnc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	stopBeat, beaten := make(chan struct{}), make(chan struct{})
-	born := time.Now().Add(-time.Minute)
-	go func() { // a live coordinator
-		defer close(beaten)
-		tk := time.NewTicker(beat / 2)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stopBeat:
-				return
-			case <-tk.C:
-				m := wire.Message(wire.TypeCoordHeartbeat, wire.CoordHeartbeat{ID: "c1", Epoch: "e1", Interval: beat, Uptime: time.Since(born)})
-				coord.Publish(ctx, wire.SubjectCoordHeartbeats, m)
-			}
-		}
-	}()
-	defer func() { close(stopBeat); <-beaten }()
-
 	dir := t.TempDir()
 	script := filepath.Join(dir, "script.yaml")
 	if err := os.WriteFile(script, []byte(`

@@ -9,11 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor/natstransport"
-	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model/providers"
-	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
@@ -37,38 +34,7 @@ func TestSpawnAskedAgainAfterReconnect(t *testing.T) {
 
 func spawnAskedAgain(t *testing.T, answerLost bool) {
 	ctx := context.Background()
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	wnc, err := srv.Connect("worker", nats.ReconnectWait(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(wnc.Close)
-	w, err := New(Config{ID: "w1", Conn: wnc, Slots: 4, Models: runner.ModelOpenerFunc(providers.Open),
-		HeartbeatInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop() })
-
-	// The test is the coordinator: it loses the first spawn request and
-	// answers the next with the helper's end.
-	cnc, err := srv.Connect("coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cnc.Close)
-	coord, err := natstransport.New(cnc, natstransport.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { coord.Close() })
+	wnc, cnc, coord := reaskStack(t)
 	var mu sync.Mutex
 	var calls []string
 	asked := make(chan struct{}, 4)
@@ -102,24 +68,6 @@ func spawnAskedAgain(t *testing.T, answerLost bool) {
 	if err := cnc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	stopBeat, beat := make(chan struct{}), make(chan struct{})
-	born := time.Now().Add(-time.Minute)
-	go func() { // a live coordinator: the worker would wait on it patiently
-		defer close(beat)
-		tk := time.NewTicker(50 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stopBeat:
-				return
-			case <-tk.C:
-				m := wire.Message(wire.TypeCoordHeartbeat, wire.CoordHeartbeat{ID: "c1", Epoch: "e1", Interval: 100 * time.Millisecond, Uptime: time.Since(born)})
-				coord.Publish(ctx, wire.SubjectCoordHeartbeats, m)
-			}
-		}
-	}()
-	defer func() { close(stopBeat); <-beat }()
-
 	a := spec.Agent{Name: "lead", Model: providers.Sim, Tools: []string{tools.AgentToolName}}
 	th := thread.Thread{RunID: "r1", ID: "t1", Path: "root", Name: "lead", Task: "Plan:\n- a", Agent: a, Cwd: t.TempDir()}
 	req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok", Uptime: time.Minute}
