@@ -26,6 +26,7 @@ import (
 func benchStack(tb testing.TB, tcp bool) *Stack {
 	tb.Helper()
 	cfg := Config{Workers: 2, Slots: 64, Models: runner.ModelOpenerFunc(providers.Open)}
+	cfg.Coordinator.Cwd = tb.TempDir()
 	if tcp {
 		cfg.Server.Listen = "127.0.0.1:-1"
 	}
@@ -87,6 +88,7 @@ func rawRoundTrips(tb testing.TB, s *Stack, n int) []time.Duration {
 // returns each spawn's latency as its parent saw it: from the agent tool call
 // to its result.
 func spawnRoundTrips(tb testing.TB, s *Stack, n int) []time.Duration {
+	tb.Helper()
 	nc, err := s.Connect("bench-client")
 	if err != nil {
 		tb.Fatal(err)
@@ -118,7 +120,7 @@ func spawnRoundTrips(tb testing.TB, s *Stack, n int) []time.Duration {
 	}
 	sequential := false
 	root := spec.Agent{Name: "bench", Model: "sim", Tools: []string{tools.AgentToolName}, ParallelToolCalls: &sequential}
-	rec, err := cl.Run(context.Background(), wire.RunSubmit{RunID: uuid.NewString(), Task: task.String(), Agent: root, Cwd: tb.TempDir()}, sink, nil)
+	rec, err := cl.Run(context.Background(), wire.RunSubmit{RunID: uuid.NewString(), Task: task.String(), Agent: root}, sink, nil)
 	if err != nil || rec.Status != event.Succeeded {
 		tb.Fatalf("bench run: %v %s %s", err, rec.Status, rec.Error)
 	}
