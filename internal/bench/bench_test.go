@@ -73,8 +73,13 @@ func TestSuiteJSONShape(t *testing.T) {
 			t.Errorf("no %q in %s", key, b)
 		}
 	}
-	if got := len(res.Targets); got != 7 {
-		t.Errorf("%d targets, want 7", got)
+	if got := len(res.Targets); got != 9 {
+		t.Errorf("%d targets, want 9", got)
+	}
+	for _, tg := range res.Targets {
+		if tg.Name == "allocations per helper" && (tg.Limit != 183.5 || tg.Value <= 0) {
+			t.Errorf("allocations target = %+v", tg)
+		}
 	}
 	if res.Scaling.RatioOf != "120/100" || len(res.Scaling.Points) != 3 {
 		t.Errorf("scaling = %+v", res.Scaling)
