@@ -184,7 +184,7 @@ func (s *Server) InterestOf(nc *nats.Conn) (func(subject string) bool, error) {
 // An in-process client never fails over to another node; use the package
 // Connect with every node's URL for that.
 func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	base := []nats.Option{nats.Name(name), nats.InProcessServer(s.ns)}
+	base := []nats.Option{nats.Name(name), nats.InProcessServer(pipeServer{s.ns})}
 	switch {
 	case s.cfg.Token != "":
 		base = append(base, nats.Token(s.cfg.Token))
