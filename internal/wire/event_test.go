@@ -29,3 +29,17 @@ func TestEventMessageCarriesOnlyItsContentType(t *testing.T) {
 		t.Errorf("data %q, want %q", m.Data, data)
 	}
 }
+
+func TestEventSubject(t *testing.T) {
+	e := event.Event{Type: event.ThreadStarted, RunID: "r1"}
+	if got, want := EventSubject(e), SubjectEvents("r1")+".thread.started"; got != want {
+		t.Errorf("EventSubject = %q, want %q", got, want)
+	}
+	if got, want := EventSubject(event.Event{Type: event.WorkerLost}), SubjectEvents(ClusterRun)+".worker.lost"; got != want {
+		t.Errorf("cluster event subject = %q, want %q", got, want)
+	}
+	// Every published event builds its subject: one allocation, the string.
+	if n := testing.AllocsPerRun(100, func() { _ = EventSubject(e) }); n > 1 {
+		t.Errorf("EventSubject allocates %v times, want 1", n)
+	}
+}

@@ -109,7 +109,9 @@ func WorkerUnder(prefix, subject string) string {
 
 // SubjectEvents is where one run's events are published; the event type
 // follows, so SubjectEvents(run)+".>" follows the whole tree.
-func SubjectEvents(run string) string { return "formica.events." + run }
+func SubjectEvents(run string) string { return subjectEvents + run }
+
+const subjectEvents = "formica.events."
 
 // Header names carried on every message that concerns a run or thread.
 const (
