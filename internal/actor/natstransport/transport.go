@@ -209,7 +209,8 @@ func (t *Transport) publish(subject, reply string, m wire.Msg, c *call) error {
 	}
 	if ref != "" {
 		if c != nil {
-			c.ref.Store(&ref)
+			stored := ref // its own variable, so only a stored body costs an allocation
+			c.ref.Store(&stored)
 			if c.closed.Load() {
 				c.dropBody() // closed while the body was stored
 			}
