@@ -491,17 +491,27 @@ type keepalive struct {
 	repliers map[*alivePing]struct{}
 }
 
+// alivePing is one request kept alive. Its progress message is built when
+// a ping is due, not when the request arrives: most requests are answered
+// before the first ping.
 type alivePing struct {
-	r actor.Replier
-	m wire.Msg
+	r      actor.Replier
+	thread string // the thread the request concerns, if any (under keepalive.mu)
 }
 
-func (k *keepalive) add(r actor.Replier, m wire.Msg) *alivePing {
-	p := &alivePing{r: r, m: m}
+func (k *keepalive) add(r actor.Replier, thread string) *alivePing {
+	p := &alivePing{r: r, thread: thread}
 	k.mu.Lock()
 	k.repliers[p] = struct{}{}
 	k.mu.Unlock()
 	return p
+}
+
+// name makes p's pings name thread from now on.
+func (k *keepalive) name(p *alivePing, thread string) {
+	k.mu.Lock()
+	p.thread = thread
+	k.mu.Unlock()
 }
 
 func (k *keepalive) remove(p *alivePing) {
@@ -511,13 +521,21 @@ func (k *keepalive) remove(p *alivePing) {
 }
 
 func (k *keepalive) ping() {
+	type due struct {
+		r      actor.Replier
+		thread string
+	}
 	k.mu.Lock()
-	ps := make([]*alivePing, 0, len(k.repliers))
+	ds := make([]due, 0, len(k.repliers))
 	for p := range k.repliers {
-		ps = append(ps, p)
+		ds = append(ds, due{p.r, p.thread})
 	}
 	k.mu.Unlock()
-	for _, p := range ps {
-		p.r.Reply(p.m)
+	for _, d := range ds {
+		m := progressPing
+		if d.thread != "" {
+			m = wire.Message(wire.TypeProgress, wire.Progress{ThreadID: d.thread})
+		}
+		d.r.Reply(m)
 	}
 }

@@ -43,7 +43,7 @@ func (c *Coordinator) handleSubmit(_ context.Context, m wire.Msg, r actor.Replie
 	rn.trace = tracing.Carry(m.Header)
 	c.cfg.Metrics.RunSubmitted()
 	r.Reply(wire.Message(wire.TypeRunAccepted, wire.RunAccepted{RunID: sub.RunID, Coordinator: c.cfg.ID}))
-	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{}))
+	ping := c.alive.add(r, "")
 	stored := c.recordDirect(sub)
 	begun := time.Now()
 	rec := c.execute(rn, sub, false)
@@ -90,10 +90,10 @@ func (c *Coordinator) finishDirect(rec record.Run) {
 // storm of spawns, and an admitted spawn's own keep-alive (naming the
 // helper) replaces this one.
 func (c *Coordinator) handleSpawn(_ context.Context, m wire.Msg, r actor.Replier) {
-	arrival := c.alive.add(r, progressPing)
-	sp := c.admitSpawn(m, r)
-	c.alive.remove(arrival)
+	ping := c.alive.add(r, "")
+	sp := c.admitSpawn(m, r, ping)
 	if sp == nil {
+		c.alive.remove(ping)
 		return
 	}
 	if w := sp.rn.parkParent(sp.parent); w != "" {
@@ -102,9 +102,9 @@ func (c *Coordinator) handleSpawn(_ context.Context, m wire.Msg, r actor.Replier
 	c.startThread(sp.rn, sp.t, sp.ended)
 }
 
-// progressPing is the keep-alive of a request whose requester needs no
-// more than to know this coordinator is alive. Messages are never changed
-// once built, so one serves all.
+// progressPing is the keep-alive of a request that names no thread: its
+// requester needs no more than to know this coordinator is alive. Messages
+// are never changed once built, so one serves all.
 var progressPing = wire.Message(wire.TypeProgress, wire.Progress{})
 
 // admittedSpawn is a helper admitted by admitSpawn, until its parent is
@@ -123,7 +123,7 @@ type admittedSpawn struct {
 // parent its id; nil means it answered the parent already (refused or bad).
 // The helper is derived from the parent thread held here; the request only
 // names the parent (proved by its placement's token) and the tool's arguments.
-func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier) *admittedSpawn {
+func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *admittedSpawn {
 	in := time.Now()
 	var req wire.SpawnRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
@@ -194,11 +194,12 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier) *admittedSpawn {
 	spawned := threadEvent(event.ThreadSpawned, th)
 	spawned.CallID = eventCallID(req.CallID) // the parent's call: siblings show in call order
 	c.emit(rn, spawned)
-	// The helper's keep-alive names it, so a parent whose helper outlasts a
-	// heartbeat journals the spawn before its end; nothing is sent now: a
-	// helper that ends sooner is told of with its result.
-	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: th.ID})
-	return &admittedSpawn{c: c, rn: rn, parent: parent, t: t, slot: slot, ping: c.alive.add(r, progress), reply: r}
+	// From now on the parent's keep-alive names its helper, so a parent
+	// whose helper outlasts a heartbeat journals the spawn before its end;
+	// nothing is sent now: a helper that ends sooner is told of with its
+	// result.
+	c.alive.name(ping, th.ID)
+	return &admittedSpawn{c: c, rn: rn, parent: parent, t: t, slot: slot, ping: ping, reply: r}
 }
 
 // eventCallID is the model's id of the call a spawn request names, as the
@@ -211,9 +212,8 @@ func eventCallID(callKey string) string {
 // attachSpawn answers a parent's spawn with the end of helper t, which an
 // earlier placement of the parent started.
 func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier) {
-	progress := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: t.thread.ID})
-	r.Reply(progress)
-	ping := c.alive.add(r, progress)
+	r.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: t.thread.ID}))
+	ping := c.alive.add(r, t.thread.ID)
 	defer c.alive.remove(ping)
 	if w := rn.parkParent(parent); w != "" {
 		c.registry.park(w)
@@ -293,7 +293,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r actor.Repl
 	c.relay(t, wreq.Events, m.Subject)
 	req := wreq.ApprovalRequest
 	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
-	ping := c.alive.add(r, wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.ThreadID}))
+	ping := c.alive.add(r, req.ThreadID)
 	defer c.alive.remove(ping)
 	r.Reply(wire.Message(wire.TypeApprovalDecision, c.approval(rn, req)))
 }
