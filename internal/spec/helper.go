@@ -33,18 +33,34 @@ const DefaultHelperInstructions = "You are a focused helper agent. Complete the 
 //
 // The result shares no memory with parent, so it may travel and be changed freely.
 func HelperSpec(parent Agent, name string) Agent {
-	h := parent.Helper
-	a := Agent{
-		Name:         name,
-		Instructions: h.Instructions,
-		OutputSchema: slices.Clone(h.OutputSchema),
-		MaxTurns:     parent.MaxTurns,
-		Harness:      cloneHarness(parent.Harness),
-		Helper:       cloneHelper(parent.Helper),
-	}
+	var a Agent
+	SetHelperSpec(&a, &parent, name)
+	return a
+}
+
+// SetHelperSpec writes HelperSpec(parent, name) into a, field by field: on a
+// spawn's path a spec built as a value and copied on takes kilobytes of stack
+// in each frame it passes, and a fresh handler goroutine grows its stack for
+// them.
+func SetHelperSpec(a, parent *Agent, name string) {
+	h := &parent.Helper
+	*a = Agent{}
+	a.Name = name
+	a.Instructions = h.Instructions
 	if a.Instructions == "" {
 		a.Instructions = DefaultHelperInstructions
 	}
+	a.OutputSchema = slices.Clone(h.OutputSchema)
+	a.MaxTurns = parent.MaxTurns
+	a.Harness = parent.Harness
+	a.Harness.Tools = slices.Clone(a.Harness.Tools)
+	a.Harness.MCP = slices.Clone(a.Harness.MCP)
+	a.Harness.Permissions.Rules = slices.Clone(a.Harness.Permissions.Rules)
+	a.Helper = parent.Helper
+	a.Helper.ModelArgs = maps.Clone(a.Helper.ModelArgs)
+	a.Helper.OutputSchema = slices.Clone(a.Helper.OutputSchema)
+	a.Helper.Tools.Only = slices.Clone(a.Helper.Tools.Only)
+	a.Helper.Tools.Add = slices.Clone(a.Helper.Tools.Add)
 	if h.Model != "" {
 		a.Model = h.Model
 		a.ModelArgs = maps.Clone(h.ModelArgs)
@@ -56,13 +72,12 @@ func HelperSpec(parent Agent, name string) Agent {
 		p := *parent.ParallelToolCalls
 		a.ParallelToolCalls = &p
 	}
-	a.Tools = helperTools(h.Tools, parent.Tools)
-	return a
+	a.Tools = helperTools(&h.Tools, parent.Tools)
 }
 
 // helperTools applies a tool policy to tool names; an unknown policy (which
 // Validate refuses) gives no inherited tools.
-func helperTools(pol ToolPolicy, parent []string) []string {
+func helperTools(pol *ToolPolicy, parent []string) []string {
 	vis, _ := policy.ParseVisibility(string(pol.Policy))
 	var kept []string
 	switch vis {
@@ -129,19 +144,4 @@ func Default() File {
 			Tools:        ToolPolicy{Policy: policy.Inherit},
 		},
 	}}
-}
-
-func cloneHarness(h Harness) Harness {
-	h.Tools = slices.Clone(h.Tools)
-	h.MCP = slices.Clone(h.MCP)
-	h.Permissions.Rules = slices.Clone(h.Permissions.Rules)
-	return h
-}
-
-func cloneHelper(h Helper) Helper {
-	h.ModelArgs = maps.Clone(h.ModelArgs)
-	h.OutputSchema = slices.Clone(h.OutputSchema)
-	h.Tools.Only = slices.Clone(h.Tools.Only)
-	h.Tools.Add = slices.Clone(h.Tools.Add)
-	return h
 }

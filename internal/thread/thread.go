@@ -82,27 +82,22 @@ func Cancelled(ctx context.Context) Result {
 // path one below the parent's. It is the same helper the parent's own runner
 // would build, so a remote parent needs to send nothing more than its
 // arguments, which the caller checked first (tools.CheckHelperArgs).
-func Helper(parent *Thread, handoffs []string, id, name, task string) (Thread, error) {
-	agent, perms := parent.Agent, parent.Permissions
+func Helper(parent *Thread, handoffs []string, id, name, task string) (th Thread, _ error) {
+	agent, perms := &parent.Agent, parent.Permissions
 	for _, h := range handoffs {
 		a, ok := parent.Agents[h]
 		if !ok {
-			return Thread{}, fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, h)
+			return th, fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, h) // th is still zero
 		}
-		agent, perms = a, perms.Narrow(a.Harness.Permissions)
+		agent, perms = &a, perms.Narrow(a.Harness.Permissions)
 	}
-	return Thread{
-		RunID:       parent.RunID,
-		ID:          id,
-		ParentID:    parent.ID,
-		Depth:       parent.Depth + 1,
-		Path:        parent.Path + "/" + name,
-		Name:        name,
-		Task:        task,
-		Agent:       spec.HelperSpec(agent, name),
-		Cwd:         parent.Cwd,
-		Permissions: slices.Clone(perms),
-	}, nil
+	// Field by field into the result, as the spec is (spec.SetHelperSpec).
+	th.RunID, th.ID, th.ParentID = parent.RunID, id, parent.ID
+	th.Depth, th.Path = parent.Depth+1, parent.Path+"/"+name
+	th.Name, th.Task = name, task
+	th.Cwd, th.Permissions = parent.Cwd, slices.Clone(perms)
+	spec.SetHelperSpec(&th.Agent, agent, name)
+	return th, nil
 }
 
 // ResolveCwd returns the absolute harness directory: specCwd resolved against
