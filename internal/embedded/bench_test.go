@@ -186,11 +186,9 @@ func spawnRoundTrips(tb testing.TB, s *Stack, n int) ([]time.Duration, []spawnTi
 	return lat, stages
 }
 
-// BenchmarkSpawnPath measures one spawn through the whole path (parent thread
-// on one worker, coordinator, helper on the other worker, zero-latency sim
-// model) next to a raw NATS request-reply on the same kind of connection, in
-// the same run. ratio-p50 is spawn p50 / (2 × raw p50): the aim is ≤ 3.
-func BenchmarkSpawnPath(b *testing.B) {
+// onBothConnections runs f as a sub-benchmark per kind of connection, on a
+// stack of that kind, with the raw round trips it is compared with.
+func onBothConnections(b *testing.B, f func(b *testing.B, s *Stack, raw []time.Duration)) {
 	for _, tcp := range []bool{false, true} {
 		name := "inproc"
 		if tcp {
@@ -198,35 +196,44 @@ func BenchmarkSpawnPath(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			s := benchStack(b, tcp)
-			raw := rawRoundTrips(b, s, 2000)
-			// Roots of at most 200 helpers, so no conversation grows with b.N.
-			b.ResetTimer()
-			cpu0 := processCPU()
-			var spawns []time.Duration
-			var times []spawnTimes
-			for left := max(b.N, 50); left > 0; left -= 200 {
-				lat, st := spawnRoundTrips(b, s, min(left, 200))
-				spawns, times = append(spawns, lat...), append(times, st...)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(len(spawns)), "cpu-µs/spawn")
-			rawP50, spawnP50 := percentile(raw, 0.5), percentile(spawns, 0.5)
-			b.ReportMetric(float64(rawP50.Microseconds()), "raw-p50-µs")
-			b.ReportMetric(float64(percentile(raw, 0.99).Microseconds()), "raw-p99-µs")
-			b.ReportMetric(float64(spawnP50.Microseconds()), "spawn-p50-µs")
-			b.ReportMetric(float64(percentile(spawns, 0.99).Microseconds()), "spawn-p99-µs")
-			b.ReportMetric(float64(spawnP50)/float64(2*rawP50), "ratio-p50")
-			for i, stage := range spawnStages {
-				d := make([]time.Duration, 0, len(times))
-				for _, st := range times {
-					d = append(d, st[i+1].Sub(st[i]))
-				}
-				if len(d) > 0 {
-					b.ReportMetric(float64(percentile(d, 0.5).Nanoseconds())/1e3, stage+"-p50-µs")
-				}
-			}
+			f(b, s, rawRoundTrips(b, s, 2000))
 		})
 	}
+}
+
+// BenchmarkSpawnPath measures one spawn through the whole path (parent thread
+// on one worker, coordinator, helper on the other worker, zero-latency sim
+// model) next to a raw NATS request-reply on the same kind of connection, in
+// the same run. ratio-p50 is spawn p50 / (2 × raw p50): the aim is ≤ 3.
+func BenchmarkSpawnPath(b *testing.B) {
+	onBothConnections(b, func(b *testing.B, s *Stack, raw []time.Duration) {
+		// Roots of at most 200 helpers, so no conversation grows with b.N.
+		b.ResetTimer()
+		cpu0 := processCPU()
+		var spawns []time.Duration
+		var times []spawnTimes
+		for left := max(b.N, 50); left > 0; left -= 200 {
+			lat, st := spawnRoundTrips(b, s, min(left, 200))
+			spawns, times = append(spawns, lat...), append(times, st...)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(len(spawns)), "cpu-µs/spawn")
+		rawP50, spawnP50 := percentile(raw, 0.5), percentile(spawns, 0.5)
+		b.ReportMetric(float64(rawP50.Microseconds()), "raw-p50-µs")
+		b.ReportMetric(float64(percentile(raw, 0.99).Microseconds()), "raw-p99-µs")
+		b.ReportMetric(float64(spawnP50.Microseconds()), "spawn-p50-µs")
+		b.ReportMetric(float64(percentile(spawns, 0.99).Microseconds()), "spawn-p99-µs")
+		b.ReportMetric(float64(spawnP50)/float64(2*rawP50), "ratio-p50")
+		for i, stage := range spawnStages {
+			d := make([]time.Duration, 0, len(times))
+			for _, st := range times {
+				d = append(d, st[i+1].Sub(st[i]))
+			}
+			if len(d) > 0 {
+				b.ReportMetric(float64(percentile(d, 0.5).Nanoseconds())/1e3, stage+"-p50-µs")
+			}
+		}
+	})
 }
 
 // BenchmarkSpawnShape times the spawn protocol's message pattern with no
@@ -238,80 +245,72 @@ func BenchmarkSpawnPath(b *testing.B) {
 // (2 × raw p50): the floor of BenchmarkSpawnPath's ratio-p50 for a path of
 // these five messages, whatever the code around them costs.
 func BenchmarkSpawnShape(b *testing.B) {
-	for _, tcp := range []bool{false, true} {
-		name := "inproc"
-		if tcp {
-			name = "tcp"
+	onBothConnections(b, func(b *testing.B, s *Stack, raw []time.Duration) {
+		conn := func(name string) *nats.Conn {
+			nc, err := s.Connect(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(nc.Close)
+			return nc
 		}
-		b.Run(name, func(b *testing.B) {
-			s := benchStack(b, tcp)
-			raw := rawRoundTrips(b, s, 2000)
-			conn := func(name string) *nats.Conn {
-				nc, err := s.Connect(name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(nc.Close)
-				return nc
+		parent, coord, worker := conn("shape-parent"), conn("shape-coordinator"), conn("shape-worker")
+		if _, err := worker.Subscribe("shape.exec", func(m *nats.Msg) {
+			worker.Publish(m.Reply, []byte("accepted"))
+			worker.Publish(m.Reply, m.Data)
+		}); err != nil {
+			b.Fatal(err)
+		}
+		// The coordinator's placements: one reply subject per spawn,
+		// whose second reply (the result) answers the parent.
+		var mu sync.Mutex
+		waiting := map[string]*nats.Msg{}
+		seen := map[string]bool{}
+		var seq int
+		if _, err := coord.Subscribe("shape.reply.*", func(m *nats.Msg) {
+			mu.Lock()
+			first := !seen[m.Subject]
+			seen[m.Subject] = true
+			spawn := waiting[m.Subject]
+			if !first {
+				delete(waiting, m.Subject)
+				delete(seen, m.Subject)
 			}
-			parent, coord, worker := conn("shape-parent"), conn("shape-coordinator"), conn("shape-worker")
-			if _, err := worker.Subscribe("shape.exec", func(m *nats.Msg) {
-				worker.Publish(m.Reply, []byte("accepted"))
-				worker.Publish(m.Reply, m.Data)
-			}); err != nil {
+			mu.Unlock()
+			if !first {
+				spawn.Respond(m.Data)
+			}
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := coord.Subscribe("shape.spawn", func(m *nats.Msg) {
+			mu.Lock()
+			seq++
+			reply := fmt.Sprintf("shape.reply.%d", seq)
+			waiting[reply] = m
+			mu.Unlock()
+			coord.PublishRequest("shape.exec", reply, m.Data)
+		}); err != nil {
+			b.Fatal(err)
+		}
+		worker.Flush()
+		coord.Flush()
+		payload := make([]byte, 128)
+		b.ResetTimer()
+		cpu0 := processCPU()
+		spawns := make([]time.Duration, max(b.N, 2000))
+		for i := range spawns {
+			t0 := time.Now()
+			if _, err := parent.Request("shape.spawn", payload, 5*time.Second); err != nil {
 				b.Fatal(err)
 			}
-			// The coordinator's placements: one reply subject per spawn,
-			// whose second reply (the result) answers the parent.
-			var mu sync.Mutex
-			waiting := map[string]*nats.Msg{}
-			seen := map[string]bool{}
-			var seq int
-			if _, err := coord.Subscribe("shape.reply.*", func(m *nats.Msg) {
-				mu.Lock()
-				first := !seen[m.Subject]
-				seen[m.Subject] = true
-				spawn := waiting[m.Subject]
-				if !first {
-					delete(waiting, m.Subject)
-					delete(seen, m.Subject)
-				}
-				mu.Unlock()
-				if !first {
-					spawn.Respond(m.Data)
-				}
-			}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := coord.Subscribe("shape.spawn", func(m *nats.Msg) {
-				mu.Lock()
-				seq++
-				reply := fmt.Sprintf("shape.reply.%d", seq)
-				waiting[reply] = m
-				mu.Unlock()
-				coord.PublishRequest("shape.exec", reply, m.Data)
-			}); err != nil {
-				b.Fatal(err)
-			}
-			worker.Flush()
-			coord.Flush()
-			payload := make([]byte, 128)
-			b.ResetTimer()
-			cpu0 := processCPU()
-			spawns := make([]time.Duration, max(b.N, 2000))
-			for i := range spawns {
-				t0 := time.Now()
-				if _, err := parent.Request("shape.spawn", payload, 5*time.Second); err != nil {
-					b.Fatal(err)
-				}
-				spawns[i] = time.Since(t0)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(len(spawns)), "cpu-µs/spawn")
-			rawP50, shapeP50 := percentile(raw, 0.5), percentile(spawns, 0.5)
-			b.ReportMetric(float64(rawP50.Microseconds()), "raw-p50-µs")
-			b.ReportMetric(float64(shapeP50.Microseconds()), "shape-p50-µs")
-			b.ReportMetric(float64(shapeP50)/float64(2*rawP50), "ratio-p50")
-		})
-	}
+			spawns[i] = time.Since(t0)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(len(spawns)), "cpu-µs/spawn")
+		rawP50, shapeP50 := percentile(raw, 0.5), percentile(spawns, 0.5)
+		b.ReportMetric(float64(rawP50.Microseconds()), "raw-p50-µs")
+		b.ReportMetric(float64(shapeP50.Microseconds()), "shape-p50-µs")
+		b.ReportMetric(float64(shapeP50)/float64(2*rawP50), "ratio-p50")
+	})
 }
