@@ -87,8 +87,7 @@ func (c *Coordinator) finishDirect(rec record.Run) {
 // the helper ends, which the coordinator follows as data (startThread), so
 // the handler returns once the helper's request is sent. The parent hears
 // from this coordinator from the start: admission may take a while under a
-// storm of spawns, and an admitted spawn's own keep-alive (naming the
-// helper) replaces this one.
+// storm of spawns. Its keep-alive names the helper once admitted.
 func (c *Coordinator) handleSpawn(_ context.Context, m wire.Msg, r actor.Replier) {
 	ping := c.alive.add(r, "")
 	sp := c.admitSpawn(m, r, ping)
