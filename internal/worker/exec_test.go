@@ -119,22 +119,8 @@ func TestCancelRightAfterAcceptedIsNotLost(t *testing.T) {
 		if err := coord.Publish(ctx, wire.SubjectCancel("w1"), wire.Message(wire.TypeCancel, cn)); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			m, err := call.Next(ctx, 10*time.Second)
-			if err != nil {
-				t.Fatalf("thread %s: no result after its cancel: %v", id, err)
-			}
-			if m.Type != string(wire.TypeExecResult) {
-				continue
-			}
-			var er wire.ExecResult
-			if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
-				t.Fatal(err)
-			}
-			if er.Result.Status != event.Cancelled || !strings.Contains(er.Result.Error, "stop now") {
-				t.Fatalf("thread %s ended %+v, want cancelled: stop now", id, er.Result)
-			}
-			break
+		if er := awaitResult(t, ctx, call, 10*time.Second); er.Result.Status != event.Cancelled || !strings.Contains(er.Result.Error, "stop now") {
+			t.Fatalf("thread %s ended %+v, want cancelled: stop now", id, er.Result)
 		}
 		call.Close()
 	}

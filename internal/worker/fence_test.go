@@ -167,22 +167,8 @@ func TestFencedParentLeavesItsHelpers(t *testing.T) {
 	for range 3 {
 		hb(fence)
 	}
-	for {
-		m, err := call.Next(ctx, 30*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Type != string(wire.TypeExecResult) {
-			continue
-		}
-		var er wire.ExecResult
-		if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
-			t.Fatal(err)
-		}
-		if er.Result.Status != event.Cancelled {
-			t.Errorf("parent ended %s (%s), want cancelled", er.Result.Status, er.Result.Error)
-		}
-		break
+	if er := awaitResult(t, ctx, call, 30*time.Second); er.Result.Status != event.Cancelled {
+		t.Errorf("parent ended %s (%s), want cancelled", er.Result.Status, er.Result.Error)
 	}
 
 	if n := len(cancels); n != 0 {

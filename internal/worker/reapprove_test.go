@@ -80,22 +80,8 @@ responses:
 	if err := wnc.ForceReconnect(); err != nil { // its server died; it is on another now
 		t.Fatal(err)
 	}
-	for {
-		m, err := call.Next(ctx, 20*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Type != string(wire.TypeExecResult) {
-			continue
-		}
-		var er wire.ExecResult
-		if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
-			t.Fatal(err)
-		}
-		if er.Result.Status != event.Succeeded {
-			t.Errorf("thread ended %s (%s), want it to go on with the decision asked again", er.Result.Status, er.Result.Error)
-		}
-		break
+	if er := awaitResult(t, ctx, call, 20*time.Second); er.Result.Status != event.Succeeded {
+		t.Errorf("thread ended %s (%s), want it to go on with the decision asked again", er.Result.Status, er.Result.Error)
 	}
 	mu.Lock()
 	defer mu.Unlock()

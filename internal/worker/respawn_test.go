@@ -84,22 +84,9 @@ func spawnAskedAgain(t *testing.T, answerLost bool) {
 	if err := wnc.ForceReconnect(); err != nil { // its server died; it is on another now
 		t.Fatal(err)
 	}
-	for {
-		m, err := call.Next(ctx, 20*time.Second) // well within the spawn's patience
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Type != string(wire.TypeExecResult) {
-			continue
-		}
-		var er wire.ExecResult
-		if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
-			t.Fatal(err)
-		}
-		if er.Result.Status != event.Succeeded || !strings.Contains(er.Result.Output, "asked twice") {
-			t.Errorf("parent ended %s with %q (%s), want the helper's answer", er.Result.Status, er.Result.Output, er.Result.Error)
-		}
-		break
+	er := awaitResult(t, ctx, call, 20*time.Second) // well within the spawn's patience
+	if er.Result.Status != event.Succeeded || !strings.Contains(er.Result.Output, "asked twice") {
+		t.Errorf("parent ended %s with %q (%s), want the helper's answer", er.Result.Status, er.Result.Output, er.Result.Error)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/wire"
@@ -42,18 +43,27 @@ func place(t *testing.T, ctx context.Context, coord *natstransport.Transport, re
 	if first.Type != string(wire.TypeExecAccepted) {
 		return first, nil
 	}
+	er := awaitResult(t, ctx, call, 10*time.Second)
+	return first, &er
+}
+
+// awaitResult reads a placement's replies until its result, waiting at
+// most idle for each.
+func awaitResult(t *testing.T, ctx context.Context, call actor.Call, idle time.Duration) wire.ExecResult {
+	t.Helper()
 	for {
-		m, err := call.Next(ctx, 10*time.Second)
+		m, err := call.Next(ctx, idle)
 		if err != nil {
-			t.Fatalf("thread %s: no result: %v", req.Thread.ID, err)
+			t.Fatalf("no result: %v", err)
 		}
-		if m.Type == string(wire.TypeExecResult) {
-			var er wire.ExecResult
-			if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
-				t.Fatal(err)
-			}
-			return first, &er
+		if m.Type != string(wire.TypeExecResult) {
+			continue
 		}
+		var er wire.ExecResult
+		if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
+			t.Fatal(err)
+		}
+		return er
 	}
 }
 

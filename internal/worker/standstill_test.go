@@ -184,22 +184,8 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 		t.Errorf("tool call with no answer from a silent coordinator: %v", err)
 	}
 	for id, call := range calls {
-		for {
-			m, err := call.Next(ctx, 10*time.Second)
-			if err != nil {
-				t.Fatalf("%s: %v", id, err)
-			}
-			if m.Type != string(wire.TypeExecResult) {
-				continue
-			}
-			var er wire.ExecResult
-			if err := wire.DecodeAs(m.Data, wire.TypeExecResult, &er); err != nil {
-				t.Fatal(err)
-			}
-			if er.Result.Status != event.Cancelled {
-				t.Errorf("%s ended %s (%s), want cancelled", id, er.Result.Status, er.Result.Error)
-			}
-			break
+		if er := awaitResult(t, ctx, call, 10*time.Second); er.Result.Status != event.Cancelled {
+			t.Errorf("%s ended %s (%s), want cancelled", id, er.Result.Status, er.Result.Error)
 		}
 	}
 }
