@@ -46,18 +46,12 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
 		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) {
-			if now := w.cfg.Conn.Stats().Reconnects; now != heardAt {
-				// Nothing heard since the connection moved to another
-				// server: the request, its keep-alives or its answer may
-				// have gone with the old one. Asking again is safe: the
-				// helper's id derives from the call, so the coordinator
-				// answers a request it has seen with the helper it has
-				// (its result, if it has ended).
-				if again, err := w.tr.Request(ctx, subject, msg); err == nil {
-					call.Close()
-					call, heardAt, heard = again, now, time.Now()
-					continue
-				}
+			// Asking again is safe: the helper's id derives from the call,
+			// so the coordinator answers a request it has seen with the
+			// helper it has (its result, if it has ended).
+			if w.askAgain(ctx, subject, msg, &call, &heardAt) {
+				heard = time.Now()
+				continue
 			}
 			if w.patient(coord, heard) {
 				continue
@@ -209,18 +203,11 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 	defer func() { call.Close() }()
 	for {
 		m, err := call.Next(ctx, w.silence(coord))
-		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && req.CallID != "" {
-			if now := w.cfg.Conn.Stats().Reconnects; now != heardAt {
-				// Nothing heard since the connection moved to another
-				// server: the request, its keep-alives or its answer may
-				// have gone with the old one. The coordinator answers the
-				// same call asked again with the same decision.
-				if again, err := w.tr.Request(ctx, subject, msg); err == nil {
-					call.Close()
-					call, heardAt = again, now
-					continue
-				}
-			}
+		// The coordinator answers the same call asked again with the same
+		// decision.
+		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && req.CallID != "" &&
+			w.askAgain(ctx, subject, msg, &call, &heardAt) {
+			continue
 		}
 		if err != nil {
 			return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
@@ -286,4 +273,23 @@ func (n noScripted) Open(ref string) (model.Model, error) {
 		return nil, fmt.Errorf("%w: %s: scripted models are for tests; this worker was started without --allow-scripted", model.ErrBadRef, ref)
 	}
 	return n.ModelOpener.Open(ref)
+}
+
+// askAgain sends msg to subject once more, on a new call that replaces
+// *call, when the worker's connection has moved to another server since
+// the request was last heard from (*heardAt, the connection's reconnects
+// then): the request, its keep-alives or its answer may have gone with the
+// old server. False means it did not: the silence is the peer's.
+func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, call *actor.Call, heardAt *uint64) bool {
+	now := w.cfg.Conn.Stats().Reconnects
+	if now == *heardAt {
+		return false
+	}
+	again, err := w.tr.Request(ctx, subject, msg)
+	if err != nil {
+		return false
+	}
+	(*call).Close()
+	*call, *heardAt = again, now
+	return true
 }
