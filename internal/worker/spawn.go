@@ -35,7 +35,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 	msg := wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID)
 	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
 	subject := wire.SubjectSpawn(coord, w.cfg.ID)
-	heardAt := w.cfg.Conn.Stats().Reconnects // the connection's moves when last heard from
+	sentAt := w.cfg.Conn.Stats().Reconnects // the connection's moves when the request was last sent
 	call, err := w.tr.Request(ctx, subject, msg)
 	if err != nil {
 		return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
@@ -49,7 +49,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 			// Asking again is safe: the helper's id derives from the call,
 			// so the coordinator answers a request it has seen with the
 			// helper it has (its result, if it has ended).
-			if w.askAgain(ctx, subject, msg, &call, &heardAt) {
+			if w.askAgain(ctx, subject, msg, &call, &sentAt) {
 				heard = time.Now()
 				continue
 			}
@@ -57,7 +57,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 				continue
 			}
 		}
-		heard, heardAt = time.Now(), w.cfg.Conn.Stats().Reconnects
+		heard = time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
 				// A superseded parent leaves its helpers alone: they are its
@@ -195,7 +195,7 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token, Events: w.takeEvents(req.ThreadID)}
 	msg := wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID)
 	subject := wire.SubjectApproval(coord, w.cfg.ID)
-	heardAt := w.cfg.Conn.Stats().Reconnects
+	sentAt := w.cfg.Conn.Stats().Reconnects
 	call, err := w.tr.Request(ctx, subject, msg)
 	if err != nil {
 		return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
@@ -206,13 +206,12 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 		// The coordinator answers the same call asked again with the same
 		// decision.
 		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && req.CallID != "" &&
-			w.askAgain(ctx, subject, msg, &call, &heardAt) {
+			w.askAgain(ctx, subject, msg, &call, &sentAt) {
 			continue
 		}
 		if err != nil {
 			return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
 		}
-		heardAt = w.cfg.Conn.Stats().Reconnects
 		switch wire.Type(m.Type) {
 		case wire.TypeProgress:
 			continue
@@ -276,13 +275,15 @@ func (n noScripted) Open(ref string) (model.Model, error) {
 }
 
 // askAgain sends msg to subject once more, on a new call that replaces
-// *call, when the worker's connection has moved to another server since
-// the request was last heard from (*heardAt, the connection's reconnects
-// then): the request, its keep-alives or its answer may have gone with the
-// old server. False means it did not: the silence is the peer's.
-func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, call *actor.Call, heardAt *uint64) bool {
+// *call, when a request gone silent was sent before the worker's
+// connection last moved to another server (*sentAt, the connection's
+// reconnects when it was sent): the request, its keep-alives or its answer
+// may have gone with the old server. What was heard since does not count:
+// a keep-alive the old server delivered may be read only after the move.
+// False means it did not ask: the silence is the peer's.
+func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, call *actor.Call, sentAt *uint64) bool {
 	now := w.cfg.Conn.Stats().Reconnects
-	if now == *heardAt {
+	if now == *sentAt {
 		return false
 	}
 	again, err := w.tr.Request(ctx, subject, msg)
@@ -290,6 +291,6 @@ func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, cal
 		return false
 	}
 	(*call).Close()
-	*call, *heardAt = again, now
+	*call, *sentAt = again, now
 	return true
 }
