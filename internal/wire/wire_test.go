@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -211,5 +212,24 @@ func TestSpecHash(t *testing.T) {
 	}
 	if diff := cmp.Diff(base, WithSpec(WithoutSpec(base), &got), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("thread without its spec, then with it (-want +got):\n%s", diff)
+	}
+}
+
+// The expected type is read without copying it: a message whose body
+// allocates nothing decodes with no allocation at all.
+func TestDecodeAsReadsTheTypeInPlace(t *testing.T) {
+	data := MustEncode(TypeExecBusy, ExecBusy{})
+	var out ExecBusy
+	if n := testing.AllocsPerRun(100, func() {
+		if err := DecodeAs(data, TypeExecBusy, &out); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per decode, want 0", n)
+	}
+	var other ExecBusy
+	err := DecodeAs(data, TypeExecAccepted, &other)
+	if we := new(Error); !errors.As(err, &we) || we.Code != CodeUnknownType || !strings.Contains(we.Message, string(TypeExecBusy)) {
+		t.Fatalf("decoding as another type: %v", err)
 	}
 }
