@@ -25,6 +25,33 @@ type eventSender struct {
 	logs    []*runLog
 	byRun   map[string]*runLog
 	pending []jetstream.PubAckFuture
+	// subjects are the event subjects built so far: every event needs its
+	// subject to ask whether anybody listens, and a run's few types repeat.
+	subjects map[subjectKey]string
+}
+
+// subjectKey names an event subject by its parts.
+type subjectKey struct {
+	run string
+	typ event.Type
+}
+
+// maxSubjects bounds the subjects kept: past it they are all dropped and
+// built again as they come.
+const maxSubjects = 4096
+
+// subject is wire.EventSubject(*e), built once per run and type.
+func (s *eventSender) subject(e *event.Event) string {
+	k := subjectKey{e.RunID, e.Type}
+	if sub, ok := s.subjects[k]; ok {
+		return sub
+	}
+	if len(s.subjects) >= maxSubjects {
+		clear(s.subjects)
+	}
+	sub := wire.EventSubject(*e)
+	s.subjects[k] = sub
+	return sub
 }
 
 // runLog is the batch of one run's events being filled: JSON lines.
@@ -50,11 +77,11 @@ const storedWait = 2 * time.Second
 const storeWindow = 16
 
 func newEventSender(c *Coordinator) *eventSender {
-	return &eventSender{c: c, byRun: map[string]*runLog{}}
+	return &eventSender{c: c, byRun: map[string]*runLog{}, subjects: map[subjectKey]string{}}
 }
 
 func (s *eventSender) send(e *event.Event) {
-	subject := wire.EventSubject(*e)
+	subject := s.subject(e)
 	live := s.c.cfg.Interest == nil || s.c.cfg.Interest(subject)
 	keep := s.c.cfg.Store != nil
 	if !live && !keep {
