@@ -4,6 +4,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/pack"
 )
 
 var _ msgpack.CustomEncoder = Entry{}
@@ -60,91 +61,63 @@ func (e Entry) EncodeMsgpack(enc *msgpack.Encoder) error {
 		n++
 	}
 
-	w := writer{enc: enc}
-	w.check(enc.EncodeMapLen(n))
-	w.key("k")
-	w.check(enc.EncodeString(string(e.Kind)))
-	w.key("at")
-	w.check(enc.EncodeTime(e.Time))
-	w.key("turn")
-	w.check(enc.EncodeInt(int64(e.Turn)))
+	w := pack.Writer{Enc: enc}
+	w.Map(n)
+	w.Str("k", string(e.Kind))
+	w.Key("at")
+	w.Check(enc.EncodeTime(e.Time))
+	w.Key("turn")
+	w.Check(enc.EncodeInt(int64(e.Turn)))
 	for _, s := range strs {
-		if s.val != "" {
-			w.key(s.key)
-			w.check(enc.EncodeString(s.val))
-		}
+		w.OptStr(s.key, s.val)
 	}
 	for _, i := range ints {
 		if i.val != 0 {
-			w.key(i.key)
-			w.check(enc.EncodeInt(i.val))
+			w.Key(i.key)
+			w.Check(enc.EncodeInt(i.val))
 		}
 	}
 	for _, u := range usages {
 		if u.val != (model.Usage{}) {
-			w.key(u.key)
-			w.check(enc.EncodeMapLen(2))
-			w.key("input_tokens")
-			w.check(enc.EncodeInt(u.val.InputTokens))
-			w.key("output_tokens")
-			w.check(enc.EncodeInt(u.val.OutputTokens))
+			w.Key(u.key)
+			w.Map(2)
+			w.Key("input_tokens")
+			w.Check(enc.EncodeInt(u.val.InputTokens))
+			w.Key("output_tokens")
+			w.Check(enc.EncodeInt(u.val.OutputTokens))
 		}
 	}
 	if e.Thread != nil {
-		w.key("thread")
-		w.check(enc.Encode(e.Thread))
+		w.Key("thread")
+		e.Thread.pack(&w)
 	}
 	if e.Spec != nil {
-		w.key("spec")
-		w.agent(e.Spec)
+		w.Key("spec")
+		e.Spec.Pack(&w)
 	}
 	if e.Message != nil {
-		w.key("message")
-		w.message(e.Message)
+		w.Key("message")
+		e.Message.Pack(&w)
 	}
-	if e.Allow {
-		w.key("allow")
-		w.check(enc.EncodeBool(true))
-	}
-	return w.err
+	w.OptBool("allow", e.Allow)
+	return w.Err
 }
-
-// writer keeps the first error of a run of writes.
-type writer struct {
-	enc *msgpack.Encoder
-	err error
-}
-
-func (w *writer) check(err error) {
-	if w.err == nil {
-		w.err = err
-	}
-}
-
-func (w *writer) key(k string) { w.check(w.enc.EncodeString(k)) }
 
 var _ msgpack.CustomEncoder = ThreadInfo{}
 
 // EncodeMsgpack writes t as the map its msgpack tags describe (every start
 // entry carries one).
 func (t ThreadInfo) EncodeMsgpack(enc *msgpack.Encoder) error {
-	n := 4
-	if t.ParentID != "" {
-		n++
-	}
-	w := writer{enc: enc}
-	w.check(enc.EncodeMapLen(n))
-	w.key("id")
-	w.check(enc.EncodeString(t.ID))
-	if t.ParentID != "" {
-		w.key("parent_id")
-		w.check(enc.EncodeString(t.ParentID))
-	}
-	w.key("name")
-	w.check(enc.EncodeString(t.Name))
-	w.key("path")
-	w.check(enc.EncodeString(t.Path))
-	w.key("depth")
-	w.check(enc.EncodeInt(int64(t.Depth)))
-	return w.err
+	w := pack.Writer{Enc: enc}
+	t.pack(&w)
+	return w.Err
+}
+
+func (t *ThreadInfo) pack(w *pack.Writer) {
+	w.Map(4 + pack.Count(t.ParentID != ""))
+	w.Str("id", t.ID)
+	w.OptStr("parent_id", t.ParentID)
+	w.Str("name", t.Name)
+	w.Str("path", t.Path)
+	w.Int("depth", t.Depth)
 }
