@@ -1,0 +1,87 @@
+package wire
+
+import (
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/formica-run/formica/internal/pack"
+)
+
+// The messages of every spawn write themselves (see package pack): the
+// reflective encoder allocated for each of their structs with an omitempty
+// field, a dozen times per placement.
+var (
+	_ msgpack.CustomEncoder = SpawnRequest{}
+	_ msgpack.CustomEncoder = SpawnResult{}
+	_ msgpack.CustomEncoder = ExecRequest{}
+	_ msgpack.CustomEncoder = ExecResult{}
+)
+
+// EncodeMsgpack writes r as its msgpack tags describe.
+func (r SpawnRequest) EncodeMsgpack(enc *msgpack.Encoder) error {
+	w := pack.Writer{Enc: enc}
+	w.Map(6 + pack.Count(r.CallID != "", len(r.Handoffs) > 0, len(r.Events) > 0))
+	w.Str("run_id", r.RunID)
+	w.Str("parent_id", r.ParentID)
+	w.Str("token", r.Token)
+	w.OptStr("call_id", r.CallID)
+	w.Str("name", r.Name)
+	w.Str("task", r.Task)
+	w.OptStrs("handoffs", r.Handoffs)
+	w.Key("parent_spent")
+	r.ParentSpent.Pack(&w)
+	r.Events.packOpt(&w)
+	return w.Err
+}
+
+// EncodeMsgpack writes r as its msgpack tags describe.
+func (r SpawnResult) EncodeMsgpack(enc *msgpack.Encoder) error {
+	w := pack.Writer{Enc: enc}
+	w.Map(1 + pack.Count(r.Refusal != "", r.Budget != "", r.ThreadID != "", r.Worker != ""))
+	w.OptStr("refusal", string(r.Refusal))
+	w.OptStr("budget", string(r.Budget))
+	w.OptStr("thread_id", r.ThreadID)
+	w.OptStr("worker", r.Worker)
+	w.Key("result")
+	r.Result.Pack(&w)
+	return w.Err
+}
+
+// EncodeMsgpack writes r as its msgpack tags describe.
+func (r ExecRequest) EncodeMsgpack(enc *msgpack.Encoder) error {
+	w := pack.Writer{Enc: enc}
+	w.Map(7 + pack.Count(r.SpecHash != "", len(r.Spec) > 0, r.Proof != ""))
+	w.Key("thread")
+	r.Thread.Pack(&w)
+	w.OptStr("spec_hash", r.SpecHash)
+	w.OptBytes("spec", r.Spec)
+	w.Str("coordinator", r.Coordinator)
+	w.Str("epoch", r.Epoch)
+	w.Int("attempt", r.Attempt)
+	w.Str("token", r.Token)
+	w.OptStr("proof", r.Proof)
+	w.Int64("uptime", int64(r.Uptime))
+	w.Key("grant")
+	r.Grant.Pack(&w)
+	return w.Err
+}
+
+// EncodeMsgpack writes r as its msgpack tags describe.
+func (r ExecResult) EncodeMsgpack(enc *msgpack.Encoder) error {
+	w := pack.Writer{Enc: enc}
+	w.Map(4 + pack.Count(len(r.Events) > 0))
+	w.Str("thread_id", r.ThreadID)
+	w.Str("worker", r.Worker)
+	w.Str("token", r.Token)
+	w.Key("result")
+	r.Result.Pack(&w)
+	r.Events.packOpt(&w)
+	return w.Err
+}
+
+// packOpt writes es under "events" unless there are none (omitempty).
+func (es Events) packOpt(w *pack.Writer) {
+	if len(es) > 0 {
+		w.Key("events")
+		w.Check(es.EncodeMsgpack(w.Enc))
+	}
+}
