@@ -139,7 +139,7 @@ func decodeEvent(dec *msgpack.Decoder, e *event.Event) error {
 		case evInputTokens, evOutputTokens, evLatency:
 			v, err = dec.DecodeInt64()
 		case evType, evStatus, evReason, evWorker, evModel, evTool, evCallID, evArguments, evOutput, evDecision:
-			s, err = dec.DecodeString()
+			s, err = decodeString(dec)
 		default:
 			err = dec.Skip()
 		}

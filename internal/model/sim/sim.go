@@ -33,7 +33,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -148,19 +147,24 @@ func spawn(parts []part) model.Response {
 		calls[i] = model.ToolCall{
 			ID:        fmt.Sprintf("call_%d", i+1),
 			Name:      AgentTool,
-			Arguments: marshal(map[string]string{"name": p.name, "task": p.task}),
+			Arguments: marshal(agentArgs{Name: p.name, Task: p.task}),
 		}
 	}
 	return model.Response{ToolCalls: calls, StopReason: "tool_calls"}
 }
 
+// agentArgs are the arguments of an agent tool call, "name" before "task".
+type agentArgs struct {
+	Name string `json:"name"`
+	Task string `json:"task"`
+}
+
 // marshal encodes v without HTML escaping, so tasks read naturally in logs.
-// Map keys come out sorted: "name" before "task".
 func marshal(v any) string {
-	var b bytes.Buffer
+	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // strings and maps of strings always encode
+	_ = enc.Encode(v) // strings and structs and maps of strings always encode
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
