@@ -408,7 +408,7 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, 
 	if withSpec {
 		req.Spec = t.spec.body
 	}
-	m := wire.WithIDs(wire.Message(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+	m := wire.WithIDs(wire.Packed(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
 	for k, v := range t.trace {
 		m.Header[k] = v
 	}

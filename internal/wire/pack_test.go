@@ -50,3 +50,14 @@ func TestEncodeByHashAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations", n)
 	}
 }
+
+// Packed writes what Message writes, with one allocation: the message.
+func TestPackedIsMessageUnboxed(t *testing.T) {
+	in := sampleExecByHash(false)
+	if got, want := Packed(TypeExecRequest, in), Message(TypeExecRequest, in); !bytes.Equal(got.Data, want.Data) || got.Type != want.Type {
+		t.Fatalf("Packed %+v, Message %+v", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { Packed(TypeExecRequest, in) }); n != 1 {
+		t.Fatalf("%v allocations, want 1", n)
+	}
+}

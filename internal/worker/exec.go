@@ -112,7 +112,7 @@ func modelOf(ref string) (provider, name string) {
 // becomes a failure that says so, rather than silence that would be taken
 // for a lost worker.
 func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Result, events []event.Event) {
-	m := wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events})
+	m := wire.Packed(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events})
 	if !w.tr.Inline(len(m.Data)) {
 		// A result over the NATS max payload is uploaded before it is sent,
 		// which may outlast the coordinator's patience: progress goes on
@@ -125,7 +125,7 @@ func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Resul
 	}
 	w.cfg.Logger.Warn("send result", "thread_id", id, "err", err)
 	failed := thread.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
-	r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}))
+	r.Reply(wire.Packed(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}))
 }
 
 // keepAlive sends progress of thread id on r every heartbeat until the
@@ -211,7 +211,7 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r actor.Replier) {
 	h.current = c.see(req.Epoch, req.Uptime, 0, now)
 	w.mu.Unlock()
 
-	r.Reply(wire.Message(wire.TypeExecAccepted, wire.ExecAccepted{Worker: w.cfg.ID}))
+	r.Reply(w.accepted)
 	// A cancel from now on, even before the thread's goroutine runs, finds
 	// the thread's cancel function in w.threads.
 	go w.run(ctx, h)

@@ -85,6 +85,8 @@ type Worker struct {
 	tr     *natstransport.Transport
 	runner *runner.Runner
 	slots  chan struct{}
+	// accepted is the answer of every placement taken, encoded once.
+	accepted wire.Msg
 
 	specs specs // the thread specs placements named, by hash
 
@@ -141,13 +143,14 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		cfg:     cfg,
-		host:    host,
-		tr:      tr,
-		slots:   make(chan struct{}, cfg.Slots),
-		threads: map[string]*hosted{},
-		coords:  map[string]*coordSeen{},
-		stop:    make(chan struct{}),
+		cfg:      cfg,
+		host:     host,
+		tr:       tr,
+		slots:    make(chan struct{}, cfg.Slots),
+		accepted: wire.Message(wire.TypeExecAccepted, wire.ExecAccepted{Worker: cfg.ID}),
+		threads:  map[string]*hosted{},
+		coords:   map[string]*coordSeen{},
+		stop:     make(chan struct{}),
 	}
 	models := cfg.Models
 	if !cfg.AllowScripted {
