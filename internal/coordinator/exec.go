@@ -401,14 +401,14 @@ func (p *placement) cancelLocked() {
 //
 //go:noinline
 func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSpec bool) wire.Msg {
-	th := wire.WithoutSpec(t.thread)
-	th.Replay = t.replay
-	req := wire.ExecRequest{Thread: th, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
+	req := wire.ExecRequest{Thread: t.thread, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
 		Token: tok, Proof: proof, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
+	wire.StripSpec(&req.Thread)
+	req.Thread.Replay = t.replay
 	if withSpec {
 		req.Spec = t.spec.body
 	}
-	m := wire.WithIDs(wire.Packed(wire.TypeExecRequest, req), t.thread.RunID, t.thread.ID)
+	m := wire.WithIDs(req.Msg(), t.thread.RunID, t.thread.ID)
 	for k, v := range t.trace {
 		m.Header[k] = v
 	}

@@ -169,7 +169,7 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *
 		e.ThreadID, e.Reason, e.CallID = "", string(refusal.Reason), eventCallID(req.CallID)
 		c.emit(rn, e)
 		c.cfg.Metrics.SpawnRefused(string(refusal.Reason))
-		r.Reply(wire.Packed(wire.TypeSpawnResult, wire.SpawnResult{Refusal: refusal.Reason}))
+		r.Reply((&wire.SpawnResult{Refusal: refusal.Reason}).Msg())
 		return nil
 	}
 	node := parent.lease.Node()
@@ -180,7 +180,7 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *
 		e.ThreadID, e.Reason, e.CallID = "", string(limits.ReasonBudget), eventCallID(req.CallID)
 		c.emit(rn, e)
 		c.cfg.Metrics.SpawnRefused(string(limits.ReasonBudget))
-		r.Reply(wire.Packed(wire.TypeSpawnResult, wire.SpawnResult{Refusal: limits.ReasonBudget, Budget: kind}))
+		r.Reply((&wire.SpawnResult{Refusal: limits.ReasonBudget, Budget: kind}).Msg())
 		return nil
 	}
 	// The helper's own budget comes from the template it was made from, as
@@ -230,7 +230,7 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 	if !done {
 		res = thread.Cancelled(parent.ctx)
 	}
-	r.Reply(wire.Packed(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
+	r.Reply((&wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}).Msg())
 }
 
 // reuseSpawn answers a spawn with the journaled output of a helper that
@@ -249,7 +249,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th thread.Thread, c
 	c.emit(rn, e)
 	rn.rec.ThreadUsage(th.ID, res.Own)
 	rn.rec.Reused(th.ID)
-	r.Reply(wire.Packed(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: th.ID, Result: res}))
+	r.Reply((&wire.SpawnResult{ThreadID: th.ID, Result: res}).Msg())
 }
 
 // ended answers the parent with the helper's end.
@@ -271,7 +271,7 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	rn.mu.Unlock()
 	// Progress goes on while the reply is sent: a result over the NATS max
 	// payload is uploaded first, which may outlast the parent's patience.
-	sp.reply.Reply(wire.Packed(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
+	sp.reply.Reply((&wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}).Msg())
 	c.alive.remove(sp.ping)
 }
 

@@ -64,12 +64,12 @@ type Envelope struct {
 // reallocations and copies per message, a seventh of all allocated bytes on
 // the spawn path (see BENCHMARKS.md).
 func Encode(t Type, body any) ([]byte, error) {
-	return encodeWith(t, body, (*msgpack.Encoder).Encode)
+	return encodeWith(t, func(enc *msgpack.Encoder) error { return enc.Encode(body) })
 }
 
 // encodeWith is Encode with the body written by write: for a body that
-// writes itself (EncodeBody), without boxing it in an interface.
-func encodeWith[B any](t Type, body B, write func(*msgpack.Encoder, B) error) ([]byte, error) {
+// writes itself (see pack.go), without boxing or copying it.
+func encodeWith(t Type, write func(*msgpack.Encoder) error) ([]byte, error) {
 	buf := encodeBufs.Get().(*bytes.Buffer)
 	defer putEncodeBuf(buf)
 	enc := msgpack.GetEncoder()
@@ -79,7 +79,7 @@ func encodeWith[B any](t Type, body B, write func(*msgpack.Encoder, B) error) ([
 		enc.EncodeMapLen(3),
 		enc.EncodeString("t"), enc.EncodeString(string(t)),
 		enc.EncodeString("v"), enc.EncodeInt(Version),
-		enc.EncodeString("b"), write(enc, body),
+		enc.EncodeString("b"), write(enc),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("wire: encode %s: %w", t, err)

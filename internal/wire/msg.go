@@ -1,10 +1,6 @@
 package wire
 
-import (
-	"errors"
-
-	"github.com/vmihailenco/msgpack/v5"
-)
+import "errors"
 
 // Msg is one message as a transport moves it: a type (also sent as a header
 // so receivers can route without decoding), headers, and an opaque body. The
@@ -23,16 +19,6 @@ type Msg struct {
 // Message encodes body as a transport message of type t.
 func Message(t Type, body any) Msg {
 	return Msg{Type: string(t), Data: MustEncode(t, body)}
-}
-
-// Packed is Message for the bodies that write themselves (see pack.go):
-// the body is not boxed on the way, one allocation less per message.
-func Packed[B msgpack.CustomEncoder](t Type, body B) Msg {
-	data, err := encodeWith(t, body, func(enc *msgpack.Encoder, b B) error { return b.EncodeMsgpack(enc) })
-	if err != nil {
-		panic(err)
-	}
-	return Msg{Type: string(t), Data: data}
 }
 
 // WithIDs adds the run and thread headers every message about a thread carries.

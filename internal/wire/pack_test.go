@@ -51,13 +51,13 @@ func TestEncodeByHashAllocatesNothing(t *testing.T) {
 	}
 }
 
-// Packed writes what Message writes, with one allocation: the message.
-func TestPackedIsMessageUnboxed(t *testing.T) {
+// A body's Msg is what Message writes, with one allocation: the message.
+func TestMsgIsMessageUnboxed(t *testing.T) {
 	in := sampleExecByHash(false)
-	if got, want := Packed(TypeExecRequest, in), Message(TypeExecRequest, in); !bytes.Equal(got.Data, want.Data) || got.Type != want.Type {
+	if got, want := in.Msg(), Message(TypeExecRequest, in); !bytes.Equal(got.Data, want.Data) || got.Type != want.Type {
 		t.Fatalf("Packed %+v, Message %+v", got, want)
 	}
-	if n := testing.AllocsPerRun(100, func() { Packed(TypeExecRequest, in) }); n != 1 && !raceEnabled {
+	if n := testing.AllocsPerRun(100, func() { in.Msg() }); n != 1 && !raceEnabled {
 		t.Fatalf("%v allocations, want 1", n)
 	}
 }

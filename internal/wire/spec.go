@@ -78,9 +78,14 @@ func SpecHash(body []byte) string {
 // WithoutSpec is th as it travels beside its spec's hash: its spec's
 // fields left empty, the agent's name kept.
 func WithoutSpec(th thread.Thread) thread.Thread {
+	StripSpec(&th)
+	return th
+}
+
+// StripSpec is WithoutSpec in place.
+func StripSpec(th *thread.Thread) {
 	th.Agent = spec.Agent{Name: th.Agent.Name}
 	th.Agents, th.Permissions = nil, nil
-	return th
 }
 
 // WithSpec is th, which travelled without its spec, given spec s again.

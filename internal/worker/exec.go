@@ -112,7 +112,7 @@ func modelOf(ref string) (provider, name string) {
 // becomes a failure that says so, rather than silence that would be taken
 // for a lost worker.
 func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Result, events []event.Event) {
-	m := wire.Packed(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events})
+	m := (&wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events}).Msg()
 	if !w.tr.Inline(len(m.Data)) {
 		// A result over the NATS max payload is uploaded before it is sent,
 		// which may outlast the coordinator's patience: progress goes on
@@ -125,7 +125,7 @@ func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Resul
 	}
 	w.cfg.Logger.Warn("send result", "thread_id", id, "err", err)
 	failed := thread.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
-	r.Reply(wire.Packed(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}))
+	r.Reply((&wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}).Msg())
 }
 
 // keepAlive sends progress of thread id on r every heartbeat until the

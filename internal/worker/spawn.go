@@ -32,7 +32,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
 		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent,
 		Events: w.takeEvents(req.ParentID)}
-	msg := wire.WithIDs(wire.Packed(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID)
+	msg := wire.WithIDs(wreq.Msg(), req.RunID, req.ParentID)
 	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
 	subject := wire.SubjectSpawn(coord, w.cfg.ID)
 	sentAt := w.cfg.Conn.Stats().Reconnects // the connection's moves when the request was last sent
