@@ -9,6 +9,14 @@ func (u *Usage) Pack(w *pack.Writer) {
 	w.Int64("output_tokens", u.OutputTokens)
 }
 
+// PackOpt writes a under key k unless it is empty (an omitempty field).
+func (a Args) PackOpt(w *pack.Writer, k string) {
+	if len(a) > 0 {
+		w.Key(k)
+		w.Value(map[string]any(a))
+	}
+}
+
 // Pack writes m as its msgpack tags describe (see package pack): every
 // model entry of a journal carries one.
 func (m *Message) Pack(w *pack.Writer) {

@@ -27,10 +27,7 @@ func (a *Agent) Pack(w *pack.Writer) {
 	w.Str("name", a.Name)
 	w.OptStr("instructions", a.Instructions)
 	w.OptStr("model", a.Model)
-	if len(a.ModelArgs) > 0 {
-		w.Key("model_args")
-		w.Value(map[string]any(a.ModelArgs))
-	}
+	a.ModelArgs.PackOpt(w, "model_args")
 	w.OptStrs("tools", a.Tools)
 	if a.ParallelToolCalls != nil {
 		w.Key("parallel_tool_calls")
@@ -81,10 +78,7 @@ func (h *Helper) pack(w *pack.Writer) {
 		!h.Tools.isEmpty(), !h.Budget.IsZero()))
 	w.OptStr("instructions", h.Instructions)
 	w.OptStr("model", h.Model)
-	if len(h.ModelArgs) > 0 {
-		w.Key("model_args")
-		w.Value(map[string]any(h.ModelArgs))
-	}
+	h.ModelArgs.PackOpt(w, "model_args")
 	w.OptBytes("output_schema", h.OutputSchema)
 	if p := &h.Tools; !p.isEmpty() {
 		w.Key("tools")

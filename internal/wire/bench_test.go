@@ -47,7 +47,8 @@ func BenchmarkEncodeDecodeSpawnResult(b *testing.B) {
 func sampleExecByHash(withSpec bool) ExecRequest {
 	in := sampleExec()
 	hash, body := EncodeSpec(&in.Thread)
-	in.Thread, in.SpecHash = WithoutSpec(in.Thread), hash
+	StripSpec(&in.Thread)
+	in.SpecHash = hash
 	if withSpec {
 		in.Spec = body
 	}

@@ -180,9 +180,11 @@ func DecodeAs(data []byte, want Type, v any) error {
 		}
 		switch key {
 		case "t":
-			if env.Type, err = d.messageType(want); err != nil {
+			var t string
+			if t, err = decodeString(dec); err != nil {
 				return bad(err)
 			}
+			env.Type = Type(t)
 		case "v":
 			if env.Version, err = dec.DecodeInt(); err != nil {
 				return bad(err)
@@ -224,37 +226,6 @@ func DecodeAs(data []byte, want Type, v any) error {
 type decoder struct {
 	rd  bytes.Reader
 	dec *msgpack.Decoder
-	// typ holds the type being read, so that reading it allocates nothing.
-	typ []byte
-}
-
-// maxTypeLen bounds the type read into a decoder's typ buffer; a longer one
-// (never a known type) is read as a plain string.
-const maxTypeLen = 64
-
-// messageType reads an envelope's type. The type every message is expected
-// to have is returned as want itself: only an unexpected one is copied.
-func (d *decoder) messageType(want Type) (Type, error) {
-	n, err := d.dec.DecodeBytesLen()
-	if err != nil || n <= 0 {
-		return "", err
-	}
-	if n > maxTypeLen {
-		b := make([]byte, n)
-		err := d.dec.ReadFull(b)
-		return Type(b), err
-	}
-	if d.typ == nil {
-		d.typ = make([]byte, maxTypeLen)
-	}
-	b := d.typ[:n]
-	if err := d.dec.ReadFull(b); err != nil {
-		return "", err
-	}
-	if string(b) == string(want) {
-		return want, nil
-	}
-	return Type(b), nil
 }
 
 var decoders = sync.Pool{New: func() any { return &decoder{dec: msgpack.NewDecoder(nil)} }}

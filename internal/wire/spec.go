@@ -75,14 +75,8 @@ func SpecHash(body []byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// WithoutSpec is th as it travels beside its spec's hash: its spec's
-// fields left empty, the agent's name kept.
-func WithoutSpec(th thread.Thread) thread.Thread {
-	StripSpec(&th)
-	return th
-}
-
-// StripSpec is WithoutSpec in place.
+// StripSpec leaves th as it travels beside its spec's hash: its spec's
+// fields empty, the agent's name kept.
 func StripSpec(th *thread.Thread) {
 	th.Agent = spec.Agent{Name: th.Agent.Name}
 	th.Agents, th.Permissions = nil, nil

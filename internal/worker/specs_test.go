@@ -19,7 +19,7 @@ import (
 // withSpec adds the spec.
 func byHash(req wire.ExecRequest, withSpec bool) wire.ExecRequest {
 	hash, body := wire.EncodeSpec(&req.Thread)
-	req.Thread = wire.WithoutSpec(req.Thread)
+	wire.StripSpec(&req.Thread)
 	req.SpecHash = hash
 	if withSpec {
 		req.Spec = body
