@@ -17,6 +17,8 @@ func TestAgentArgsRefuseBadCalls(t *testing.T) {
 		`not json`,
 		`{"name":"ok","task":"x","extra":1}`,
 		`{"name":"ok","task":"x"} trailing`,
+		`{"name":"ok","task":"x"} {"task":"y"}`,
+		`[{"name":"ok","task":"x"}]`,
 	} {
 		if a, err := ParseAgentArgs(json.RawMessage(args)); err == nil || !errors.Is(err, ErrBadArgs) {
 			t.Errorf("%s: got (%+v, %v), want bad-args error", args, a, err)
@@ -24,5 +26,17 @@ func TestAgentArgsRefuseBadCalls(t *testing.T) {
 	}
 	if a, err := ParseAgentArgs(json.RawMessage(`{"name":"research.v2","task":"find it"}`)); err != nil || a.Name != "research.v2" || a.Task != "find it" {
 		t.Errorf("good call: (%+v, %v)", a, err)
+	}
+}
+
+// BenchmarkParseAgentArgs is every helper's first step on its parent's
+// worker.
+func BenchmarkParseAgentArgs(b *testing.B) {
+	raw := json.RawMessage(`{"name":"part-17","task":"- part 17\nDo the thing for part 17 of the list"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseAgentArgs(raw); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
