@@ -27,12 +27,13 @@ const (
 
 // A thread being executed is held as data, not by a goroutine waiting for
 // it: an execution records where the thread is placed and how its
-// placements went; the transport hands a placement's replies to it
+// placements went; the registry's queue holds it while no worker has room
+// (reserve), the transport hands a placement's replies to it
 // (RequestFunc), a timer wakes it when the placement has been silent too
 // long, and its context's AfterFunc when the thread is cancelled. A
-// goroutine runs only for a step that may block (placing, which may wait in
-// the fair queue, and what follows the end of a placement) and ends with it,
-// so a live helper costs this coordinator its records, not a stack.
+// goroutine runs only for a step (placing, and what follows the end of a
+// placement, which may block) and ends with it, so a live or queued helper
+// costs this coordinator its records, not a stack.
 type execution struct {
 	c *Coordinator
 	r *run
@@ -44,7 +45,8 @@ type execution struct {
 
 	// Owned by the step in progress: there is one at a time.
 	attempts, placements int
-	reread               bool // an earlier placement may have journaled more
+	reread               bool      // an earlier placement may have journaled more
+	waitFrom             time.Time // when the placement in progress began to look for a slot
 
 	mu sync.Mutex // guards every placement's fields
 }
@@ -69,17 +71,29 @@ func (c *Coordinator) startThread(r *run, t *threadRec, done func(res thread.Res
 	(&execution{c: c, r: r, t: t, done: done}).place()
 }
 
-// place places the thread on a worker and sends its request.
+// place places the thread on a worker and sends its request; when no
+// worker has room, the thread waits in the registry's queue, as data, and
+// placed goes on once a slot is handed to it.
 func (e *execution) place() {
-	c, r, t := e.c, e.r, e.t
+	c, t := e.c, e.t
 	if err := t.ctx.Err(); err != nil {
 		e.done(thread.Cancelled(t.ctx), false)
 		return
 	}
-	waitFrom := time.Now()
-	wid, err := c.registry.placeNotify(t.ctx, c.cfg.PlacementTimeout, t.thread.Agent.Harness.MCP,
-		func(workers int) { c.waiting(r, t, workers) })
-	c.cfg.Metrics.PlacementWaited(time.Since(waitFrom))
+	e.waitFrom = time.Now()
+	if wid := c.registry.reserve(t.ctx, c.cfg.PlacementTimeout, t.thread.Agent.Harness.MCP, e); wid != "" {
+		e.placed(wid, nil)
+	}
+}
+
+// waiting tells the run's watchers that the thread waits for a slot.
+func (e *execution) waiting(workers int) { e.c.waiting(e.r, e.t, workers) }
+
+// placed sends the thread's request to worker wid, reserved for it; err
+// says why no worker was.
+func (e *execution) placed(wid string, err error) {
+	c, r, t := e.c, e.r, e.t
+	c.cfg.Metrics.PlacementWaited(time.Since(e.waitFrom))
 	if err != nil {
 		if t.ctx.Err() != nil {
 			e.done(thread.Cancelled(t.ctx), false)

@@ -77,9 +77,22 @@ type registry struct {
 	now     func() time.Time
 }
 
+// waiter is a thread queued for a slot.
 type waiter struct {
-	ch   chan string // receives the worker reserved for it
-	need []string    // MCP servers the thread names
+	s    seeker
+	need []string // MCP servers the thread names
+	// Guarded by registry.mu: el is its place in the queue, nil once it
+	// was served or gave up; wid is the worker it was handed.
+	el      *list.Element
+	wid     string
+	timer   *time.Timer
+	stopCtx func() bool
+}
+
+// stop ends the waiter's wait for its timeout and its context.
+func (wt *waiter) stop() {
+	wt.timer.Stop()
+	wt.stopCtx()
 }
 
 var errNoCapacity = errors.New("no worker had a free slot")
@@ -91,7 +104,6 @@ func newRegistry(now func() time.Time) *registry {
 // heartbeat records a worker's heartbeat and reports whether it just joined.
 func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	w, ok := g.workers[hb.ID]
 	if !ok {
 		w = &workerState{}
@@ -110,7 +122,9 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 		w.specs = nil // a new incarnation holds no spec yet
 	}
 	w.started = hb.Started
-	g.dispatchLocked()
+	served := g.dispatchLocked()
+	g.mu.Unlock()
+	g.hand(served)
 	return !ok
 }
 
@@ -229,12 +243,25 @@ func less(a, b *workerState) bool {
 	return a.info.ID < b.info.ID
 }
 
-// placeNotify reserves a slot on a worker for a thread that names the MCP
-// servers need, waiting in line up to timeout when there is no room
-// anywhere. It calls waiting, if not nil, once it has to wait in the queue
-// (no worker has a free slot, or none is registered), so the wait can be
-// shown.
-func (g *registry) placeNotify(ctx context.Context, timeout time.Duration, need []string, waiting func(workers int)) (string, error) {
+// A seeker is a thread that asks the registry for a slot (reserve). It
+// waits as data, in the queue, not on a goroutine: a fan-out wider than the
+// fleet holds its queued helpers as waiters, not as parked stacks.
+type seeker interface {
+	// waiting says the thread had to queue (no worker has a free slot, or
+	// none is registered); called once, before reserve returns.
+	waiting(workers int)
+	// placed gives the queued thread its worker, or the reason none came
+	// (its context ended, or the timeout passed); called once, on a
+	// goroutine of its own, which may block.
+	placed(wid string, err error)
+}
+
+// reserve reserves a slot on a worker for a thread that names the MCP
+// servers need. It returns the worker when one has room and nobody waits
+// before the thread; otherwise it queues the thread, returns "", and s
+// hears where it was placed once a slot is handed to it, in arrival
+// order, or why it was not, once ctx ends or timeout passes.
+func (g *registry) reserve(ctx context.Context, timeout time.Duration, need []string, s seeker) string {
 	g.mu.Lock()
 	if g.waiters.Len() == 0 {
 		if w := g.pickLocked(need); w != nil {
@@ -242,57 +269,57 @@ func (g *registry) placeNotify(ctx context.Context, timeout time.Duration, need 
 			w.hosted++
 			id := w.info.ID // heartbeats rewrite info under the lock
 			g.mu.Unlock()
-			return id, nil
+			return id
 		}
 	}
-	wt := &waiter{ch: make(chan string, 1), need: need}
-	el := g.waiters.PushBack(wt)
-	g.dispatchLocked() // waiters ahead may all be for busy MCP workers
-	workers, served := len(g.workers), len(wt.ch) > 0
+	wt := &waiter{need: need, s: s}
+	wt.el = g.waiters.PushBack(wt)
+	workers := len(g.workers)
+	// Before the waiter can be served: its timer and context are stopped
+	// by whoever serves it.
+	wt.timer = time.AfterFunc(timeout, func() { g.giveUp(wt, fmt.Errorf("%w within %v", errNoCapacity, timeout)) })
+	wt.stopCtx = context.AfterFunc(ctx, func() { g.giveUp(wt, context.Cause(ctx)) })
+	served := g.dispatchLocked() // waiters ahead may all be for busy MCP workers
+	queued := wt.el != nil
 	g.mu.Unlock()
-	if waiting != nil && !served {
-		waiting(workers)
+	if queued {
+		s.waiting(workers)
 	}
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var cause error
-	select {
-	case id := <-wt.ch:
-		return id, nil
-	case <-ctx.Done():
-		cause = context.Cause(ctx)
-	case <-timer.C:
-		cause = fmt.Errorf("%w within %v", errNoCapacity, timeout)
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	select {
-	case id := <-wt.ch: // a slot was handed over as we gave up: give it back
-		g.releaseLocked(id)
-	default:
-		g.waiters.Remove(el)
-	}
-	return "", cause
+	g.hand(served)
+	return ""
 }
 
-// release frees a reservation made by place.
+// giveUp takes wt out of the queue, if it is still there, and tells its
+// seeker why.
+func (g *registry) giveUp(wt *waiter, cause error) {
+	g.mu.Lock()
+	queued := wt.el != nil
+	if queued {
+		g.waiters.Remove(wt.el)
+		wt.el = nil
+	}
+	g.mu.Unlock()
+	if queued {
+		wt.stop()
+		wt.s.placed("", cause)
+	}
+}
+
+// release frees a reservation made by reserve.
 func (g *registry) release(id string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.releaseLocked(id)
-}
-
-func (g *registry) releaseLocked(id string) {
 	if w, ok := g.workers[id]; ok {
 		w.load = max(0, w.load-1)
 		w.hosted = max(0, w.hosted-1)
 	}
-	g.dispatchLocked()
+	served := g.dispatchLocked()
+	g.mu.Unlock()
+	g.hand(served)
 }
 
-// dispatchLocked hands free slots to waiters in arrival order.
-func (g *registry) dispatchLocked() {
+// dispatchLocked reserves free slots for waiters in arrival order and
+// returns those it served, for hand once the lock is let go.
+func (g *registry) dispatchLocked() (served []*waiter) {
 	// A waiter for MCP servers whose workers are full lets the ones behind
 	// it go first; any other waiter keeps its place at the front.
 	for el := g.waiters.Front(); el != nil; {
@@ -300,7 +327,7 @@ func (g *registry) dispatchLocked() {
 		w := g.pickLocked(wt.need)
 		if w == nil {
 			if len(wt.need) == 0 {
-				return
+				break
 			}
 			el = el.Next()
 			continue
@@ -309,8 +336,20 @@ func (g *registry) dispatchLocked() {
 		w.load++
 		w.hosted++
 		g.waiters.Remove(el)
-		wt.ch <- w.info.ID
+		wt.el, wt.wid = nil, w.info.ID
+		served = append(served, wt)
 		el = next
+	}
+	return served
+}
+
+// hand tells served waiters their workers, each on a goroutine of its own:
+// what a seeker does next (send its request, or give the slot back) is not
+// the releasing thread's to wait for.
+func (g *registry) hand(served []*waiter) {
+	for _, wt := range served {
+		wt.stop()
+		go wt.s.placed(wt.wid, nil)
 	}
 }
 
@@ -327,11 +366,13 @@ func (g *registry) busy(id string) {
 // while the thread waits on helpers.
 func (g *registry) park(id string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	var served []*waiter
 	if w, ok := g.workers[id]; ok && w.load > 0 {
 		w.load--
-		g.dispatchLocked()
+		served = g.dispatchLocked()
 	}
+	g.mu.Unlock()
+	g.hand(served)
 }
 
 func (g *registry) unpark(id string) {

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,12 +14,32 @@ import (
 // place reserves a slot on a worker, waiting in line up to timeout when there
 // is no room anywhere.
 func (g *registry) place(ctx context.Context, timeout time.Duration) (string, error) {
-	return g.placeNotify(ctx, timeout, nil, nil)
+	return g.placeFor(ctx, timeout, nil)
 }
 
 // placeFor is place for a thread that names the MCP servers need.
 func (g *registry) placeFor(ctx context.Context, timeout time.Duration, need []string) (string, error) {
-	return g.placeNotify(ctx, timeout, need, nil)
+	s := make(chanSeeker, 1)
+	if wid := g.reserve(ctx, timeout, need, s); wid != "" {
+		return wid, nil
+	}
+	p := <-s
+	return p.wid, p.err
+}
+
+// chanSeeker waits for its slot on a channel.
+type chanSeeker chan struct {
+	wid string
+	err error
+}
+
+func (chanSeeker) waiting(int) {}
+
+func (s chanSeeker) placed(wid string, err error) {
+	s <- struct {
+		wid string
+		err error
+	}{wid, err}
 }
 
 func hb(id string, slots int) wire.WorkerHeartbeat {
@@ -183,3 +205,77 @@ func BenchmarkPlaceRelease(b *testing.B) {
 		}
 	})
 }
+
+// TestQueuedWaitersLoseNoSlot races waiters that give up (timeout, cancel)
+// against releases that hand them slots: every slot handed out is either
+// taken or given back, none is held by a waiter that left.
+func TestQueuedWaitersLoseNoSlot(t *testing.T) {
+	g := newRegistry(time.Now)
+	g.heartbeat(hb("a", 4))
+	var wg sync.WaitGroup
+	for i := range 400 {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if i%3 == 0 {
+				time.AfterFunc(time.Duration(i%7)*time.Millisecond, cancel)
+			}
+			id, err := g.place(ctx, time.Duration(1+i%5)*time.Millisecond)
+			if err != nil {
+				if !errors.Is(err, errNoCapacity) && !errors.Is(err, context.Canceled) {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+				return
+			}
+			time.Sleep(time.Duration(i%3) * time.Millisecond)
+			g.release(id)
+		})
+	}
+	wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.workers["a"]; w.load != 0 || w.hosted != 0 || g.waiters.Len() != 0 {
+		t.Fatalf("after every waiter: load %d, hosted %d, %d queued", w.load, w.hosted, g.waiters.Len())
+	}
+}
+
+// TestQueuedWaiterIsToldOnce: a thread that has to queue hears so once,
+// before reserve returns, and then its slot once, off the releasing
+// goroutine.
+func TestQueuedWaiterIsToldOnce(t *testing.T) {
+	g := newRegistry(time.Now)
+	g.heartbeat(hb("a", 1))
+	held, err := g.place(context.Background(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &countingSeeker{placedc: make(chan string, 2)}
+	if wid := g.reserve(context.Background(), time.Minute, nil, s); wid != "" {
+		t.Fatalf("full fleet reserved %q at once", wid)
+	}
+	if s.waited.Load() != 1 {
+		t.Fatalf("told it waits %d times, want 1", s.waited.Load())
+	}
+	g.release(held)
+	if id := <-s.placedc; id != "a" {
+		t.Fatalf("placed on %q", id)
+	}
+	g.release("a")
+	select {
+	case id := <-s.placedc:
+		t.Fatalf("told twice (%q)", id)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if s.waited.Load() != 1 {
+		t.Fatalf("told it waits %d times, want 1", s.waited.Load())
+	}
+}
+
+type countingSeeker struct {
+	waited  atomic.Int32
+	placedc chan string
+}
+
+func (s *countingSeeker) waiting(int) { s.waited.Add(1) }
+
+func (s *countingSeeker) placed(wid string, err error) { s.placedc <- wid }
