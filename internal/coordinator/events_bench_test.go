@@ -84,14 +84,14 @@ func benchHelperEvents(b *testing.B, stored bool) {
 	const perHelper = 6
 	for b.Loop() {
 		c.relay(parent, call(), "bench")
-		spawned := threadEvent(event.ThreadSpawned, helper.thread)
+		spawned := threadEvent(event.ThreadSpawned, &helper.thread)
 		spawned.CallID = "call-1"
 		c.publish(spawned)
-		started := threadEvent(event.ThreadStarted, helper.thread)
+		started := threadEvent(event.ThreadStarted, &helper.thread)
 		started.Worker = "w1"
 		c.publish(started)
 		c.relay(helper, modelCall(), "bench")
-		finished := threadEvent(event.ThreadFinished, helper.thread)
+		finished := threadEvent(event.ThreadFinished, &helper.thread)
 		finished.Status, finished.Usage = event.Succeeded, usage
 		c.publish(finished)
 		c.relay(parent, result(), "bench")

@@ -171,7 +171,7 @@ func (e *execution) ended(p *placement, res thread.Result, out outcome) {
 //
 //go:noinline
 func (c *Coordinator) replaced(t *threadRec, wid, reason string) {
-	e := threadEvent(event.ThreadReplaced, t.thread)
+	e := threadEvent(event.ThreadReplaced, &t.thread)
 	e.Worker, e.Reason = wid, reason
 	c.publish(e)
 }
@@ -179,7 +179,7 @@ func (c *Coordinator) replaced(t *threadRec, wid, reason string) {
 // waiting tells the run's watchers that t waits for a worker slot, and
 // whether any worker is registered at all.
 func (c *Coordinator) waiting(r *run, t *threadRec, workers int) {
-	e := threadEvent(event.ThreadWaiting, t.thread)
+	e := threadEvent(event.ThreadWaiting, &t.thread)
 	e.Reason = event.WaitingForWorker
 	if workers == 0 {
 		e.Reason += " (none is registered)"
@@ -415,8 +415,12 @@ func (p *placement) cancelLocked() {
 //
 //go:noinline
 func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSpec bool) wire.Msg {
-	req := wire.ExecRequest{Thread: t.thread, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
-		Token: tok, Proof: proof, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
+	// Field by field: a composite literal of this size is built aside and
+	// copied, doubling the frame.
+	var req wire.ExecRequest
+	req.Thread = t.thread
+	req.SpecHash, req.Coordinator, req.Epoch, req.Attempt = t.spec.hash, c.cfg.ID, c.epoch, attempt
+	req.Token, req.Proof, req.Uptime, req.Grant = tok, proof, c.uptime(), t.lease.Renew(0, 0)
 	wire.StripSpec(&req.Thread)
 	req.Thread.Replay = t.replay
 	if withSpec {
@@ -446,7 +450,7 @@ func (c *Coordinator) progressOf(reply wire.Msg, t *threadRec, wid, tok string) 
 //
 //go:noinline
 func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
-	e := threadEvent(event.ThreadStarted, t.thread)
+	e := threadEvent(event.ThreadStarted, &t.thread)
 	e.Worker, e.Time = wid, c.cfg.Now()
 	first := r.markStarted(t, e.Time)
 	r.rec.Emit(e)

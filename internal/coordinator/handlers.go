@@ -140,7 +140,7 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *
 	err = tools.CheckHelperArgs(req.Name, req.Task)
 	var th thread.Thread
 	if err == nil {
-		th, err = thread.Helper(&parent.thread, req.Handoffs, id, req.Name, req.Task)
+		err = thread.SetHelper(&th, &parent.thread, req.Handoffs, id, req.Name, req.Task)
 	}
 	if err != nil {
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
@@ -158,47 +158,59 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *
 		return nil
 	}
 	if res, ok := rn.finishedInJournal(th.ID); ok {
-		c.reuseSpawn(rn, parent, th, req.CallID, res, r)
+		c.reuseSpawn(rn, parent, &th, req.CallID, res, r)
 		return nil
 	}
 	slot, err := rn.ledger.Admit(th.Depth)
 	if err != nil {
 		var refusal *limits.Refusal
 		errors.As(err, &refusal)
-		e := threadEvent(event.ThreadRefused, th)
-		e.ThreadID, e.Reason, e.CallID = "", string(refusal.Reason), eventCallID(req.CallID)
-		c.emit(rn, e)
-		c.cfg.Metrics.SpawnRefused(string(refusal.Reason))
-		r.Reply((&wire.SpawnResult{Refusal: refusal.Reason}).Msg())
+		c.refuseSpawn(rn, &th, req.CallID, refusal.Reason, "", r)
 		return nil
 	}
 	node := parent.lease.Node()
 	if err := node.Spawn(); err != nil {
 		slot.Release()
-		kind := err.(*limits.Exhausted).Kind
-		e := threadEvent(event.ThreadRefused, th)
-		e.ThreadID, e.Reason, e.CallID = "", string(limits.ReasonBudget), eventCallID(req.CallID)
-		c.emit(rn, e)
-		c.cfg.Metrics.SpawnRefused(string(limits.ReasonBudget))
-		r.Reply((&wire.SpawnResult{Refusal: limits.ReasonBudget, Budget: kind}).Msg())
+		c.refuseSpawn(rn, &th, req.CallID, limits.ReasonBudget, err.(*limits.Exhausted).Kind, r)
 		return nil
 	}
 	// The helper's own budget comes from the template it was made from, as
 	// derived here from the parent, never from the request.
-	t := rn.add(th, parent, node.Child(th.Agent.Helper.Budget))
+	t := rn.add(&th, parent, node.Child(th.Agent.Helper.Budget))
 	t.spec = rn.helperSpec(parent, &th, req.Handoffs)
 	t.admitted = in
 	t.trace = tracing.Carry(m.Header)
 	c.cfg.Metrics.SpawnAdmitted()
-	spawned := threadEvent(event.ThreadSpawned, th)
-	spawned.CallID = eventCallID(req.CallID) // the parent's call: siblings show in call order
-	c.emit(rn, spawned)
+	c.spawned(rn, &t.thread, req.CallID)
 	// From now on the parent's keep-alive names its helper, so a parent
 	// whose helper outlasts a heartbeat journals the spawn before its end;
 	// nothing is sent now: a helper that ends sooner is told of with its
 	// result.
 	c.alive.name(ping, th.ID)
 	return &admittedSpawn{c: c, rn: rn, parent: parent, t: t, slot: slot, ping: ping, reply: r}
+}
+
+// spawned tells the run's watchers of a helper admitted for the parent's
+// call callKey.
+//
+//go:noinline
+func (c *Coordinator) spawned(rn *run, th *thread.Thread, callKey string) {
+	e := threadEvent(event.ThreadSpawned, th)
+	e.CallID = eventCallID(callKey) // the parent's call: siblings show in call order
+	c.emit(rn, e)
+}
+
+// refuseSpawn answers a spawn the limits refused (budget names the budget
+// that was spent, for limits.ReasonBudget) and says so to the run's
+// watchers.
+//
+//go:noinline
+func (c *Coordinator) refuseSpawn(rn *run, th *thread.Thread, callKey string, reason limits.Reason, budget limits.Kind, r actor.Replier) {
+	e := threadEvent(event.ThreadRefused, th)
+	e.ThreadID, e.Reason, e.CallID = "", string(reason), eventCallID(callKey)
+	c.emit(rn, e)
+	c.cfg.Metrics.SpawnRefused(string(reason))
+	r.Reply((&wire.SpawnResult{Refusal: reason, Budget: budget}).Msg())
 }
 
 // eventCallID is the model's id of the call a spawn request names, as the
@@ -237,13 +249,11 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 // finished in an earlier execution of the run: it is not placed, takes no
 // slot, and its tokens (counted once, in the budget too) come with its result;
 // the parent journals the spawn, as it journals any it is told of.
-func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th thread.Thread, callKey string, res thread.Result, r actor.Replier) {
+func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th *thread.Thread, callKey string, res thread.Result, r actor.Replier) {
 	if rn.chargeReused(th.ID, parent.lease.Node(), res.Usage) {
 		c.cfg.Metrics.ThreadReused()
 	}
-	spawned := threadEvent(event.ThreadSpawned, th)
-	spawned.CallID = eventCallID(callKey)
-	c.emit(rn, spawned)
+	c.spawned(rn, th, callKey)
 	e := threadEvent(event.ThreadFinished, th)
 	e.Status, e.Usage, e.Reason = res.Status, res.Own, "reused from the journal"
 	c.emit(rn, e)

@@ -130,8 +130,8 @@ func (c *Coordinator) loadRunJournal(rn *run) {
 		}
 		tr := journal.BuildTranscript(rn.id, id, es)
 		th := thread.Thread{RunID: rn.id, ID: id, ParentID: tr.ParentID, Depth: tr.Depth, Name: tr.Name}
-		rn.rec.Emit(threadEvent(event.ThreadSpawned, th))
-		e := threadEvent(event.ThreadFinished, th)
+		rn.rec.Emit(threadEvent(event.ThreadSpawned, &th))
+		e := threadEvent(event.ThreadFinished, &th)
 		e.Status, e.Time, e.Worker = event.Succeeded, tr.FinishedAt, tr.Worker
 		rn.rec.Emit(e)
 		rn.rec.ThreadUsage(id, tr.Usage)

@@ -149,7 +149,7 @@ func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver stri
 // cancelling a parent, or its end, reaches the subtree. Losing the parent's
 // worker does not: the parent is placed again and its helpers, which go on
 // running, deliver their results to it.
-func (r *run) add(th thread.Thread, parent *threadRec, node *limits.Node) *threadRec {
+func (r *run) add(th *thread.Thread, parent *threadRec, node *limits.Node) *threadRec {
 	base := r.ctx
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,7 +157,7 @@ func (r *run) add(th thread.Thread, parent *threadRec, node *limits.Node) *threa
 		base = parent.ctx
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	t := &threadRec{thread: th, ctx: ctx, cancel: cancel, lease: node.Lease(), ended: make(chan struct{})}
+	t := &threadRec{thread: *th, ctx: ctx, cancel: cancel, lease: node.Lease(), ended: make(chan struct{})}
 	r.threads[th.ID] = t
 	return t
 }
@@ -242,7 +242,7 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 	close(t.ended)
 	t.cancel(nil)
 	t.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
-	e := threadEvent(event.ThreadFinished, t.thread)
+	e := threadEvent(event.ThreadFinished, &t.thread)
 	e.Status, e.Reason, e.Usage, e.Time = res.Status, res.Error, res.Own, at
 	if !started.IsZero() {
 		e.Latency = event.Duration(at.Sub(started))
@@ -287,6 +287,6 @@ func (r *run) unfinished() int {
 	return n
 }
 
-func threadEvent(typ event.Type, th thread.Thread) event.Event {
+func threadEvent(typ event.Type, th *thread.Thread) event.Event {
 	return event.Event{Type: typ, RunID: th.RunID, ThreadID: th.ID, ParentID: th.ParentID, Depth: th.Depth, Name: th.Name}
 }

@@ -28,14 +28,14 @@ func BenchmarkAdmitHelper(b *testing.B) {
 	rn := testRun(b)
 	agent := spec.Agent{Name: "root", Model: "sim", Tools: []string{"read_file", "list_dir"},
 		Helper: spec.Helper{Tools: spec.ToolPolicy{Policy: "inherit"}}}
-	parent := rn.add(thread.Thread{RunID: "r1", ID: "p", Path: "root", Name: "root", Agent: agent, Cwd: "/tmp"}, nil, rn.budget.Root())
+	parent := rn.add(&thread.Thread{RunID: "r1", ID: "p", Path: "root", Name: "root", Agent: agent, Cwd: "/tmp"}, nil, rn.budget.Root())
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
 		callKey := journal.CallKey(1, "call_"+strconv.Itoa(i))
-		th, err := thread.Helper(&parent.thread, nil, journal.HelperID("r1", "p", callKey, nil), "helper", "answer")
-		if err != nil {
+		var th thread.Thread
+		if err := thread.SetHelper(&th, &parent.thread, nil, journal.HelperID("r1", "p", callKey, nil), "helper", "answer"); err != nil {
 			b.Fatal(err)
 		}
 		slot, err := rn.ledger.Admit(th.Depth)
@@ -46,7 +46,7 @@ func BenchmarkAdmitHelper(b *testing.B) {
 		if err := node.Spawn(); err != nil {
 			b.Fatal(err)
 		}
-		rn.add(th, parent, node.Child(th.Agent.Helper.Budget))
+		rn.add(&th, parent, node.Child(th.Agent.Helper.Budget))
 		slot.Release()
 	}
 }

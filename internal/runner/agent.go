@@ -78,9 +78,7 @@ func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw j
 	var refusal *limits.Refusal
 	switch {
 	case errors.As(err, &refusal):
-		st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: turn, CallID: callID, Name: args.Name, Task: args.Task, Reason: string(refusal.Reason)})
-		tracing.AddEvent(ctx, tracing.EventSpawnRefused, attribute.String("reason", string(refusal.Reason)))
-		return refusal.Error(), journal.ToolOK
+		return st.refused(ctx, turn, callID, args, refusal), journal.ToolOK
 	case err != nil:
 		return helperFailed(args.Name, err.Error()), journal.ToolHelperFailed
 	}
@@ -94,6 +92,16 @@ func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw j
 		return helperFailed(args.Name, reason), journal.ToolHelperFailed
 	}
 	return res.Output, journal.ToolOK
+}
+
+// refused journals agent call callID of turn as refused and returns what
+// the model sees.
+//
+//go:noinline
+func (st *threadState) refused(ctx context.Context, turn int, callID string, args tools.AgentArgs, refusal *limits.Refusal) string {
+	st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: turn, CallID: callID, Name: args.Name, Task: args.Task, Reason: string(refusal.Reason)})
+	tracing.AddEvent(ctx, tracing.EventSpawnRefused, attribute.String("reason", string(refusal.Reason)))
+	return refusal.Error()
 }
 
 // helperFailed is the tool result of a helper that did not succeed.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -132,26 +133,41 @@ func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) 
 		obs.ToolCall(c.Name, outcomeOf(status), st.r.cfg.Now().Sub(start))
 	}
 	if ctx.Err() == nil {
-		// A helper's tokens go with the result: reused, they count again.
-		e := journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
-			Result: out, ToolStatus: status, DurationMS: ms(st.r.cfg.Now().Sub(start)), Usage: hc.usage}
-		st.record(e) // stored before the next model call sees it
-		if !hc.succeeded {
-			// Sent now, not held: sibling calls may run long, and a
-			// result stored is a call not run again. A helper that
-			// succeeded sent its end before its result, and a call that
-			// asks for it again is answered with that result (from the
-			// coordinator, or from the end in a later execution of the
-			// run), so its entry can go with the next one sent.
-			st.j.Flush()
-		}
+		st.recordCall(turn, c, out, status, st.r.cfg.Now().Sub(start), &hc)
 	}
+	st.toolResult(c, out)
+	return out
+}
 
+// recordCall journals call c of turn, which answered out (status) after d.
+// Its own function, as every step of a call that is not its wait: the
+// goroutine of a parallel call waits with these frames below it, and a
+// wide fan-out has thousands of them.
+//
+//go:noinline
+func (st *threadState) recordCall(turn int, c model.ToolCall, out, status string, d time.Duration, hc *helperCall) {
+	// A helper's tokens go with the result: reused, they count again.
+	st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
+		Result: out, ToolStatus: status, DurationMS: ms(d), Usage: hc.usage}) // stored before the next model call sees it
+	if !hc.succeeded {
+		// Sent now, not held: sibling calls may run long, and a
+		// result stored is a call not run again. A helper that
+		// succeeded sent its end before its result, and a call that
+		// asks for it again is answered with that result (from the
+		// coordinator, or from the end in a later execution of the
+		// run), so its entry can go with the next one sent.
+		st.j.Flush()
+	}
+}
+
+// toolResult emits call c's tool.result event.
+//
+//go:noinline
+func (st *threadState) toolResult(c model.ToolCall, out string) {
 	e := st.th.Event(event.ToolResult)
 	e.Tool, e.CallID = c.Name, c.ID
 	e.Output = event.Clip(out, maxEventOutput)
 	st.r.emit(e)
-	return out
 }
 
 // execute runs call c of turn: an agent call is the loop's own (spawn);

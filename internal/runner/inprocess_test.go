@@ -130,9 +130,9 @@ func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res thread.Result,
 	if !ok {
 		return thread.Result{}, fmt.Errorf("%w: no thread %s in run %s", errUnknownRun, req.ParentID, req.RunID)
 	}
-	th, err := thread.Helper(parent.(*thread.Thread), req.Handoffs,
-		journal.HelperID(req.RunID, req.ParentID, req.CallID, uuid.NewString), req.Name, req.Task)
-	if err != nil {
+	var th thread.Thread
+	if err := thread.SetHelper(&th, parent.(*thread.Thread), req.Handoffs,
+		journal.HelperID(req.RunID, req.ParentID, req.CallID, uuid.NewString), req.Name, req.Task); err != nil {
 		return thread.Result{}, err
 	}
 	slot, err := ledger.Admit(th.Depth)

@@ -75,19 +75,21 @@ func Cancelled(ctx context.Context) Result {
 	return Result{Status: event.Cancelled, Error: reason}
 }
 
-// Helper derives, from the parent thread as its owner holds it, the helper
-// that the parent asked for under name with task, after it handed off to the
+// SetHelper makes th, in place, the helper that the parent thread, as its
+// owner holds it, asked for under name with task, after it handed off to the
 // agents in handoffs: the spec from the current agent's helper template, the
 // parent's cwd, the parent's permissions narrowed by every handoff, depth and
 // path one below the parent's. It is the same helper the parent's own runner
 // would build, so a remote parent needs to send nothing more than its
-// arguments, which the caller checked first (tools.CheckHelperArgs).
-func Helper(parent *Thread, handoffs []string, id, name, task string) (th Thread, _ error) {
+// arguments, which the caller checked first (tools.CheckHelperArgs). A
+// thread is large (the agent's spec is in it), so it is written where the
+// caller keeps it, not returned.
+func SetHelper(th, parent *Thread, handoffs []string, id, name, task string) error {
 	agent, perms := &parent.Agent, parent.Permissions
 	for _, h := range handoffs {
 		a, ok := parent.Agents[h]
 		if !ok {
-			return th, fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, h) // th is still zero
+			return fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, h) // th is untouched
 		}
 		agent, perms = &a, perms.Narrow(a.Harness.Permissions)
 	}
@@ -97,7 +99,7 @@ func Helper(parent *Thread, handoffs []string, id, name, task string) (th Thread
 	th.Name, th.Task = name, task
 	th.Cwd, th.Permissions = parent.Cwd, slices.Clone(perms)
 	spec.SetHelperSpec(&th.Agent, agent, name)
-	return th, nil
+	return nil
 }
 
 // ResolveCwd returns the absolute harness directory: specCwd resolved against

@@ -82,10 +82,10 @@ func StripSpec(th *thread.Thread) {
 	th.Agents, th.Permissions = nil, nil
 }
 
-// WithSpec is th, which travelled without its spec, given spec s again.
-func WithSpec(th thread.Thread, s *ThreadSpec) thread.Thread {
+// SetSpec gives th, which travelled without its spec, spec s again, in
+// place.
+func SetSpec(th *thread.Thread, s *ThreadSpec) {
 	name := th.Agent.Name
 	th.Agent, th.Agents, th.Permissions = s.Agent, s.Agents, s.Permissions
 	th.Agent.Name = name
-	return th
 }

@@ -162,8 +162,7 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r actor.Replier) {
 		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID, Draining: true}))
 		return
 	}
-	th, err := w.specs.thread(&req)
-	if err != nil {
+	if err := w.specs.complete(&req); err != nil {
 		if errors.Is(err, errSpecMissing) {
 			r.Reply(wire.Message(wire.TypeExecSpecMissing, wire.ExecSpecMissing{Worker: w.cfg.ID, SpecHash: req.SpecHash}))
 			return
@@ -184,7 +183,8 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r actor.Replier) {
 		base = runner.WithMeter(base, m)
 	}
 	ctx, cancel := context.WithCancelCause(base)
-	h := &hosted{thread: th, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token,
+	th := &req.Thread
+	h := &hosted{thread: req.Thread, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token,
 		proof: req.Proof, cancel: cancel, hasSlot: true, reply: r}
 
 	w.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -25,29 +24,30 @@ type specs struct {
 	next  int
 }
 
-// thread is the thread req places, with its spec: the request's own, after
-// checking that it hashes to its name and keeping it, or the one held by
-// that name (errSpecMissing if none). A request without a hash carries its
-// whole thread.
-func (s *specs) thread(req *wire.ExecRequest) (thread.Thread, error) {
+// complete gives req.Thread, in place, the spec req names: the request's
+// own, after checking that it hashes to its name and keeping it, or the one
+// held by that name (errSpecMissing if none). A request without a hash
+// carries its whole thread.
+func (s *specs) complete(req *wire.ExecRequest) error {
 	if req.SpecHash == "" {
-		return req.Thread, nil
+		return nil
 	}
 	if req.Spec == nil {
 		s.mu.Lock()
 		ts := s.byKey[req.SpecHash]
 		s.mu.Unlock()
 		if ts == nil {
-			return thread.Thread{}, errSpecMissing
+			return errSpecMissing
 		}
-		return wire.WithSpec(req.Thread, ts), nil
+		wire.SetSpec(&req.Thread, ts)
+		return nil
 	}
 	if wire.SpecHash(req.Spec) != req.SpecHash {
-		return thread.Thread{}, &wire.Error{Code: wire.CodeBadRequest, Message: "the spec does not match its hash"}
+		return &wire.Error{Code: wire.CodeBadRequest, Message: "the spec does not match its hash"}
 	}
 	ts := new(wire.ThreadSpec)
 	if err := wire.DecodeAs(req.Spec, wire.TypeThreadSpec, ts); err != nil {
-		return thread.Thread{}, err
+		return err
 	}
 	s.mu.Lock()
 	if held := s.byKey[req.SpecHash]; held != nil {
@@ -56,7 +56,8 @@ func (s *specs) thread(req *wire.ExecRequest) (thread.Thread, error) {
 		s.putLocked(req.SpecHash, ts)
 	}
 	s.mu.Unlock()
-	return wire.WithSpec(req.Thread, ts), nil
+	wire.SetSpec(&req.Thread, ts)
+	return nil
 }
 
 func (s *specs) putLocked(key string, ts *wire.ThreadSpec) {

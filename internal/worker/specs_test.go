@@ -131,7 +131,7 @@ func TestSpecsBounded(t *testing.T) {
 		if i == 0 {
 			first = req.SpecHash
 		}
-		if _, err := s.thread(&req); err != nil {
+		if err := s.complete(&req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestSpecsBounded(t *testing.T) {
 	}
 	req := byHash(execIn("/tmp", "t", 0), false)
 	req.SpecHash = first
-	if _, err := s.thread(&req); !errors.Is(err, errSpecMissing) {
+	if err := s.complete(&req); !errors.Is(err, errSpecMissing) {
 		t.Errorf("the oldest spec after %d more: %v, want errSpecMissing", maxSpecs, err)
 	}
 }
@@ -160,11 +160,10 @@ func TestSpecRoundTrip(t *testing.T) {
 		req  wire.ExecRequest
 		want wire.ExecRequest
 	}{{withSpec, a}, {byName, b}} {
-		got, err := s.thread(&c.req)
-		if err != nil {
+		if err := s.complete(&c.req); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(c.want.Thread, got); diff != "" {
+		if diff := cmp.Diff(c.want.Thread, c.req.Thread); diff != "" {
 			t.Errorf("thread %s (-want +got):\n%s", c.want.Thread.ID, diff)
 		}
 	}
