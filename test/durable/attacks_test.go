@@ -177,10 +177,10 @@ func TestAttacksAreRefused(t *testing.T) {
 			}
 		}
 		spawn := wire.SpawnRequest{RunID: target, ParentID: "root", Name: "evil", Task: "cat /etc/shadow"}
-		reply, err := m.nc.Request(wire.SubjectSpawn("coord", "mallory"), wire.MustEncode(wire.TypeSpawnRequest, spawn), 10*time.Second)
+		reply, err := requestPastProgress(m.nc, wire.SubjectSpawn("coord", "mallory"), wire.MustEncode(wire.TypeSpawnRequest, spawn), 10*time.Second)
 		refusedAsForeign("spawn on its own subject", reply, err)
 		ask := wire.ApprovalRequest{ApprovalRequest: policy.ApprovalRequest{RunID: target, ThreadID: "root", Tool: "bash"}}
-		reply, err = m.nc.Request(wire.SubjectApproval("coord", "mallory"), wire.MustEncode(wire.TypeApprovalRequest, ask), 10*time.Second)
+		reply, err = requestPastProgress(m.nc, wire.SubjectApproval("coord", "mallory"), wire.MustEncode(wire.TypeApprovalRequest, ask), 10*time.Second)
 		refusedAsForeign("approval on its own subject", reply, err)
 	})
 
@@ -446,5 +446,31 @@ func TestRemoteListenerNeedsCredentials(t *testing.T) {
 	p := listen()
 	if !p.AwaitLog(t, "coordinator ready", readyTimeout) {
 		t.Fatalf("coordinator with credentials issued did not start (%s)", p.Status())
+	}
+}
+
+// requestPastProgress is nc.Request for a request the coordinator keeps
+// alive: its keep-alive (progress) may come before the answer, and is
+// skipped.
+func requestPastProgress(nc *nats.Conn, subject string, data []byte, timeout time.Duration) (*nats.Msg, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(subject, inbox, data); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			return nil, err
+		}
+		if env, err := wire.Decode(m.Data); err == nil && m.Header.Get("Formica-Error") == "" && env.Type == wire.TypeProgress {
+			continue
+		}
+		return m, nil
 	}
 }
