@@ -28,19 +28,17 @@ func (g *registry) placeFor(ctx context.Context, timeout time.Duration, need []s
 }
 
 // chanSeeker waits for its slot on a channel.
-type chanSeeker chan struct {
+type chanSeeker chan placedOn
+
+// placedOn is what a seeker is told: its worker, or why none came.
+type placedOn struct {
 	wid string
 	err error
 }
 
 func (chanSeeker) waiting(int) {}
 
-func (s chanSeeker) placed(wid string, err error) {
-	s <- struct {
-		wid string
-		err error
-	}{wid, err}
-}
+func (s chanSeeker) placed(wid string, err error) { s <- placedOn{wid, err} }
 
 func hb(id string, slots int) wire.WorkerHeartbeat {
 	return wire.WorkerHeartbeat{ID: id, Slots: slots, Interval: time.Second}

@@ -37,7 +37,7 @@ func newInProcess(cfg Config) (*Runner, error) {
 
 // local runs helpers in this process, admitted against the ledger of the
 // run that Run registered, and derived from their parent thread as the
-// coordinator derives them (thread.Helper).
+// coordinator derives them (thread.SetHelper).
 type local struct {
 	r       *Runner
 	ledgers sync.Map // run id -> *limits.Ledger

@@ -10,7 +10,7 @@ import (
 // SpawnRequest asks for one helper of a parent thread. It names the parent
 // and carries the agent call's arguments, nothing the spawner could derive:
 // the run's owner derives the helper from the parent thread it holds, with
-// thread.Helper, so the same call always makes the same helper wherever it
+// thread.SetHelper, so the same call always makes the same helper wherever it
 // runs.
 type SpawnRequest struct {
 	RunID    string

@@ -40,7 +40,7 @@ func ParseAgentArgs(raw json.RawMessage) (AgentArgs, error) {
 
 // CheckHelperArgs applies the agent tool's rules for a helper's name (a
 // spec name) and task; the coordinator applies them again to what a worker
-// sends, before thread.Helper.
+// sends, before thread.SetHelper.
 func CheckHelperArgs(name, task string) error {
 	if !spec.ValidName(name) {
 		return fmt.Errorf("%w: name %q must be one word of 1-64 letters, digits, '-', '_' or '.'", ErrBadArgs, name)
