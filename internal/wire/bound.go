@@ -47,16 +47,13 @@ func Check(data []byte) error {
 	if len(data) > MaxMessageBytes {
 		return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("message of %d bytes is over the %d-byte limit", len(data), MaxMessageBytes)}
 	}
-	var stack [MaxDepth + 1]int // items still to read in each open container
+	var stack [MaxDepth + 1]int32 // items still to read in each open container (fewer than MaxMessageBytes)
 	var array [MaxDepth + 1]bool
 	budget := CostPerByte*len(data) + CostBase
 	cost := 0
 	depth := 0
 	stack[0] = 1 // the top value
 	p := 0
-	bad := func(msg string) error {
-		return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("malformed message at byte %d: %s", p, msg)}
-	}
 	for {
 		for depth > 0 && stack[depth] == 0 {
 			depth--
@@ -66,7 +63,7 @@ func Check(data []byte) error {
 		}
 		stack[depth]--
 		if p >= len(data) {
-			return bad("truncated")
+			return malformed(p, "truncated")
 		}
 		start := p
 		inArray := array[depth]
@@ -108,11 +105,11 @@ func Check(data []byte) error {
 			case 0xc9:
 				w, size = 4, 1
 			default:
-				return bad(fmt.Sprintf("unknown code 0x%02x", c))
+				return malformed(p, "unknown code 0x%02x", int(c))
 			}
 			if w > 0 {
 				if len(data)-p < w {
-					return bad("truncated length")
+					return malformed(p, "truncated length")
 				}
 				switch w {
 				case 1:
@@ -124,7 +121,7 @@ func Check(data []byte) error {
 				}
 				p += w
 				if n > uint64(len(data)) {
-					return bad(fmt.Sprintf("length %d is longer than the message", n))
+					return malformed(p, "length %d is longer than the message", int(n))
 				}
 				switch c {
 				case 0xdc, 0xdd:
@@ -137,7 +134,7 @@ func Check(data []byte) error {
 			}
 		}
 		if size > len(data)-p {
-			return bad(fmt.Sprintf("%d bytes declared, %d left", size, len(data)-p))
+			return malformed(p, "%d bytes declared, %d left", size, len(data)-p)
 		}
 		p += size
 		cost += costValue
@@ -153,22 +150,35 @@ func Check(data []byte) error {
 			cost += costSmall
 		}
 		if cost > budget {
-			return bad(fmt.Sprintf("decoding would cost more than %d bytes (%d per byte of message)", budget, CostPerByte))
+			return malformed(p, "decoding would cost more than %d bytes (%d per byte of message)", budget, CostPerByte)
 		}
 		if items > 0 {
 			if items > len(data)-p {
-				return bad(fmt.Sprintf("%d elements declared, %d bytes left", items, len(data)-p))
+				return malformed(p, "%d elements declared, %d bytes left", items, len(data)-p)
 			}
 			if depth == MaxDepth {
-				return bad(fmt.Sprintf("nested deeper than %d", MaxDepth))
+				return malformed(p, "nested deeper than %d", MaxDepth)
 			}
 			depth++
-			stack[depth] = items
+			stack[depth] = int32(items)
 			array[depth] = isArray
 		}
 	}
 	if p != len(data) {
-		return bad(fmt.Sprintf("%d bytes after the message", len(data)-p))
+		return malformed(p, "%d bytes after the message", len(data)-p)
 	}
 	return nil
+}
+
+// malformed is Check's error for the message byte at p, its text made of
+// format and args. Made here, apart: Check's frame stays small, since it
+// runs on every message received, on the stacks of waiting goroutines.
+//
+//go:noinline
+func malformed(p int, format string, args ...int) error {
+	a := make([]any, len(args))
+	for i, v := range args {
+		a[i] = v
+	}
+	return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("malformed message at byte %d: ", p) + fmt.Sprintf(format, a...)}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/formica-run/formica/internal/pack"
 )
 
 // Version is the protocol version this build speaks.
@@ -75,14 +77,14 @@ func encodeWith(t Type, write func(*msgpack.Encoder) error) ([]byte, error) {
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(buf)
-	err := errors.Join(
-		enc.EncodeMapLen(3),
-		enc.EncodeString("t"), enc.EncodeString(string(t)),
-		enc.EncodeString("v"), enc.EncodeInt(Version),
-		enc.EncodeString("b"), write(enc),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("wire: encode %s: %w", t, err)
+	w := pack.Writer{Enc: enc}
+	w.Map(3)
+	w.Str("t", string(t))
+	w.Int("v", Version)
+	w.Key("b")
+	w.Check(write(enc))
+	if w.Err != nil {
+		return nil, fmt.Errorf("wire: encode %s: %w", t, w.Err)
 	}
 	return bytes.Clone(buf.Bytes()), nil
 }

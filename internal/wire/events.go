@@ -1,13 +1,13 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/pack"
 )
 
 // Events are a thread's events as its worker reports them to the run's
@@ -74,31 +74,35 @@ func encodeEvent(enc *msgpack.Encoder, e *event.Event) error {
 	if !e.Time.IsZero() {
 		n++
 	}
-	for _, f := range strs {
-		if f.val != "" {
+	for i := range strs {
+		if strs[i].val != "" {
 			n++
 		}
 	}
-	for _, f := range nums {
-		if f.val != 0 {
+	for i := range nums {
+		if nums[i].val != 0 {
 			n++
 		}
 	}
-	err := enc.EncodeMapLen(n)
+	w := pack.Writer{Enc: enc}
+	w.Map(n)
 	if !e.Time.IsZero() {
-		err = errors.Join(err, enc.EncodeInt(evTime), enc.EncodeTime(e.Time))
+		w.Check(enc.EncodeInt(evTime))
+		w.Check(enc.EncodeTime(e.Time))
 	}
-	for _, f := range strs {
-		if f.val != "" {
-			err = errors.Join(err, enc.EncodeInt(int64(f.key)), enc.EncodeString(f.val))
+	for i := range strs {
+		if f := &strs[i]; f.val != "" {
+			w.Check(enc.EncodeInt(int64(f.key)))
+			w.Check(enc.EncodeString(f.val))
 		}
 	}
-	for _, f := range nums {
-		if f.val != 0 {
-			err = errors.Join(err, enc.EncodeInt(int64(f.key)), enc.EncodeInt(f.val))
+	for i := range nums {
+		if f := &nums[i]; f.val != 0 {
+			w.Check(enc.EncodeInt(int64(f.key)))
+			w.Check(enc.EncodeInt(f.val))
 		}
 	}
-	return err
+	return w.Err
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.
