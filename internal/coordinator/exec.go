@@ -410,14 +410,20 @@ func (p *placement) cancelLocked() {
 	}
 }
 
+// execRequests holds execRequest's scratch requests: one holds a copy of
+// its thread, too large for the frame of a goroutine that places.
+var execRequests = sync.Pool{New: func() any { return new(wire.ExecRequest) }}
+
 // execRequest is the message placing t on a worker, with its spec or only
 // the spec's hash.
 //
 //go:noinline
 func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSpec bool) wire.Msg {
-	// Field by field: a composite literal of this size is built aside and
-	// copied, doubling the frame.
-	var req wire.ExecRequest
+	req := execRequests.Get().(*wire.ExecRequest)
+	defer func() {
+		*req = wire.ExecRequest{}
+		execRequests.Put(req)
+	}()
 	req.Thread = t.thread
 	req.SpecHash, req.Coordinator, req.Epoch, req.Attempt = t.spec.hash, c.cfg.ID, c.epoch, attempt
 	req.Token, req.Proof, req.Uptime, req.Grant = tok, proof, c.uptime(), t.lease.Renew(0, 0)

@@ -267,7 +267,7 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	c, rn, t := sp.c, sp.rn, sp.t
 	// Its end is published before its slot is free, so no watcher counts
 	// more live helpers than the limit; then the slot is free at once.
-	c.publish(rn.finish(t, res, c.cfg.Now()))
+	c.finished(rn, t, res)
 	sp.slot.Release()
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(t.admitted), true)
 	if !reported {
@@ -276,13 +276,30 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	if w := rn.unparkParent(sp.parent); w != "" {
 		c.registry.unpark(w)
 	}
+	// Progress goes on while the reply is sent: a result over the NATS max
+	// payload is uploaded first, which may outlast the parent's patience.
+	sp.answer(res)
+	c.alive.remove(sp.ping)
+}
+
+// finished records and publishes helper t's end. Apart from ended, as is
+// answer: their events and messages would otherwise all sit on its frame,
+// on the stack of the goroutine that runs it.
+//
+//go:noinline
+func (c *Coordinator) finished(rn *run, t *threadRec, res thread.Result) {
+	c.publish(rn.finish(t, res, c.cfg.Now()))
+}
+
+// answer sends the parent its helper's result.
+//
+//go:noinline
+func (sp *admittedSpawn) answer(res thread.Result) {
+	rn, t := sp.rn, sp.t
 	rn.mu.Lock()
 	worker := t.worker
 	rn.mu.Unlock()
-	// Progress goes on while the reply is sent: a result over the NATS max
-	// payload is uploaded first, which may outlast the parent's patience.
 	sp.reply.Reply((&wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}).Msg())
-	c.alive.remove(sp.ping)
 }
 
 // handleApproval asks the run's approver and answers the worker, denying when

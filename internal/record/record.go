@@ -123,14 +123,14 @@ func NewRecorder(changed func()) *Recorder {
 // Emit folds one event into the record.
 func (r *Recorder) Emit(e event.Event) {
 	r.mu.Lock()
-	altered := r.apply(e)
+	altered := r.apply(&e)
 	r.mu.Unlock()
 	if altered && r.changed != nil {
 		r.changed()
 	}
 }
 
-func (r *Recorder) apply(e event.Event) bool {
+func (r *Recorder) apply(e *event.Event) bool {
 	if r.run.RunID == "" {
 		r.run.RunID = e.RunID
 	}
@@ -184,7 +184,7 @@ func (r *Recorder) apply(e event.Event) bool {
 	return true
 }
 
-func (r *Recorder) thread(e event.Event) *Thread {
+func (r *Recorder) thread(e *event.Event) *Thread {
 	t, ok := r.threads[e.ThreadID]
 	if !ok {
 		t = &Thread{ID: e.ThreadID, ParentID: e.ParentID, Name: e.Name, Depth: e.Depth, Status: "pending"}

@@ -3,6 +3,7 @@ package thread
 import (
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/pack"
 )
 
@@ -42,10 +43,18 @@ func (t *Thread) Pack(w *pack.Writer) {
 	}
 	if len(t.Replay) > 0 {
 		w.Key("replay")
-		w.Check(w.Enc.EncodeArrayLen(len(t.Replay)))
-		for i := range t.Replay {
-			w.Check(t.Replay[i].EncodeMsgpack(w.Enc))
-		}
+		packEntries(w, t.Replay)
+	}
+}
+
+// packEntries writes a resumed thread's journal. Apart from Pack, whose
+// frame would otherwise hold a copy of an entry on every placement.
+//
+//go:noinline
+func packEntries(w *pack.Writer, es []journal.Entry) {
+	w.Check(w.Enc.EncodeArrayLen(len(es)))
+	for i := range es {
+		w.Check(es[i].EncodeMsgpack(w.Enc))
 	}
 }
 
