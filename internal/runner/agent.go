@@ -61,7 +61,7 @@ func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw j
 	if m := meterFrom(ctx); m != nil {
 		spent = m.Park()
 	}
-	res, err := st.r.spawner.Spawn(ctx, SpawnRequest{
+	res, err := st.r.spawner.Spawn(ctx, &SpawnRequest{
 		Admitted: func(child string) {
 			// Nothing waits for it: it goes with the call's result, or
 			// on its own while the helper runs long.

@@ -19,7 +19,7 @@ type fakeSpawner struct {
 	err    error
 }
 
-func (f *fakeSpawner) Spawn(context.Context, SpawnRequest) (thread.Result, error) {
+func (f *fakeSpawner) Spawn(context.Context, *SpawnRequest) (thread.Result, error) {
 	f.calls++
 	return f.result, f.err
 }

@@ -120,7 +120,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	return RunResult{RunID: runID, RootID: root.ID, Result: res, Stats: ledger.Stats(), Budget: budget.Root().Use()}, nil
 }
 
-func (l *local) Spawn(ctx context.Context, req SpawnRequest) (res thread.Result, err error) {
+func (l *local) Spawn(ctx context.Context, req *SpawnRequest) (res thread.Result, err error) {
 	v, ok := l.ledgers.Load(req.RunID)
 	if !ok {
 		return thread.Result{}, fmt.Errorf("%w: %s", errUnknownRun, req.RunID)

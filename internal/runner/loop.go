@@ -118,9 +118,8 @@ func (st *threadState) run(ctx context.Context) (res thread.Result, fromJournal 
 //go:noinline
 func (st *threadState) begin() (res thread.Result, fromJournal, over bool) {
 	st.startReplay()
-	if end, ok := st.replay.Finished(); ok {
-		st.own, st.helpers = end.Own, subUsage(end.Usage, end.Own)
-		return thread.Result{Status: end.Status, Output: end.Output}, true, true
+	if res, ok := st.finishedBefore(); ok {
+		return res, true, true
 	}
 	st.permStack = st.th.Permissions
 	if err := st.become(&st.th.Agent); err != nil {
@@ -128,13 +127,32 @@ func (st *threadState) begin() (res thread.Result, fromJournal, over bool) {
 	}
 	st.messages = append(st.messages, model.Message{Role: model.RoleUser, Content: st.th.Task})
 	if !st.replay.Started() {
-		a := *st.agent
-		// Nothing depends on the start being stored: it goes with the
-		// first model response, or on its own if that response is slow.
-		st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
-			Task: st.th.Task, Spec: &a, Model: st.ref.String()})
+		st.recordStart()
 	}
 	return thread.Result{}, false, false
+}
+
+// recordStart journals the thread's start. Nothing depends on it being
+// stored: it goes with the first model response, or on its own if that
+// response is slow.
+//
+//go:noinline
+func (st *threadState) recordStart() {
+	a := *st.agent
+	st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
+		Task: st.th.Task, Spec: &a, Model: st.ref.String()})
+}
+
+// finishedBefore is the result of a thread whose journal holds its end.
+//
+//go:noinline
+func (st *threadState) finishedBefore() (thread.Result, bool) {
+	end, ok := st.replay.Finished()
+	if !ok {
+		return thread.Result{}, false
+	}
+	st.own, st.helpers = end.Own, subUsage(end.Usage, end.Own)
+	return thread.Result{Status: end.Status, Output: end.Output}, true
 }
 
 func (st *threadState) loop(ctx context.Context) thread.Result {
@@ -354,7 +372,7 @@ func (st *threadState) become(a *spec.Agent) error {
 		}
 	}
 	st.agent, st.ref, st.mdl, st.tools, st.schema = a, ref, mdl, ts, schema
-	system := model.Message{Role: model.RoleSystem, Content: systemPrompt(*a, schema)}
+	system := model.Message{Role: model.RoleSystem, Content: systemPrompt(a, schema)}
 	if len(st.messages) == 0 {
 		st.messages = append(st.messages, system)
 	} else {

@@ -12,7 +12,7 @@ const SchemaMarker = "Respond with only JSON matching this JSON Schema:"
 
 const defaultInstructions = "You are a capable agent. Complete the task and reply with the result."
 
-func systemPrompt(a spec.Agent, schema *compiledSchema) string {
+func systemPrompt(a *spec.Agent, schema *compiledSchema) string {
 	var b strings.Builder
 	if s := strings.TrimSpace(a.Instructions); s != "" {
 		b.WriteString(s)

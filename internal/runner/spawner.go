@@ -45,5 +45,5 @@ func (r *SpawnRequest) ReportAdmitted(child string) {
 // another thread. A refused spawn returns a *limits.Refusal; any other
 // error means the helper could not be run at all.
 type Spawner interface {
-	Spawn(ctx context.Context, req SpawnRequest) (thread.Result, error)
+	Spawn(ctx context.Context, req *SpawnRequest) (thread.Result, error)
 }

@@ -23,17 +23,17 @@ type spawner Worker
 
 // Only the parent's identity, its placement token and the tool's arguments
 // travel: the coordinator derives the helper from the parent it holds.
-func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Result, error) {
+//
+// The call's goroutine waits here as long as the helper runs, so this
+// frame stays small: the request is built, and each reply read, in
+// functions of their own, and the goroutine's stack fits in a few KiB.
+func (s *spawner) Spawn(ctx context.Context, req *runner.SpawnRequest) (thread.Result, error) {
 	w := (*Worker)(s)
 	coord, token := w.placement(req.ParentID)
 	w.park(req.ParentID)
 	defer w.unpark(ctx, req.ParentID)
 
-	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
-		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent,
-		Events: w.takeEvents(req.ParentID)}
-	msg := wire.WithIDs(wreq.Msg(), req.RunID, req.ParentID)
-	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
+	msg := w.spawnMsg(ctx, req, token)
 	subject := wire.SubjectSpawn(coord, w.cfg.ID)
 	sentAt := w.cfg.Conn.Stats().Reconnects // the connection's moves when the request was last sent
 	call, err := w.tr.Request(ctx, subject, msg)
@@ -49,7 +49,7 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 			// Asking again is safe: the helper's id derives from the call,
 			// so the coordinator answers a request it has seen with the
 			// helper it has (its result, if it has ended).
-			if w.askAgain(ctx, subject, msg, &call, &sentAt) {
+			if w.askAgain(ctx, subject, &msg, &call, &sentAt) {
 				heard = time.Now()
 				continue
 			}
@@ -59,48 +59,82 @@ func (s *spawner) Spawn(ctx context.Context, req runner.SpawnRequest) (thread.Re
 		}
 		heard = time.Now()
 		if err != nil {
-			if ctx.Err() != nil {
-				// A superseded parent leaves its helpers alone: they are its
-				// current placement's now, and the coordinator refuses a
-				// cancel from this one anyway.
-				if child == "" && req.CallID != "" {
-					// Not heard of yet (admitted within a heartbeat, or not
-					// at all): the call's helper has the id its call derives.
-					child = journal.ThreadID(req.RunID, req.ParentID, req.CallID)
-				}
-				if child != "" && !w.superseded(req.ParentID) {
-					w.cancelRemote(coord, req.RunID, req.ParentID, token, child, context.Cause(ctx))
-				}
-				return thread.Result{Status: event.Cancelled, Error: "cancelled"}, nil
-			}
-			return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
+			return w.spawnFailed(ctx, req, coord, token, child, err)
 		}
-		switch wire.Type(m.Type) {
-		case wire.TypeProgress:
-			var p wire.Progress
-			if wire.DecodeAs(m.Data, wire.TypeProgress, &p) == nil && p.ThreadID != "" && child == "" {
-				child = p.ThreadID
-				req.ReportAdmitted(child)
-			}
-		case wire.TypeSpawnResult:
-			var res wire.SpawnResult
-			if err := wire.DecodeAs(m.Data, wire.TypeSpawnResult, &res); err != nil {
-				return thread.Result{}, err
-			}
-			if res.Refusal != "" {
-				return thread.Result{}, &limits.Refusal{Reason: res.Refusal, Kind: res.Budget}
-			}
-			if child == "" && res.ThreadID != "" {
-				req.ReportAdmitted(res.ThreadID) // it ended before its first keep-alive
-			}
-			return res.Result, nil
-		default:
-			if err := wire.MsgError(m); err != nil {
-				return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
-			}
-			return thread.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
+		if res, done, err := w.spawnReply(m, req, coord, &child); done {
+			return res, err
 		}
 	}
+}
+
+// spawnMsg is the spawn request of req, with the parent's events waiting
+// to go and its trace.
+//
+//go:noinline
+func (w *Worker) spawnMsg(ctx context.Context, req *runner.SpawnRequest, token string) wire.Msg {
+	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
+		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent,
+		Events: w.takeEvents(req.ParentID)}
+	msg := wire.WithIDs(wreq.Msg(), req.RunID, req.ParentID)
+	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
+	return msg
+}
+
+// spawnReply reads one reply to a spawn; done says it is the last, with
+// the helper's result or why there is none. A keep-alive that names the
+// helper first tells the parent its id (child).
+//
+//go:noinline
+func (w *Worker) spawnReply(m wire.Msg, req *runner.SpawnRequest, coord string, child *string) (res thread.Result, done bool, err error) {
+	switch wire.Type(m.Type) {
+	case wire.TypeProgress:
+		var p wire.Progress
+		if wire.DecodeAs(m.Data, wire.TypeProgress, &p) == nil && p.ThreadID != "" && *child == "" {
+			*child = p.ThreadID
+			req.ReportAdmitted(p.ThreadID)
+		}
+		return thread.Result{}, false, nil
+	case wire.TypeSpawnResult:
+		var sr wire.SpawnResult
+		if err := wire.DecodeAs(m.Data, wire.TypeSpawnResult, &sr); err != nil {
+			return thread.Result{}, true, err
+		}
+		if sr.Refusal != "" {
+			return thread.Result{}, true, &limits.Refusal{Reason: sr.Refusal, Kind: sr.Budget}
+		}
+		if *child == "" && sr.ThreadID != "" {
+			req.ReportAdmitted(sr.ThreadID) // it ended before its first keep-alive
+		}
+		return sr.Result, true, nil
+	default:
+		if err := wire.MsgError(m); err != nil {
+			return thread.Result{}, true, w.coordinatorFailed(req.ParentID, coord, err)
+		}
+		return thread.Result{}, true, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
+	}
+}
+
+// spawnFailed ends a spawn whose call failed with err: a cancelled parent
+// cancels its helper (child, or the id its call derives), anything else
+// is the coordinator's failure.
+//
+//go:noinline
+func (w *Worker) spawnFailed(ctx context.Context, req *runner.SpawnRequest, coord, token, child string, err error) (thread.Result, error) {
+	if ctx.Err() == nil {
+		return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
+	}
+	// A superseded parent leaves its helpers alone: they are its current
+	// placement's now, and the coordinator refuses a cancel from this one
+	// anyway.
+	if child == "" && req.CallID != "" {
+		// Not heard of yet (admitted within a heartbeat, or not at all):
+		// the call's helper has the id its call derives.
+		child = journal.ThreadID(req.RunID, req.ParentID, req.CallID)
+	}
+	if child != "" && !w.superseded(req.ParentID) {
+		w.cancelRemote(coord, req.RunID, req.ParentID, token, child, context.Cause(ctx))
+	}
+	return thread.Result{Status: event.Cancelled, Error: "cancelled"}, nil
 }
 
 // park frees the slot of a thread that waits on helpers.
@@ -206,7 +240,7 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 		// The coordinator answers the same call asked again with the same
 		// decision.
 		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && req.CallID != "" &&
-			w.askAgain(ctx, subject, msg, &call, &sentAt) {
+			w.askAgain(ctx, subject, &msg, &call, &sentAt) {
 			continue
 		}
 		if err != nil {
@@ -281,12 +315,12 @@ func (n noScripted) Open(ref string) (model.Model, error) {
 // may have gone with the old server. What was heard since does not count:
 // a keep-alive the old server delivered may be read only after the move.
 // False means it did not ask: the silence is the peer's.
-func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, call *actor.Call, sentAt *uint64) bool {
+func (w *Worker) askAgain(ctx context.Context, subject string, msg *wire.Msg, call *actor.Call, sentAt *uint64) bool {
 	now := w.cfg.Conn.Stats().Reconnects
 	if now == *sentAt {
 		return false
 	}
-	again, err := w.tr.Request(ctx, subject, msg)
+	again, err := w.tr.Request(ctx, subject, *msg)
 	if err != nil {
 		return false
 	}
