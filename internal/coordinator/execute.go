@@ -100,7 +100,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 		deadline := time.AfterFunc(rn.timeout, func() { rn.cancel(ErrDeadline) })
 		defer deadline.Stop()
 	}
-	t := rn.add(&root, nil, rn.budget.Root())
+	t := rn.add(&threadRec{thread: root}, nil, rn.budget.Root())
 	t.trace = rn.trace
 	res, reused := rn.finishedInJournal(root.ID)
 	reported := reused

@@ -138,9 +138,10 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *
 	c.relay(parent, req.Events, m.Subject)
 	id := journal.HelperID(req.RunID, req.ParentID, req.CallID, c.cfg.NewID)
 	err = tools.CheckHelperArgs(req.Name, req.Task)
-	var th thread.Thread
+	t := &threadRec{}
+	th := &t.thread
 	if err == nil {
-		err = thread.SetHelper(&th, &parent.thread, req.Handoffs, id, req.Name, req.Task)
+		err = thread.SetHelper(th, &parent.thread, req.Handoffs, id, req.Name, req.Task)
 	}
 	if err != nil {
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
@@ -151,33 +152,33 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *
 	parent.lease.Release(req.ParentSpent.InputTokens, req.ParentSpent.OutputTokens)
 	rn.admitting.Lock()
 	defer rn.admitting.Unlock()
-	if t := rn.thread(th.ID); t != nil {
+	if known := rn.thread(th.ID); known != nil {
 		// The parent was placed again and asks for a helper it already has:
 		// that helper goes on, and its result goes to the parent now.
-		go c.attachSpawn(rn, parent, t, r)
+		go c.attachSpawn(rn, parent, known, r)
 		return nil
 	}
 	if res, ok := rn.finishedInJournal(th.ID); ok {
-		c.reuseSpawn(rn, parent, &th, req.CallID, res, r)
+		c.reuseSpawn(rn, parent, th, req.CallID, res, r)
 		return nil
 	}
 	slot, err := rn.ledger.Admit(th.Depth)
 	if err != nil {
 		var refusal *limits.Refusal
 		errors.As(err, &refusal)
-		c.refuseSpawn(rn, &th, req.CallID, refusal.Reason, "", r)
+		c.refuseSpawn(rn, th, req.CallID, refusal.Reason, "", r)
 		return nil
 	}
 	node := parent.lease.Node()
 	if err := node.Spawn(); err != nil {
 		slot.Release()
-		c.refuseSpawn(rn, &th, req.CallID, limits.ReasonBudget, err.(*limits.Exhausted).Kind, r)
+		c.refuseSpawn(rn, th, req.CallID, limits.ReasonBudget, err.(*limits.Exhausted).Kind, r)
 		return nil
 	}
 	// The helper's own budget comes from the template it was made from, as
 	// derived here from the parent, never from the request.
-	t := rn.add(&th, parent, node.Child(th.Agent.Helper.Budget))
-	t.spec = rn.helperSpec(parent, &th, req.Handoffs)
+	rn.add(t, parent, node.Child(th.Agent.Helper.Budget))
+	t.spec = rn.helperSpec(parent, th, req.Handoffs)
 	t.admitted = in
 	t.trace = tracing.Carry(m.Header)
 	c.cfg.Metrics.SpawnAdmitted()

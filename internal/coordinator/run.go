@@ -145,20 +145,21 @@ func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver stri
 		rec: record.NewRecorder(nil), threads: map[string]*threadRec{}}
 }
 
-// add registers a thread; its context derives from its parent's, so
-// cancelling a parent, or its end, reaches the subtree. Losing the parent's
-// worker does not: the parent is placed again and its helpers, which go on
-// running, deliver their results to it.
-func (r *run) add(th *thread.Thread, parent *threadRec, node *limits.Node) *threadRec {
+// add registers t, whose thread is set; its context derives from its
+// parent's, so cancelling a parent, or its end, reaches the subtree. Losing
+// the parent's worker does not: the parent is placed again and its helpers,
+// which go on running, deliver their results to it. The thread is made in
+// its record by the caller, not copied into it: it is 712 bytes.
+func (r *run) add(t *threadRec, parent *threadRec, node *limits.Node) *threadRec {
 	base := r.ctx
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if parent != nil {
 		base = parent.ctx
 	}
-	ctx, cancel := context.WithCancelCause(base)
-	t := &threadRec{thread: *th, ctx: ctx, cancel: cancel, lease: node.Lease(), ended: make(chan struct{})}
-	r.threads[th.ID] = t
+	t.ctx, t.cancel = context.WithCancelCause(base)
+	t.lease, t.ended = node.Lease(), make(chan struct{})
+	r.threads[t.thread.ID] = t
 	return t
 }
 

@@ -28,14 +28,15 @@ func BenchmarkAdmitHelper(b *testing.B) {
 	rn := testRun(b)
 	agent := spec.Agent{Name: "root", Model: "sim", Tools: []string{"read_file", "list_dir"},
 		Helper: spec.Helper{Tools: spec.ToolPolicy{Policy: "inherit"}}}
-	parent := rn.add(&thread.Thread{RunID: "r1", ID: "p", Path: "root", Name: "root", Agent: agent, Cwd: "/tmp"}, nil, rn.budget.Root())
+	parent := rn.add(&threadRec{thread: thread.Thread{RunID: "r1", ID: "p", Path: "root", Name: "root", Agent: agent, Cwd: "/tmp"}}, nil, rn.budget.Root())
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
 		callKey := journal.CallKey(1, "call_"+strconv.Itoa(i))
-		var th thread.Thread
-		if err := thread.SetHelper(&th, &parent.thread, nil, journal.HelperID("r1", "p", callKey, nil), "helper", "answer"); err != nil {
+		t := &threadRec{}
+		th := &t.thread
+		if err := thread.SetHelper(th, &parent.thread, nil, journal.HelperID("r1", "p", callKey, nil), "helper", "answer"); err != nil {
 			b.Fatal(err)
 		}
 		slot, err := rn.ledger.Admit(th.Depth)
@@ -46,7 +47,7 @@ func BenchmarkAdmitHelper(b *testing.B) {
 		if err := node.Spawn(); err != nil {
 			b.Fatal(err)
 		}
-		rn.add(&th, parent, node.Child(th.Agent.Helper.Budget))
+		rn.add(t, parent, node.Child(th.Agent.Helper.Budget))
 		slot.Release()
 	}
 }
