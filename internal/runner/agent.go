@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 )
@@ -48,25 +50,71 @@ type helperCall struct {
 	succeeded bool
 }
 
-// spawn acts on agent call callID of turn: the runner's Spawner admits,
-// runs and waits for the helper the arguments name, under the call's key
-// (so the same call is always the same helper). Refusals and helper failures are ordinary
-// results, so the parent's model can carry on by itself.
+// agentCall is an agent call while its helper runs (the SpawnCall the
+// Spawner answers): its request, and how its helper ended. A call of a
+// parallel turn is sent on ended, with its place (i) and start (cs); a call
+// made alone is waited for (wait).
+type agentCall struct {
+	st     *threadState
+	turn   int
+	callID string
+	req    SpawnRequest
+	args   tools.AgentArgs
+	res    thread.Result
+	err    error
+	i      int
+	cs     callStart
+	ended  chan<- *agentCall
+	wait   sync.WaitGroup
+	bad    string // the call's result when its arguments were bad
+}
+
+// Admitted journals the spawn. Nothing waits for it: it goes with the
+// call's result, or on its own while the helper runs long.
+func (ac *agentCall) Admitted(child string) {
+	ac.st.recordLazy(journal.Entry{Kind: journal.KindSpawn, Turn: ac.turn, CallID: ac.callID, Name: ac.args.Name,
+		Task: ac.args.Task, Child: child})
+}
+
+// Ended takes the helper's end.
+func (ac *agentCall) Ended(res thread.Result, err error) {
+	ac.res, ac.err = res, err
+	if ac.ended != nil {
+		ac.ended <- ac
+		return
+	}
+	ac.wait.Done()
+}
+
+// spawn acts on agent call callID of turn and waits for its helper: the
+// runner's Spawner admits and runs the helper the arguments name, under the
+// call's key (so the same call is always the same helper). Refusals and
+// helper failures are ordinary results, so the parent's model can carry on
+// by itself.
 func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw json.RawMessage, hc *helperCall) (out, status string) {
+	ac := &agentCall{}
+	ac.wait.Add(1)
+	if out, ok := st.startSpawn(ctx, turn, callID, raw, ac); !ok {
+		return out, journal.ToolError
+	}
+	ac.wait.Wait()
+	return st.spawnEnded(ctx, turn, callID, ac, hc)
+}
+
+// startSpawn asks the Spawner for agent call callID's helper, to end in
+// ac. False means the arguments are bad: out is the call's result, and ac
+// does not end.
+func (st *threadState) startSpawn(ctx context.Context, turn int, callID string, raw json.RawMessage, ac *agentCall) (out string, ok bool) {
 	args, err := tools.ParseAgentArgs(raw)
 	if err != nil {
-		return "Error: " + err.Error(), journal.ToolError
+		return "Error: " + err.Error(), false
 	}
 	var spent model.Usage
 	if m := meterFrom(ctx); m != nil {
 		spent = m.Park()
 	}
-	res, err := st.r.spawner.Spawn(ctx, &SpawnRequest{
-		Admitted: func(child string) {
-			// Nothing waits for it: it goes with the call's result, or
-			// on its own while the helper runs long.
-			st.recordLazy(journal.Entry{Kind: journal.KindSpawn, Turn: turn, CallID: callID, Name: args.Name, Task: args.Task, Child: child})
-		},
+	ac.st, ac.turn, ac.callID, ac.args = st, turn, callID, args
+	ac.req = SpawnRequest{
 		ParentSpent: spent,
 		RunID:       st.th.RunID,
 		ParentID:    st.th.ID,
@@ -74,14 +122,21 @@ func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw j
 		Handoffs:    st.handedTo,
 		Name:        args.Name,
 		Task:        args.Task,
-	})
+	}
+	st.r.spawner.Spawn(ctx, &ac.req, ac)
+	return "", true
+}
+
+// spawnEnded is what the model sees of agent call callID's end (ac).
+func (st *threadState) spawnEnded(ctx context.Context, turn int, callID string, ac *agentCall, hc *helperCall) (out, status string) {
 	var refusal *limits.Refusal
 	switch {
-	case errors.As(err, &refusal):
-		return st.refused(ctx, turn, callID, args, refusal), journal.ToolOK
-	case err != nil:
-		return helperFailed(args.Name, err.Error()), journal.ToolHelperFailed
+	case errors.As(ac.err, &refusal):
+		return st.refused(ctx, turn, callID, ac.args, refusal), journal.ToolOK
+	case ac.err != nil:
+		return helperFailed(ac.args.Name, ac.err.Error()), journal.ToolHelperFailed
 	}
+	res := &ac.res
 	st.addHelper(res.Usage)
 	hc.usage, hc.succeeded = res.Usage, res.Status == event.Succeeded
 	if !hc.succeeded {
@@ -89,7 +144,7 @@ func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw j
 		if reason == "" {
 			reason = string(res.Status)
 		}
-		return helperFailed(args.Name, reason), journal.ToolHelperFailed
+		return helperFailed(ac.args.Name, reason), journal.ToolHelperFailed
 	}
 	return res.Output, journal.ToolOK
 }

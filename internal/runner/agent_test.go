@@ -19,9 +19,9 @@ type fakeSpawner struct {
 	err    error
 }
 
-func (f *fakeSpawner) Spawn(context.Context, *SpawnRequest) (thread.Result, error) {
+func (f *fakeSpawner) Spawn(_ context.Context, _ *SpawnRequest, call SpawnCall) {
 	f.calls++
-	return f.result, f.err
+	call.Ended(f.result, f.err)
 }
 
 // agentCallResult runs a root thread whose model makes one agent call with

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
@@ -77,14 +78,52 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 		run[i] = true
 		st.announce(c)
 	}
+	// An agent call waits on its helper as data (the Spawner's); any other
+	// call runs on a goroutine of its own.
+	ended := make(chan *agentCall, len(calls))
+	helpers := 0
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		if run[i] {
+		switch {
+		case !run[i]:
+		case st.spawns(c):
+			st.startAgentCall(ctx, turn, i, c, ended)
+			helpers++
+		default:
 			wg.Go(func() { outputs[i] = st.perform(ctx, turn, c) })
 		}
 	}
+	for range helpers {
+		ac := <-ended
+		outputs[ac.i] = st.endAgentCall(turn, calls[ac.i], ac)
+	}
 	wg.Wait()
 	return outputs, target
+}
+
+// spawns says whether c is a call of the agent tool.
+func (st *threadState) spawns(c model.ToolCall) bool {
+	_, ok := st.tools.byName[c.Name].(agentTool)
+	return ok
+}
+
+// startAgentCall starts agent call c, the i-th of its turn; it is sent on
+// ended once its helper has ended (at once, with bad arguments).
+func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall) {
+	ac := &agentCall{i: i, cs: st.startCall(ctx, c), ended: ended}
+	if out, ok := st.startSpawn(ac.cs.ctx, turn, c.ID, toolArgs(c), ac); !ok {
+		ac.bad = out
+		ended <- ac
+	}
+}
+
+// endAgentCall ends agent call c as perform ends any call.
+func (st *threadState) endAgentCall(turn int, c model.ToolCall, ac *agentCall) string {
+	if ac.bad != "" {
+		return st.endCall(&ac.cs, turn, c, ac.bad, journal.ToolError)
+	}
+	out, status := st.spawnEnded(ac.cs.ctx, turn, c.ID, ac, &ac.cs.hc)
+	return st.endCall(&ac.cs, turn, c, out, status)
 }
 
 // call runs one tool call through the permission gate and returns what the
@@ -124,16 +163,36 @@ func (st *threadState) announce(c model.ToolCall) {
 
 // perform executes an announced call, journals it and emits its tool.result.
 func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) string {
-	start := st.r.cfg.Now()
-	var hc helperCall
-	ctx, span := tracing.StartTool(ctx, c.Name, c.ID, c.Arguments)
-	out, status := st.execute(ctx, turn, c, &hc)
-	tracing.EndTool(span, outcomeOf(status), out)
+	cs := st.startCall(ctx, c)
+	out, status := st.execute(cs.ctx, turn, c, &cs.hc)
+	return st.endCall(&cs, turn, c, out, status)
+}
+
+// callStart is a call from its start to its end: when it started, its
+// span and context, and what its helper spent.
+type callStart struct {
+	ctx   context.Context
+	span  trace.Span
+	start time.Time
+	hc    helperCall
+}
+
+// startCall starts call c's span.
+func (st *threadState) startCall(ctx context.Context, c model.ToolCall) callStart {
+	cs := callStart{start: st.r.cfg.Now()}
+	cs.ctx, cs.span = tracing.StartTool(ctx, c.Name, c.ID, c.Arguments)
+	return cs
+}
+
+// endCall ends call c, which answered out (status): its span, its
+// journal entry and its tool.result.
+func (st *threadState) endCall(cs *callStart, turn int, c model.ToolCall, out, status string) string {
+	tracing.EndTool(cs.span, outcomeOf(status), out)
 	if obs := st.r.cfg.Observer; obs != nil {
-		obs.ToolCall(c.Name, outcomeOf(status), st.r.cfg.Now().Sub(start))
+		obs.ToolCall(c.Name, outcomeOf(status), st.r.cfg.Now().Sub(cs.start))
 	}
-	if ctx.Err() == nil {
-		st.recordCall(turn, c, out, status, st.r.cfg.Now().Sub(start), &hc)
+	if cs.ctx.Err() == nil {
+		st.recordCall(turn, c, out, status, st.r.cfg.Now().Sub(cs.start), &cs.hc)
 	}
 	st.toolResult(c, out)
 	return out
@@ -177,10 +236,7 @@ func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall, 
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.tools.visible), ", ")), journal.ToolError
 	}
-	args := json.RawMessage(c.Arguments)
-	if strings.TrimSpace(c.Arguments) == "" {
-		args = json.RawMessage("{}")
-	}
+	args := toolArgs(c)
 	if _, spawns := t.(agentTool); spawns {
 		return st.spawn(ctx, turn, c.ID, args, hc)
 	}
@@ -264,4 +320,12 @@ func outcomeOf(status string) string {
 		return ToolError
 	}
 	return ToolOK
+}
+
+// toolArgs is call c's arguments; none is an empty object.
+func toolArgs(c model.ToolCall) json.RawMessage {
+	if strings.TrimSpace(c.Arguments) == "" {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(c.Arguments)
 }

@@ -120,7 +120,12 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	return RunResult{RunID: runID, RootID: root.ID, Result: res, Stats: ledger.Stats(), Budget: budget.Root().Use()}, nil
 }
 
-func (l *local) Spawn(ctx context.Context, req *SpawnRequest) (res thread.Result, err error) {
+func (l *local) Spawn(ctx context.Context, req *SpawnRequest, call SpawnCall) {
+	go func() { call.Ended(l.spawn(ctx, req, call)) }()
+}
+
+// spawn admits and runs req's helper in this process, and waits for it.
+func (l *local) spawn(ctx context.Context, req *SpawnRequest, call SpawnCall) (res thread.Result, err error) {
 	v, ok := l.ledgers.Load(req.RunID)
 	if !ok {
 		return thread.Result{}, fmt.Errorf("%w: %s", errUnknownRun, req.RunID)
@@ -161,7 +166,7 @@ func (l *local) Spawn(ctx context.Context, req *SpawnRequest) (res thread.Result
 		defer func() { m.lease.Close(res.Own.InputTokens, res.Own.OutputTokens) }()
 	}
 	l.r.emit(th.Event(event.ThreadSpawned))
-	req.ReportAdmitted(th.ID)
+	call.Admitted(th.ID)
 	l.threads.Store(th.ID, &th)
 	defer l.threads.Delete(th.ID)
 	return l.r.runLocal(ctx, &th), nil

@@ -27,23 +27,24 @@ type SpawnRequest struct {
 	// budget grant: the parent gives its grant back while it waits, and
 	// the run's owner settles this.
 	ParentSpent model.Usage
-	// Admitted, when set, is called once the helper is admitted, with its
-	// thread id, before the spawner waits for its end: the parent journals
-	// the spawn. Not sent anywhere.
-	Admitted func(child string)
 }
 
-// ReportAdmitted calls the request's Admitted hook, if any: a spawner calls
-// it once it knows the helper was admitted, and its id.
-func (r *SpawnRequest) ReportAdmitted(child string) {
-	if r.Admitted != nil {
-		r.Admitted(child)
-	}
+// SpawnCall is the agent call a Spawner answers.
+type SpawnCall interface {
+	// Admitted is called once the helper is admitted, with its thread id,
+	// before Ended: the parent journals the spawn. It may wait.
+	Admitted(child string)
+	// Ended is called once, when the helper has ended, with its result; a
+	// refused spawn ends with a *limits.Refusal, any other error means the
+	// helper could not be run at all. It does not block, and may be called
+	// before Spawn returns, from any goroutine.
+	Ended(res thread.Result, err error)
 }
 
-// Spawner admits, runs and waits for helpers: the loop's one way to start
-// another thread. A refused spawn returns a *limits.Refusal; any other
-// error means the helper could not be run at all.
+// Spawner admits and runs helpers: the loop's one way to start another
+// thread. Spawn returns at once, and tells call of its helper. A call
+// waiting on its helper is held by the spawner as data, not by a goroutine
+// of the loop's: a wide fan-out waits on thousands of them.
 type Spawner interface {
-	Spawn(ctx context.Context, req *SpawnRequest) (thread.Result, error)
+	Spawn(ctx context.Context, req *SpawnRequest, call SpawnCall)
 }

@@ -34,11 +34,16 @@ type hosted struct {
 	// current is when the placement was last known to be current: its
 	// ExecRequest's send time, then the latest confirmed PlacementCheck's.
 	current time.Time
+	ctx     context.Context
 	cancel  context.CancelCauseFunc // ends the thread's context at once
 	// spawning counts the thread's spawns in flight; hasSlot says whether it
 	// holds an execution slot (not while it waits on helpers).
 	spawning int
 	hasSlot  bool
+	// calls are the thread's spawns waiting on their helpers, cancelled
+	// when its context ends by a hook that stopCalls stops (park).
+	calls     map[*spawnCall]struct{}
+	stopCalls func() bool
 
 	// reply is the placement's inbox. sendMu orders what goes there:
 	// progress while the thread runs, then exactly one final result, never
@@ -185,7 +190,7 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r actor.Replier) {
 	ctx, cancel := context.WithCancelCause(base)
 	th := &req.Thread
 	h := &hosted{thread: req.Thread, coord: req.Coordinator, epoch: req.Epoch, attempt: req.Attempt, token: req.Token,
-		proof: req.Proof, cancel: cancel, hasSlot: true, reply: r}
+		proof: req.Proof, ctx: ctx, cancel: cancel, hasSlot: true, reply: r}
 
 	w.mu.Lock()
 	if _, dup := w.threads[th.ID]; dup {
@@ -226,6 +231,9 @@ func (w *Worker) finish(id string) {
 		if h.hasSlot {
 			h.hasSlot = false
 			<-w.slots
+		}
+		if h.stopCalls != nil {
+			h.stopCalls()
 		}
 	}
 	w.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/formica-run/formica/internal/actor"
@@ -21,51 +22,221 @@ import (
 // spawner sends a thread's spawns to the coordinator that owns its run.
 type spawner Worker
 
-// Only the parent's identity, its placement token and the tool's arguments
-// travel: the coordinator derives the helper from the parent it holds.
+// Spawn asks the coordinator that owns the run for req's helper. Only the
+// parent's identity, its placement token and the tool's arguments travel:
+// the coordinator derives the helper from the parent it holds.
 //
-// The call's goroutine waits here as long as the helper runs, so this
-// frame stays small: the request is built, and each reply read, in
-// functions of their own, and the goroutine's stack fits in a few KiB.
-func (s *spawner) Spawn(ctx context.Context, req *runner.SpawnRequest) (thread.Result, error) {
+// The call then waits as data (spawnCall): its replies are taken on the
+// transport's delivery goroutine, its silence at the worker's heartbeats
+// (tick) and its cancel with its thread's context, and no goroutine waits
+// for it: a parent of ten thousand helpers holds ten thousand records, not
+// ten thousand stacks.
+func (s *spawner) Spawn(ctx context.Context, req *runner.SpawnRequest, call runner.SpawnCall) {
 	w := (*Worker)(s)
-	coord, token := w.placement(req.ParentID)
-	w.park(req.ParentID)
-	defer w.unpark(ctx, req.ParentID)
-
-	msg := w.spawnMsg(ctx, req, token)
-	subject := wire.SubjectSpawn(coord, w.cfg.ID)
-	sentAt := w.cfg.Conn.Stats().Reconnects // the connection's moves when the request was last sent
-	call, err := w.tr.Request(ctx, subject, msg)
+	sc := &spawnCall{w: w, ctx: ctx, req: req, call: call}
+	sc.coord, sc.token = w.placement(req.ParentID)
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	w.park(sc)
+	sc.msg = w.spawnMsg(ctx, req, sc.token)
+	sc.subject = wire.SubjectSpawn(sc.coord, w.cfg.ID)
+	sc.sentAt = w.reconnects()
+	stop, err := w.tr.RequestFunc(ctx, sc.subject, sc.msg, sc.reply)
 	if err != nil {
-		return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, fmt.Errorf("coordinator %s unreachable: %w", coord, err))
+		sc.failedLocked(fmt.Errorf("coordinator %s unreachable: %w", sc.coord, err))
+		return
 	}
-	defer func() { call.Close() }()
-	child := ""
-	heard := time.Now()
-	for {
-		m, err := call.Next(ctx, w.silence(coord))
-		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) {
-			// Asking again is safe: the helper's id derives from the call,
-			// so the coordinator answers a request it has seen with the
-			// helper it has (its result, if it has ended).
-			if w.askAgain(ctx, subject, &msg, &call, &sentAt) {
-				heard = time.Now()
-				continue
-			}
-			if w.patient(coord, heard) {
-				continue
-			}
-		}
-		heard = time.Now()
-		if err != nil {
-			return w.spawnFailed(ctx, req, coord, token, child, err)
-		}
-		if res, done, err := w.spawnReply(m, req, coord, &child); done {
-			return res, err
-		}
+	sc.stop, sc.heard = stop, time.Now()
+	sc.idle = w.silence(sc.coord)
+	if ctx.Err() != nil {
+		// Cancelled before it was parked, when the thread's cancel hook
+		// could not see it.
+		sc.cancelledLocked()
 	}
 }
+
+// spawnCall is one spawn waiting on its helper.
+type spawnCall struct {
+	w       *Worker
+	ctx     context.Context
+	req     *runner.SpawnRequest
+	call    runner.SpawnCall
+	coord   string
+	token   string
+	subject string
+	msg     wire.Msg // the request, asked again after a reconnect
+
+	// reports are the calls of call.Admitted under way: it journals, which
+	// may wait, so it runs apart from the reply that named the helper, and
+	// the call ends after it. A helper named by its result (unheard of
+	// until it ended) is reported by ended, before the end (named).
+	reports sync.WaitGroup
+	named   string
+
+	mu     sync.Mutex
+	stop   func()        // ends the current request's replies
+	sentAt uint64        // the connection's moves when the request was last sent
+	heard  time.Time     // when the coordinator last answered the call
+	idle   time.Duration // the silence after which the coordinator is presumed lost
+	child  string        // the helper's id, once named
+	over   bool
+}
+
+// reply takes one of the coordinator's replies, on the transport's
+// delivery goroutine: it decides at once and never blocks.
+func (sc *spawnCall) reply(m wire.Msg, err error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.over {
+		return
+	}
+	sc.heard = time.Now()
+	if err != nil {
+		sc.failedLocked(err)
+		return
+	}
+	switch wire.Type(m.Type) {
+	case wire.TypeProgress:
+		var p wire.Progress
+		if wire.DecodeAs(m.Data, wire.TypeProgress, &p) == nil && p.ThreadID != "" && sc.child == "" {
+			sc.admitted(p.ThreadID)
+		}
+	case wire.TypeSpawnResult:
+		var sr wire.SpawnResult
+		if err := wire.DecodeAs(m.Data, wire.TypeSpawnResult, &sr); err != nil {
+			sc.endLocked(thread.Result{}, err, false)
+			return
+		}
+		if sr.Refusal != "" {
+			sc.endLocked(thread.Result{}, &limits.Refusal{Reason: sr.Refusal, Kind: sr.Budget}, false)
+			return
+		}
+		if sc.child == "" && sr.ThreadID != "" {
+			sc.named = sr.ThreadID // it ended before its first keep-alive
+		}
+		sc.endLocked(sr.Result, nil, false)
+	default:
+		if err := wire.MsgError(m); err != nil {
+			sc.failedLocked(err)
+			return
+		}
+		sc.endLocked(thread.Result{}, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type), false)
+	}
+}
+
+// admitted tells the parent its helper's id, once.
+func (sc *spawnCall) admitted(child string) {
+	sc.child = child
+	sc.reports.Go(func() { sc.call.Admitted(child) })
+}
+
+// silent runs at each of the worker's heartbeats: a call that has heard
+// nothing for its loss window asks again if the connection moved since it
+// was sent, waits on while its coordinator's heartbeats come (patient), or
+// ends. Asking again is safe: the helper's id derives from the call, so the
+// coordinator answers a request it has seen with the helper it has (its
+// result, if it has ended).
+func (sc *spawnCall) silent(now time.Time) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.over || now.Sub(sc.heard) < sc.idle {
+		return
+	}
+	if sc.ctx.Err() != nil {
+		sc.cancelledLocked()
+		return
+	}
+	w := sc.w
+	sc.idle = w.silence(sc.coord)
+	if sc.askAgainLocked() || w.patient(sc.coord, sc.heard) {
+		return
+	}
+	sc.failedLocked(fmt.Errorf("spawn %s: no reply for %v: %w", sc.subject, now.Sub(sc.heard).Round(time.Millisecond), actor.ErrSilent))
+}
+
+// failedLocked ends a call its coordinator did not answer (err), or a
+// cancelled one.
+func (sc *spawnCall) failedLocked(err error) {
+	if sc.ctx.Err() != nil {
+		sc.cancelledLocked()
+		return
+	}
+	sc.endLocked(thread.Result{}, err, true)
+}
+
+// askAgainLocked sends the request once more, on a new request that
+// replaces the current one, if the connection moved to another server since
+// it was last sent: a request or its answer may have been lost with the
+// server the connection left. Nothing that was heard is lost by it.
+func (sc *spawnCall) askAgainLocked() bool {
+	now := sc.w.reconnects()
+	if now == sc.sentAt {
+		return false
+	}
+	stop, err := sc.w.tr.RequestFunc(sc.ctx, sc.subject, sc.msg, sc.reply)
+	if err != nil {
+		return false
+	}
+	sc.stop()
+	sc.stop, sc.sentAt, sc.heard = stop, now, time.Now()
+	return true
+}
+
+// cancelled runs when the thread's context ends: the helper is cancelled too
+// (the one named, or the id its call derives when none was yet), unless the
+// parent was superseded: its helpers are its current placement's now, and
+// the coordinator refuses a cancel from this one anyway.
+func (sc *spawnCall) cancelled() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if !sc.over {
+		sc.cancelledLocked()
+	}
+}
+
+func (sc *spawnCall) cancelledLocked() {
+	req, child := sc.req, sc.child
+	if child == "" && req.CallID != "" {
+		child = journal.ThreadID(req.RunID, req.ParentID, req.CallID)
+	}
+	if child != "" && !sc.w.superseded(req.ParentID) {
+		sc.w.cancelRemote(sc.coord, req.RunID, req.ParentID, sc.token, child, context.Cause(sc.ctx))
+	}
+	sc.endLocked(thread.Result{Status: event.Cancelled, Error: "cancelled"}, nil, false)
+}
+
+// endLocked decides the call's end, once; the parent hears of it on a
+// goroutine of its own, since that may wait (its journal, its slot back).
+// coordinatorFailed says err is the coordinator's failure (gone, silent,
+// refusing the placement), which the thread answers first.
+func (sc *spawnCall) endLocked(res thread.Result, err error, coordinatorFailed bool) {
+	if sc.over {
+		return
+	}
+	sc.over = true
+	if sc.stop != nil {
+		sc.stop()
+	}
+	go sc.ended(res, err, coordinatorFailed)
+}
+
+// ended tells the parent how its call ended, once its helper's id is
+// journaled and its slot is back; a coordinator's failure is answered
+// first (coordinatorFailed).
+func (sc *spawnCall) ended(res thread.Result, err error, coordinatorFailed bool) {
+	if coordinatorFailed {
+		err = sc.w.coordinatorFailed(sc.req.ParentID, sc.coord, err)
+	}
+	if sc.named != "" {
+		sc.call.Admitted(sc.named)
+	}
+	sc.reports.Wait()
+	sc.w.unpark(sc)
+	sc.call.Ended(res, err)
+}
+
+// reconnects is how often the worker's connection moved to another server.
+func (w *Worker) reconnects() uint64 { return w.cfg.Conn.Stats().Reconnects }
 
 // spawnMsg is the spawn request of req, with the parent's events waiting
 // to go and its trace.
@@ -80,68 +251,13 @@ func (w *Worker) spawnMsg(ctx context.Context, req *runner.SpawnRequest, token s
 	return msg
 }
 
-// spawnReply reads one reply to a spawn; done says it is the last, with
-// the helper's result or why there is none. A keep-alive that names the
-// helper first tells the parent its id (child).
-//
-//go:noinline
-func (w *Worker) spawnReply(m wire.Msg, req *runner.SpawnRequest, coord string, child *string) (res thread.Result, done bool, err error) {
-	switch wire.Type(m.Type) {
-	case wire.TypeProgress:
-		var p wire.Progress
-		if wire.DecodeAs(m.Data, wire.TypeProgress, &p) == nil && p.ThreadID != "" && *child == "" {
-			*child = p.ThreadID
-			req.ReportAdmitted(p.ThreadID)
-		}
-		return thread.Result{}, false, nil
-	case wire.TypeSpawnResult:
-		var sr wire.SpawnResult
-		if err := wire.DecodeAs(m.Data, wire.TypeSpawnResult, &sr); err != nil {
-			return thread.Result{}, true, err
-		}
-		if sr.Refusal != "" {
-			return thread.Result{}, true, &limits.Refusal{Reason: sr.Refusal, Kind: sr.Budget}
-		}
-		if *child == "" && sr.ThreadID != "" {
-			req.ReportAdmitted(sr.ThreadID) // it ended before its first keep-alive
-		}
-		return sr.Result, true, nil
-	default:
-		if err := wire.MsgError(m); err != nil {
-			return thread.Result{}, true, w.coordinatorFailed(req.ParentID, coord, err)
-		}
-		return thread.Result{}, true, fmt.Errorf("%w: unexpected %s reply to a spawn", wire.ErrBadMessage, m.Type)
-	}
-}
-
-// spawnFailed ends a spawn whose call failed with err: a cancelled parent
-// cancels its helper (child, or the id its call derives), anything else
-// is the coordinator's failure.
-//
-//go:noinline
-func (w *Worker) spawnFailed(ctx context.Context, req *runner.SpawnRequest, coord, token, child string, err error) (thread.Result, error) {
-	if ctx.Err() == nil {
-		return thread.Result{}, w.coordinatorFailed(req.ParentID, coord, err)
-	}
-	// A superseded parent leaves its helpers alone: they are its current
-	// placement's now, and the coordinator refuses a cancel from this one
-	// anyway.
-	if child == "" && req.CallID != "" {
-		// Not heard of yet (admitted within a heartbeat, or not at all):
-		// the call's helper has the id its call derives.
-		child = journal.ThreadID(req.RunID, req.ParentID, req.CallID)
-	}
-	if child != "" && !w.superseded(req.ParentID) {
-		w.cancelRemote(coord, req.RunID, req.ParentID, token, child, context.Cause(ctx))
-	}
-	return thread.Result{Status: event.Cancelled, Error: "cancelled"}, nil
-}
-
-// park frees the slot of a thread that waits on helpers.
-func (w *Worker) park(id string) {
+// park frees the slot of a thread that waits on helpers, and holds its
+// spawn call sc, which the thread's end cancels (cancelCalls). The hook on
+// the thread's context is made once, at its first spawn.
+func (w *Worker) park(sc *spawnCall) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h, ok := w.threads[id]
+	h, ok := w.threads[sc.req.ParentID]
 	if !ok {
 		return
 	}
@@ -150,15 +266,35 @@ func (w *Worker) park(id string) {
 		h.hasSlot = false
 		<-w.slots
 	}
+	if h.calls == nil {
+		h.calls = make(map[*spawnCall]struct{})
+		h.stopCalls = context.AfterFunc(h.ctx, func() { w.cancelCalls(h) })
+	}
+	h.calls[sc] = struct{}{}
 }
 
-// unpark takes a slot back when the thread's last outstanding spawn ends. A
-// cancelled thread gives up waiting: it is about to end and needs no slot.
-func (w *Worker) unpark(ctx context.Context, id string) {
+// cancelCalls cancels the spawn calls of thread h, whose context ended.
+func (w *Worker) cancelCalls(h *hosted) {
 	w.mu.Lock()
-	h, ok := w.threads[id]
+	calls := make([]*spawnCall, 0, len(h.calls))
+	for sc := range h.calls {
+		calls = append(calls, sc)
+	}
+	w.mu.Unlock()
+	for _, sc := range calls {
+		sc.cancelled()
+	}
+}
+
+// unpark lets spawn call sc go and takes the thread's slot back when its
+// last outstanding spawn ends. A cancelled thread gives up waiting: it is
+// about to end and needs no slot.
+func (w *Worker) unpark(sc *spawnCall) {
+	w.mu.Lock()
+	h, ok := w.threads[sc.req.ParentID]
 	if ok {
 		h.spawning--
+		delete(h.calls, sc)
 	}
 	if !ok || h.spawning > 0 || h.hasSlot {
 		w.mu.Unlock()
@@ -167,7 +303,7 @@ func (w *Worker) unpark(ctx context.Context, id string) {
 	w.mu.Unlock()
 	select {
 	case w.slots <- struct{}{}:
-	case <-ctx.Done():
+	case <-sc.ctx.Done():
 		return
 	}
 	w.mu.Lock()
