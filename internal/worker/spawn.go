@@ -37,7 +37,10 @@ func (s *spawner) Spawn(ctx context.Context, req *runner.SpawnRequest, call runn
 	sc.coord, sc.token = w.placement(req.ParentID)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	w.park(sc)
+	if !w.park(sc) {
+		sc.endLocked(thread.Result{}, fmt.Errorf("thread %s is not on worker %s", req.ParentID, w.cfg.ID), false)
+		return
+	}
 	sc.msg = w.spawnMsg(ctx, req, sc.token)
 	sc.subject = wire.SubjectSpawn(sc.coord, w.cfg.ID)
 	sc.sentAt = w.reconnects()
@@ -252,14 +255,15 @@ func (w *Worker) spawnMsg(ctx context.Context, req *runner.SpawnRequest, token s
 }
 
 // park frees the slot of a thread that waits on helpers, and holds its
-// spawn call sc, which the thread's end cancels (cancelCalls). The hook on
-// the thread's context is made once, at its first spawn.
-func (w *Worker) park(sc *spawnCall) {
+// spawn call sc, which the thread's end cancels (cancelCalls); false means
+// the thread is not here. The hook on the thread's context is made once, at
+// its first spawn.
+func (w *Worker) park(sc *spawnCall) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h, ok := w.threads[sc.req.ParentID]
 	if !ok {
-		return
+		return false
 	}
 	h.spawning++
 	if h.hasSlot {
@@ -271,6 +275,7 @@ func (w *Worker) park(sc *spawnCall) {
 		h.stopCalls = context.AfterFunc(h.ctx, func() { w.cancelCalls(h) })
 	}
 	h.calls[sc] = struct{}{}
+	return true
 }
 
 // cancelCalls cancels the spawn calls of thread h, whose context ended.
