@@ -7,6 +7,7 @@
 // (transfer_to_<name>) switches the thread's agent, and an `agent` call
 // starts a helper. The runner knows nothing of where helpers execute: it
 // asks its Spawner (a worker's sends the call to the run's coordinator, which
-// admits and derives the helper), and the parent's tool call blocks until
-// the helper ends.
+// admits and derives the helper), and the parent's turn waits until the
+// helper ends. The calls of a parallel turn wait as data, held by the
+// Spawner, not each on a goroutine of the loop's.
 package runner

@@ -7,7 +7,8 @@
 // its progress and its one final reply are ordered by the record, so the
 // final reply is always its last. The agent loop runs on its own goroutine
 // and holds one of the worker's slots while it executes — but not while it
-// waits for its helpers, so parents never starve the fleet.
+// waits for its helpers, so parents never starve the fleet. A call waiting
+// on its helper is a record too (spawnCall), not a goroutine.
 package worker
 
 import (
