@@ -115,7 +115,9 @@ func TestCancelFromRunPage(t *testing.T) {
 	c := startCoord(t, coordOpts{})
 	c.startWorker("w1", 8)
 
-	sub := c.submit(map[string]any{"id": "subtree-1", "task": "Two parts:\n- one\n  - deep\n- two", "agent": slowAgent(3000)})
+	// Each model call takes 6 s, so the cancel lands while the deep helper
+	// runs even when the page is slow to see it running.
+	sub := c.submit(map[string]any{"id": "subtree-1", "task": "Two parts:\n- one\n  - deep\n- two", "agent": slowAgent(6000)})
 	p.open(c.api + "/#/runs/" + sub)
 	p.wait("the deep helper runs", `document.querySelector('[data-thread-path="root/one/deep"][data-status="running"]') !== null`)
 	p.screenshot(t.Name() + "-subtree")
