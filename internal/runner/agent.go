@@ -23,7 +23,7 @@ var agentSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"required":["name","task"],"additionalProperties":false}`)
 
 // agentTool describes the `agent` tool to the model. Like a handoff, a
-// call of it is acted on by the loop (spawn), which knows the calling
+// call of it is acted on by the loop (startAgentCall), which knows the calling
 // thread and the call; it is never run. It asks no permission (DESIGN
 // rule 1).
 type agentTool struct{}
@@ -51,9 +51,9 @@ type helperCall struct {
 }
 
 // agentCall is an agent call while its helper runs (the SpawnCall the
-// Spawner answers): its request, and how its helper ended. A call of a
-// parallel turn is sent on ended, with its place (i) and start (cs); a call
-// made alone is waited for (wait).
+// Spawner answers): its request, its place in its turn (i), its start (cs)
+// and how its helper ended. A call of a parallel turn is sent on ended; a
+// call made alone is waited for (wait).
 type agentCall struct {
 	st     *threadState
 	turn   int
@@ -86,24 +86,11 @@ func (ac *agentCall) Ended(res thread.Result, err error) {
 	ac.wait.Done()
 }
 
-// spawn acts on agent call callID of turn and waits for its helper: the
-// runner's Spawner admits and runs the helper the arguments name, under the
-// call's key (so the same call is always the same helper). Refusals and
-// helper failures are ordinary results, so the parent's model can carry on
-// by itself.
-func (st *threadState) spawn(ctx context.Context, turn int, callID string, raw json.RawMessage, hc *helperCall) (out, status string) {
-	ac := &agentCall{}
-	ac.wait.Add(1)
-	if out, ok := st.startSpawn(ctx, turn, callID, raw, ac); !ok {
-		return out, journal.ToolError
-	}
-	ac.wait.Wait()
-	return st.spawnEnded(ctx, turn, callID, ac, hc)
-}
-
 // startSpawn asks the Spawner for agent call callID's helper, to end in
-// ac. False means the arguments are bad: out is the call's result, and ac
-// does not end.
+// ac: the runner's Spawner admits and runs the helper the arguments name,
+// under the call's key (so the same call is always the same helper). False
+// means the arguments are bad: out is the call's result, and ac does not
+// end.
 func (st *threadState) startSpawn(ctx context.Context, turn int, callID string, raw json.RawMessage, ac *agentCall) (out string, ok bool) {
 	args, err := tools.ParseAgentArgs(raw)
 	if err != nil {
@@ -127,17 +114,20 @@ func (st *threadState) startSpawn(ctx context.Context, turn int, callID string, 
 	return "", true
 }
 
-// spawnEnded is what the model sees of agent call callID's end (ac).
-func (st *threadState) spawnEnded(ctx context.Context, turn int, callID string, ac *agentCall, hc *helperCall) (out, status string) {
+// spawnEnded is what the model sees of agent call ac's end.
+// Refusals and helper failures are ordinary results, so the parent's model
+// can carry on by itself.
+func (st *threadState) spawnEnded(ac *agentCall) (out, status string) {
 	var refusal *limits.Refusal
 	switch {
 	case errors.As(ac.err, &refusal):
-		return st.refused(ctx, turn, callID, ac.args, refusal), journal.ToolOK
+		return st.refused(ac.cs.ctx, ac.turn, ac.callID, ac.args, refusal), journal.ToolOK
 	case ac.err != nil:
 		return helperFailed(ac.args.Name, ac.err.Error()), journal.ToolHelperFailed
 	}
 	res := &ac.res
 	st.addHelper(res.Usage)
+	hc := &ac.cs.hc
 	hc.usage, hc.succeeded = res.Usage, res.Status == event.Succeeded
 	if !hc.succeeded {
 		reason := res.Error

@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/policy"
+	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
 )
@@ -108,13 +109,25 @@ func (st *threadState) spawns(c model.ToolCall) bool {
 }
 
 // startAgentCall starts agent call c, the i-th of its turn; it is sent on
-// ended once its helper has ended (at once, with bad arguments).
-func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall) {
+// ended once its helper has ended (at once, with bad arguments), or, with
+// no ended, waited for (callAgent).
+func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall) *agentCall {
 	ac := &agentCall{i: i, cs: st.startCall(ctx, c), ended: ended}
+	if ended == nil {
+		ac.wait.Add(1)
+	}
 	if out, ok := st.startSpawn(ac.cs.ctx, turn, c.ID, toolArgs(c), ac); !ok {
 		ac.bad = out
-		ended <- ac
+		ac.Ended(thread.Result{}, nil)
 	}
+	return ac
+}
+
+// callAgent runs agent call c of a turn whose calls go one by one.
+func (st *threadState) callAgent(ctx context.Context, turn int, c model.ToolCall) string {
+	ac := st.startAgentCall(ctx, turn, 0, c, nil)
+	ac.wait.Wait()
+	return st.endAgentCall(turn, c, ac)
 }
 
 // endAgentCall ends agent call c as perform ends any call.
@@ -122,7 +135,7 @@ func (st *threadState) endAgentCall(turn int, c model.ToolCall, ac *agentCall) s
 	if ac.bad != "" {
 		return st.endCall(&ac.cs, turn, c, ac.bad, journal.ToolError)
 	}
-	out, status := st.spawnEnded(ac.cs.ctx, turn, c.ID, ac, &ac.cs.hc)
+	out, status := st.spawnEnded(ac)
 	return st.endCall(&ac.cs, turn, c, out, status)
 }
 
@@ -136,6 +149,9 @@ func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) str
 		return out
 	}
 	st.announce(c)
+	if st.spawns(c) {
+		return st.callAgent(ctx, turn, c)
+	}
 	return st.perform(ctx, turn, c)
 }
 
@@ -164,7 +180,7 @@ func (st *threadState) announce(c model.ToolCall) {
 // perform executes an announced call, journals it and emits its tool.result.
 func (st *threadState) perform(ctx context.Context, turn int, c model.ToolCall) string {
 	cs := st.startCall(ctx, c)
-	out, status := st.execute(cs.ctx, turn, c, &cs.hc)
+	out, status := st.execute(cs.ctx, turn, c)
 	return st.endCall(&cs, turn, c, out, status)
 }
 
@@ -229,17 +245,15 @@ func (st *threadState) toolResult(c model.ToolCall, out string) {
 	st.r.emit(e)
 }
 
-// execute runs call c of turn: an agent call is the loop's own (spawn);
-// any other goes through the permission gate and the CallGuard first.
-func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall, hc *helperCall) (string, string) {
+// execute runs call c of turn through the permission gate and the
+// CallGuard. An agent call is the loop's own and never comes here
+// (startAgentCall).
+func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall) (string, string) {
 	t, ok := st.tools.byName[c.Name]
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.tools.visible), ", ")), journal.ToolError
 	}
 	args := toolArgs(c)
-	if _, spawns := t.(agentTool); spawns {
-		return st.spawn(ctx, turn, c.ID, args, hc)
-	}
 	if verdict, allowed := st.gate(ctx, turn, c.ID, t, c.Name, args); !allowed {
 		return verdict, journal.ToolDenied
 	}

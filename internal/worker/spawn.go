@@ -167,10 +167,8 @@ func (sc *spawnCall) failedLocked(err error) {
 	sc.endLocked(thread.Result{}, err, true)
 }
 
-// askAgainLocked sends the request once more, on a new request that
-// replaces the current one, if the connection moved to another server since
-// it was last sent: a request or its answer may have been lost with the
-// server the connection left. Nothing that was heard is lost by it.
+// askAgainLocked is askAgain for the call's request, which a new one
+// replaces.
 func (sc *spawnCall) askAgainLocked() bool {
 	now := sc.w.reconnects()
 	if now == sc.sentAt {
@@ -238,13 +236,8 @@ func (sc *spawnCall) ended(res thread.Result, err error, coordinatorFailed bool)
 	sc.call.Ended(res, err)
 }
 
-// reconnects is how often the worker's connection moved to another server.
-func (w *Worker) reconnects() uint64 { return w.cfg.Conn.Stats().Reconnects }
-
 // spawnMsg is the spawn request of req, with the parent's events waiting
 // to go and its trace.
-//
-//go:noinline
 func (w *Worker) spawnMsg(ctx context.Context, req *runner.SpawnRequest, token string) wire.Msg {
 	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
 		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent,
@@ -370,7 +363,7 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 	wreq := wire.ApprovalRequest{ApprovalRequest: req, Token: token, Events: w.takeEvents(req.ThreadID)}
 	msg := wire.WithIDs(wire.Message(wire.TypeApprovalRequest, wreq), req.RunID, req.ThreadID)
 	subject := wire.SubjectApproval(coord, w.cfg.ID)
-	sentAt := w.cfg.Conn.Stats().Reconnects
+	sentAt := w.reconnects()
 	call, err := w.tr.Request(ctx, subject, msg)
 	if err != nil {
 		return policy.Approval{}, w.coordinatorFailed(req.ThreadID, coord, err)
@@ -381,7 +374,7 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 		// The coordinator answers the same call asked again with the same
 		// decision.
 		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && req.CallID != "" &&
-			w.askAgain(ctx, subject, &msg, &call, &sentAt) {
+			w.askAgain(ctx, subject, msg, &call, &sentAt) {
 			continue
 		}
 		if err != nil {
@@ -456,12 +449,12 @@ func (n noScripted) Open(ref string) (model.Model, error) {
 // may have gone with the old server. What was heard since does not count:
 // a keep-alive the old server delivered may be read only after the move.
 // False means it did not ask: the silence is the peer's.
-func (w *Worker) askAgain(ctx context.Context, subject string, msg *wire.Msg, call *actor.Call, sentAt *uint64) bool {
-	now := w.cfg.Conn.Stats().Reconnects
+func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, call *actor.Call, sentAt *uint64) bool {
+	now := w.reconnects()
 	if now == *sentAt {
 		return false
 	}
-	again, err := w.tr.Request(ctx, subject, *msg)
+	again, err := w.tr.Request(ctx, subject, msg)
 	if err != nil {
 		return false
 	}
@@ -469,3 +462,6 @@ func (w *Worker) askAgain(ctx context.Context, subject string, msg *wire.Msg, ca
 	*call, *sentAt = again, now
 	return true
 }
+
+// reconnects is how often the worker's connection moved to another server.
+func (w *Worker) reconnects() uint64 { return w.cfg.Conn.Stats().Reconnects }
