@@ -31,6 +31,7 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 	}
 	log := orDiscard(cfg.Logger)
 	pause := RetryFirstPause
+	var refused error // the last attempt's reason, kept for an attempt the deadline cuts short
 	for attempt := 1; ; attempt++ {
 		nc, err := Connect(ctx, cfg, opts...)
 		if err == nil {
@@ -39,9 +40,13 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 			}
 			return nc, nil
 		}
-		if errors.Is(err, ErrInvalidConfig) || ctx.Err() != nil {
+		if errors.Is(err, ErrInvalidConfig) {
 			return nil, err
 		}
+		if ctx.Err() != nil {
+			return nil, errors.Join(refused, err)
+		}
+		refused = err
 		wait := pause + rand.N(pause/4+1)
 		log.Warn("nats not reachable yet, retrying", "servers", redact(cfg.servers()), "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "err", err)
 		t := time.NewTimer(wait)

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/broker/brokertest"
@@ -81,6 +84,43 @@ func TestConnectRetryTimeout(t *testing.T) {
 	_, err := broker.ConnectRetry(ctxT(t, 30*time.Second), cfg, 600*time.Millisecond)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "--connect-timeout 600ms") {
 		t.Fatalf("err = %v, want a connect timeout naming --connect-timeout", err)
+	}
+}
+
+// A server that refused a first attempt and then stops answering: the
+// deadline cuts the next attempt short, and the error still names the
+// refusal, not only the timeout.
+func TestConnectRetryTimeoutKeepsLastRefusal(t *testing.T) {
+	s := brokertest.Start(t, brokertest.WithToken("s3cret"), brokertest.WithoutJetStream())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for i := 0; ; i++ {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			if i > 0 {
+				continue // frozen: accepts and says nothing
+			}
+			up, err := net.Dial("tcp", strings.TrimPrefix(s.ClientURL(), "nats://"))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { up.Close() })
+			go io.Copy(up, c)
+			go io.Copy(c, up)
+		}
+	}()
+	cfg := broker.ClientConfig{URLs: []string{"nats://" + l.Addr().String()}, Timeout: 30 * time.Second}
+	_, err = broker.ConnectRetry(ctxT(t, 30*time.Second), cfg, time.Second)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("err = %v, want the connect timeout and the earlier authorization violation", err)
 	}
 }
 
