@@ -56,6 +56,12 @@ type ClientConfig struct {
 	// Timeout bounds each dial and handshake; 0 means the nats.go default
 	// (2 s). Connect is also bounded by its ctx.
 	Timeout time.Duration
+
+	// StopOnRefusal ends a ConnectRetry at the first refusal of the
+	// credentials (see Refused) instead of retrying it until the timeout: a
+	// person at a command line wants to hear at once that a key is wrong,
+	// while a daemon keeps waiting out a server whose accounts change.
+	StopOnRefusal bool
 }
 
 // Validate reports, wrapped in ErrInvalidConfig, why c cannot work. It also

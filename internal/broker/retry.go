@@ -21,7 +21,8 @@ const (
 // server (compose, Kubernetes, systemd give no start order): it retries a
 // failed first connection with backoff, logging each failure with the next
 // pause, until it connects, ctx ends, or timeout passes (0: no limit). An
-// invalid config fails at once; it would fail the same way every time.
+// invalid config fails at once; it would fail the same way every time. So
+// does a refusal of the credentials with cfg.StopOnRefusal.
 // Once connected, the connection reconnects by itself (see Connect).
 func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, opts ...nats.Option) (*nats.Conn, error) {
 	if timeout > 0 {
@@ -40,7 +41,7 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 			}
 			return nc, nil
 		}
-		if errors.Is(err, ErrInvalidConfig) {
+		if errors.Is(err, ErrInvalidConfig) || (cfg.StopOnRefusal && Refused(err)) {
 			return nil, err
 		}
 		if ctx.Err() != nil {
@@ -58,6 +59,13 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 		}
 		pause = min(2*pause, RetryMaxPause)
 	}
+}
+
+// Refused reports a server's refusal of a client's credentials: an
+// authorization violation, or credentials expired or revoked.
+func Refused(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
 }
 
 // errConnectTimeout is the cause of a ConnectRetry that ran out of time.

@@ -124,6 +124,31 @@ func TestConnectRetryTimeoutKeepsLastRefusal(t *testing.T) {
 	}
 }
 
+// A refusal of the credentials ends a ConnectRetry at once with
+// StopOnRefusal, as the CLI sets it; without, it is retried like a server
+// not up yet, until the timeout.
+func TestConnectRetryStopOnRefusal(t *testing.T) {
+	s := brokertest.Start(t, brokertest.WithToken("s3cret"), brokertest.WithoutJetStream())
+	logs := retryLog{lines: make(chan string, 16)}
+	cfg := broker.ClientConfig{URLs: []string{s.ClientURL()}, Token: "wrong", Logger: slog.New(logs), StopOnRefusal: true}
+	_, err := broker.ConnectRetry(ctxT(t, 30*time.Second), cfg, 0)
+	if !broker.Refused(err) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the authorization violation at once", err)
+	}
+	if len(logs.lines) != 0 {
+		t.Fatalf("retried a refusal: %q", <-logs.lines)
+	}
+
+	cfg.StopOnRefusal = false
+	_, err = broker.ConnectRetry(ctxT(t, 30*time.Second), cfg, 400*time.Millisecond)
+	if !broker.Refused(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the refusal retried until the timeout", err)
+	}
+	if len(logs.lines) == 0 {
+		t.Fatal("a refusal was not retried without StopOnRefusal")
+	}
+}
+
 func TestConnectRetryStopsOnBadConfig(t *testing.T) {
 	cfg := broker.ClientConfig{URLs: []string{"nats://" + freeAddr(t)}, Token: "t", User: "u"}
 	_, err := broker.ConnectRetry(ctxT(t, 30*time.Second), cfg, 0)

@@ -60,13 +60,15 @@ func registerTraceURL(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "trace-url", "", "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})")
 }
 
-// connect reaches the cluster, retrying until --connect-timeout; waits and
-// connection trouble are logged to stderr.
+// connect reaches the cluster, retrying until --connect-timeout (a refusal
+// of the credentials ends it at once); waits and connection trouble are
+// logged to stderr.
 func (f *clusterFlags) connect(ctx context.Context, stderr io.Writer) (*cluster, error) {
 	if len(f.nats.URLs) == 0 {
 		return nil, usagef("no cluster given: use --nats URL or set FORMICA_NATS (or NATS_URL)")
 	}
 	f.nats.Name = "formica-cli"
+	f.nats.StopOnRefusal = true
 	if err := withCreds(&f.nats); err != nil {
 		return nil, err
 	}
