@@ -32,7 +32,7 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 	}
 	log := orDiscard(cfg.Logger)
 	pause := RetryFirstPause
-	var refused error // the last attempt's reason, kept for an attempt the deadline cuts short
+	var last error // the last attempt's reason, kept for an attempt the deadline cuts short
 	for attempt := 1; ; attempt++ {
 		nc, err := Connect(ctx, cfg, opts...)
 		if err == nil {
@@ -45,9 +45,9 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			return nil, errors.Join(refused, err)
+			return nil, errors.Join(last, err)
 		}
-		refused = err
+		last = err
 		wait := pause + rand.N(pause/4+1)
 		log.Warn("nats not reachable yet, retrying", "servers", redact(cfg.servers()), "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "err", err)
 		t := time.NewTimer(wait)

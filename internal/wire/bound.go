@@ -176,9 +176,10 @@ func Check(data []byte) error {
 //
 //go:noinline
 func malformed(p int, format string, args ...int) error {
-	a := make([]any, len(args))
-	for i, v := range args {
-		a[i] = v
+	a := make([]any, 0, 1+len(args))
+	a = append(a, p)
+	for _, v := range args {
+		a = append(a, v)
 	}
-	return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("malformed message at byte %d: ", p) + fmt.Sprintf(format, a...)}
+	return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("malformed message at byte %d: "+format, a...)}
 }

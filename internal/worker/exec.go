@@ -36,12 +36,11 @@ type hosted struct {
 	current time.Time
 	ctx     context.Context
 	cancel  context.CancelCauseFunc // ends the thread's context at once
-	// spawning counts the thread's spawns in flight; hasSlot says whether it
-	// holds an execution slot (not while it waits on helpers).
-	spawning int
-	hasSlot  bool
-	// calls are the thread's spawns waiting on their helpers, cancelled
-	// when its context ends by a hook that stopCalls stops (park).
+	// hasSlot says whether it holds an execution slot (not while it waits
+	// on helpers).
+	hasSlot bool
+	// calls are the thread's spawns in flight, waiting on their helpers,
+	// cancelled when its context ends by a hook that stopCalls stops (park).
 	calls     map[*spawnCall]struct{}
 	stopCalls func() bool
 

@@ -258,7 +258,6 @@ func (w *Worker) park(sc *spawnCall) bool {
 	if !ok {
 		return false
 	}
-	h.spawning++
 	if h.hasSlot {
 		h.hasSlot = false
 		<-w.slots
@@ -291,10 +290,9 @@ func (w *Worker) unpark(sc *spawnCall) {
 	w.mu.Lock()
 	h, ok := w.threads[sc.req.ParentID]
 	if ok {
-		h.spawning--
 		delete(h.calls, sc)
 	}
-	if !ok || h.spawning > 0 || h.hasSlot {
+	if !ok || len(h.calls) > 0 || h.hasSlot {
 		w.mu.Unlock()
 		return
 	}
@@ -305,7 +303,7 @@ func (w *Worker) unpark(sc *spawnCall) {
 		return
 	}
 	w.mu.Lock()
-	if h.spawning > 0 { // parked again meanwhile
+	if len(h.calls) > 0 { // parked again meanwhile
 		<-w.slots
 	} else {
 		h.hasSlot = true

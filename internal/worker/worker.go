@@ -344,7 +344,7 @@ func (w *Worker) tick() {
 				calls = append(calls, sc)
 			}
 			if c := w.coords[h.coord]; c != nil && !c.fresh(now) {
-				orphans = append(orphans, orphan{h: h, first: !h.fenced, helpers: h.spawning})
+				orphans = append(orphans, orphan{h: h, first: !h.fenced, helpers: len(h.calls)})
 				h.fenced = true
 			}
 		}
