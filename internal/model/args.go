@@ -56,3 +56,14 @@ func (a Args) Float(key string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// MaxTokens returns the output token limit the args set (max_tokens, or
+// max_completion_tokens as newer OpenAI models name it).
+func (a Args) MaxTokens() (int64, bool) {
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		if f, ok := a.Float(k); ok {
+			return int64(f), true
+		}
+	}
+	return 0, false
+}

@@ -21,12 +21,22 @@ const MaxRetryAfter = 2 * time.Minute
 // to rate limits and outages the same way. Fields are used as given; providers
 // resolve their own defaults.
 type Backoff struct {
-	// MaxRetries is how many times a retryable failure is tried again.
+	// MaxRetries is how many times a failure other than a rate limit (5xx,
+	// transport failure, stalled stream) is tried again. Rate-limited
+	// attempts (429) do not count: a provider asking to retry later is not
+	// failing, so they are retried for as long as ctx allows.
 	MaxRetries int
 	// Base is the delay before the first retry; it doubles on each retry.
 	Base time.Duration
 	// Max caps the computed delay (not a server's Retry-After).
 	Max time.Duration
+	// Gated says a model.Gate paces the calls: it learns of every 429 from
+	// the attempt's Outcome, pauses the whole endpoint for the wait the
+	// provider asked for and queues callers fairly. Retry then retries a
+	// 429 at once, without sleeping itself, so that the gate alone decides
+	// when the attempt goes out (sleeping here too would wait twice and
+	// lose the caller's place in the queue).
+	Gated bool
 }
 
 // Delay is the wait before retry number n (0 for the first retry): Base·2ⁿ
@@ -48,17 +58,28 @@ func (b Backoff) Delay(n int) time.Duration {
 }
 
 // Retry calls call until it succeeds, fails with an error that is not
-// Retryable, or b.MaxRetries retries are spent; it returns call's last error.
+// Retryable, or fails other than by a rate limit more than b.MaxRetries
+// times; it returns call's last error.
 //
 // call reports the wait the server asked for (Retry-After), or zero. That wait
 // replaces the computed backoff; if it exceeds MaxRetryAfter or would end after
-// ctx's deadline, Retry gives up at once with call's error. Cancelling ctx
-// during a wait returns ctx's cause, mentioning the last failure.
+// ctx's deadline, Retry gives up at once with call's error. A rate-limited
+// call (ErrRateLimited) is retried without limit otherwise, and at once when
+// b.Gated (the gate waits instead). Cancelling ctx during a wait returns
+// ctx's cause, mentioning the last failure.
 func Retry(ctx context.Context, b Backoff, log *slog.Logger, call func(context.Context) (time.Duration, error)) error {
+	failures := 0
 	for n := 0; ; n++ {
 		retryAfter, err := call(ctx)
-		if err == nil || !Retryable(err) || n >= b.MaxRetries || ctx.Err() != nil {
+		if err == nil || !Retryable(err) || ctx.Err() != nil {
 			return err
+		}
+		limited := errors.Is(err, ErrRateLimited)
+		if !limited {
+			if failures >= b.MaxRetries {
+				return err
+			}
+			failures++
 		}
 		wait := b.Delay(n)
 		if retryAfter > 0 {
@@ -66,17 +87,27 @@ func Retry(ctx context.Context, b Backoff, log *slog.Logger, call func(context.C
 				return err
 			}
 			wait = retryAfter
+		} else if limited && b.Gated {
+			wait = 0
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
 			return err
 		}
+		if limited && b.Gated {
+			// The gate learnt of the 429 from the attempt's outcome and
+			// holds the next attempt back as long as the provider asked.
+			wait = 0
+		}
 		if log != nil {
 			log.LogAttrs(ctx, slog.LevelWarn, "model call failed; retrying",
-				slog.Int("retry", n+1), slog.Int("max_retries", b.MaxRetries),
+				slog.Int("retry", n+1), slog.Int("failures", failures), slog.Int("max_retries", b.MaxRetries),
 				slog.Duration("wait", wait), slog.String("error", err.Error()))
 		}
 		if notice, ok := ctx.Value(retryNoticeKey{}).(RetryNotice); ok {
 			notice.Retrying(ctx, err, n+1, wait)
+		}
+		if wait <= 0 {
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {

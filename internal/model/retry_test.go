@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -88,7 +89,9 @@ func TestRetry(t *testing.T) {
 		{"success", []error{nil}, nil, 1},
 		{"retried then success", []error{server, limited, nil}, nil, 3},
 		{"not retryable", []error{bad}, ErrBadRequest, 1},
-		{"exhausted", []error{server, server, server, limited}, ErrRateLimited, 4},
+		{"exhausted", []error{server, server, server, server}, ErrServer, 4},
+		{"rate limits do not count", []error{limited, server, limited, limited, server, limited, server, limited, nil}, nil, 9},
+		{"failures between rate limits still count", []error{server, limited, server, limited, server, limited, server}, ErrServer, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			call, n := calls(tc.errs...)
@@ -162,4 +165,120 @@ func TestRetryCancelledWhileWaiting(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("returned after %v", took)
 	}
+}
+
+// retries records what a RetryNotice hears.
+type retries struct {
+	n     []int
+	waits []time.Duration
+}
+
+func (r *retries) Retrying(_ context.Context, _ error, n int, wait time.Duration) {
+	r.n = append(r.n, n)
+	r.waits = append(r.waits, wait)
+}
+
+// A provider that keeps answering 429 is retried, with backoff, for as long
+// as ctx allows, however small MaxRetries is; every retry is noticed.
+func TestRetryRateLimitedUntilDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var heard retries
+		ctx := WithRetryNotice(t.Context(), &heard)
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		b := Backoff{MaxRetries: 1, Base: time.Second, Max: 4 * time.Second}
+		n := 0
+		start := time.Now()
+		err := Retry(ctx, b, nil, func(context.Context) (time.Duration, error) {
+			n++
+			return 0, StatusError("p", 429, "")
+		})
+		if !errors.Is(err, ErrRateLimited) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Retry = %v, want the rate limit or the deadline", err)
+		}
+		// Backoff up to 4s in a minute: at least 15 calls.
+		if n < 15 {
+			t.Errorf("%d calls in a minute of 429s, want them retried past MaxRetries", n)
+		}
+		if took := time.Since(start); took > time.Minute {
+			t.Errorf("retried for %v, past the deadline", took)
+		}
+		if len(heard.n) != n-1 || heard.n[len(heard.n)-1] != n-1 {
+			t.Errorf("notices %v for %d calls, want one per retry", heard.n, n)
+		}
+	})
+}
+
+// With a gate, a 429 is retried at once: the gate learnt of it and holds
+// the next attempt back. Other failures still back off.
+func TestRetryGated(t *testing.T) {
+	limited := StatusError("p", 429, "")
+	gated := Backoff{MaxRetries: 2, Base: time.Minute, Max: time.Minute, Gated: true}
+	t.Run("429 without a sleep", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var heard retries
+			ctx := WithRetryNotice(t.Context(), &heard)
+			n := 0
+			start := time.Now()
+			err := Retry(ctx, gated, nil, func(context.Context) (time.Duration, error) {
+				if n++; n <= 5 {
+					return 30 * time.Second, limited
+				}
+				return 0, nil
+			})
+			if err != nil || n != 6 {
+				t.Fatalf("Retry = %v after %d calls", err, n)
+			}
+			if took := time.Since(start); took != 0 {
+				t.Errorf("Retry slept %v on gated 429s", took)
+			}
+			for i, w := range heard.waits {
+				if w != 0 {
+					t.Errorf("retry %d noticed with a wait of %v, want none", heard.n[i], w)
+				}
+			}
+		})
+	})
+	t.Run("server error still backs off", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := 0
+			start := time.Now()
+			err := Retry(t.Context(), gated, nil, func(context.Context) (time.Duration, error) {
+				if n++; n == 1 {
+					return 0, StatusError("p", 503, "")
+				}
+				return 0, nil
+			})
+			if err != nil || n != 2 {
+				t.Fatalf("Retry = %v after %d calls", err, n)
+			}
+			if took := time.Since(start); took < 30*time.Second {
+				t.Errorf("retried a 503 after %v, want the backoff", took)
+			}
+		})
+	})
+	t.Run("beyond MaxRetryAfter", func(t *testing.T) {
+		n := 0
+		err := Retry(t.Context(), gated, nil, func(context.Context) (time.Duration, error) {
+			n++
+			return MaxRetryAfter + time.Second, limited
+		})
+		if !errors.Is(err, ErrRateLimited) || n != 1 {
+			t.Errorf("Retry = %v after %d calls; want the rate limit at once", err, n)
+		}
+	})
+	t.Run("beyond the deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			n := 0
+			err := Retry(ctx, gated, nil, func(context.Context) (time.Duration, error) {
+				n++
+				return 10 * time.Second, limited
+			})
+			if !errors.Is(err, ErrRateLimited) || n != 1 {
+				t.Errorf("Retry = %v after %d calls; want the rate limit at once", err, n)
+			}
+		})
+	})
 }

@@ -20,8 +20,10 @@ import (
 const (
 	// DefaultBaseURL is Anthropic's own API (without "/v1").
 	DefaultBaseURL = "https://api.anthropic.com"
-	// DefaultTimeout bounds one HTTP attempt.
-	DefaultTimeout = 10 * time.Minute
+	// DefaultIdleTimeout fails an attempt that receives no byte for this
+	// long, before the answer starts or mid-stream (the API sends pings
+	// while it thinks, so only a stalled connection hits it).
+	DefaultIdleTimeout = 60 * time.Second
 	// DefaultMaxRetries is how often a rate-limited or failed call is retried.
 	DefaultMaxRetries = 4
 	// DefaultRetryDelay is the first backoff; it doubles per retry.
@@ -41,7 +43,7 @@ var defaults = httpconf.Provider{
 	BaseURL:       DefaultBaseURL,
 	KeyHost:       "api.anthropic.com",
 	NoKey:         "Anthropic's API needs an API key (set ANTHROPIC_API_KEY)",
-	Timeout:       DefaultTimeout,
+	IdleTimeout:   DefaultIdleTimeout,
 	MaxRetries:    DefaultMaxRetries,
 	RetryDelay:    DefaultRetryDelay,
 	MaxRetryDelay: DefaultMaxRetryDelay,
@@ -59,11 +61,18 @@ type Config struct {
 	APIKey string
 	// HTTPClient sends the requests; default a client over http.DefaultTransport.
 	HTTPClient *http.Client
-	// Timeout bounds each HTTP attempt, not the whole call (ctx does that);
-	// default DefaultTimeout.
-	Timeout time.Duration
-	// MaxRetries bounds retries of 429, 5xx, transport failures and timed-out
-	// attempts; default DefaultMaxRetries, negative for none.
+	// IdleTimeout fails an HTTP attempt (retried as a server error) when no
+	// byte arrives for this long, waiting for the answer or mid-stream;
+	// default DefaultIdleTimeout. An answer that keeps streaming is never
+	// cut: only ctx bounds the whole call.
+	IdleTimeout time.Duration
+	// Gate, when set, paces every HTTP attempt against the endpoint's quota
+	// (see model.Gate); a 429 then waits in the gate, not in a backoff.
+	// nil: no pacing.
+	Gate model.Gate
+	// MaxRetries bounds retries of 5xx (529 included), transport failures
+	// and stalled attempts; default DefaultMaxRetries, negative for none.
+	// 429s do not count: they are retried for as long as ctx allows.
 	MaxRetries int
 	// RetryDelay is the first backoff, doubling per retry; default DefaultRetryDelay.
 	RetryDelay time.Duration
@@ -76,12 +85,11 @@ type Config struct {
 
 // Model calls the Messages API. It is safe for concurrent use.
 type Model struct {
-	svc     anthropic.MessageService
-	model   string
-	timeout time.Duration
-	backoff model.Backoff
-	log     *slog.Logger
-	errs    httperr.Classifier
+	svc      anthropic.MessageService
+	model    string
+	backoff  model.Backoff
+	log      *slog.Logger
+	endpoint httperr.Endpoint
 }
 
 var _ model.Model = (*Model)(nil)
@@ -92,7 +100,8 @@ func New(cfg Config) (*Model, error) {
 		BaseURL:       cfg.BaseURL,
 		APIKey:        cfg.APIKey,
 		HTTPClient:    cfg.HTTPClient,
-		Timeout:       cfg.Timeout,
+		IdleTimeout:   cfg.IdleTimeout,
+		Gate:          cfg.Gate,
 		MaxRetries:    cfg.MaxRetries,
 		RetryDelay:    cfg.RetryDelay,
 		MaxRetryDelay: cfg.MaxRetryDelay,
@@ -114,10 +123,9 @@ func New(cfg Config) (*Model, error) {
 		// or profiles, so nothing but cfg reaches the wire.
 		svc:     anthropic.NewMessageService(opts...),
 		model:   cfg.Model,
-		timeout: s.Timeout,
 		backoff: s.Backoff,
 		log:     s.Logger,
-		errs: httperr.Classifier{Provider: provider, Secret: cfg.APIKey, Timeout: s.Timeout,
+		endpoint: httperr.Endpoint{Provider: provider, Secret: cfg.APIKey, IdleTimeout: s.IdleTimeout, Gate: s.Gate,
 			NotFoundHint: httperr.BaseURLHint("the base URL (ANTHROPIC_BASE_URL)", s.BaseURL, false)},
 	}, nil
 }
@@ -133,7 +141,8 @@ func FromEnv(modelName string) (*Model, error) {
 	return New(Config{Model: modelName, BaseURL: base, APIKey: key})
 }
 
-// Generate sends one Messages request, retrying as the package doc says.
+// Generate sends one streamed Messages request, retrying as the package
+// doc says.
 func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response, error) {
 	params, dropped, err := m.params(req)
 	if err != nil {
@@ -142,11 +151,12 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 	m.log.LogAttrs(ctx, slog.LevelDebug, "messages",
 		slog.String("model", params.Model), slog.Int("messages", len(params.Messages)),
 		slog.Int("tools", len(params.Tools)), slog.Any("dropped_args", dropped))
+	ask := httperr.AskFor(ctx, req)
 	var out *anthropic.Message
 	err = model.Retry(ctx, m.backoff, m.log, func(ctx context.Context) (time.Duration, error) {
 		var err error
 		var wait time.Duration
-		out, wait, err = m.attempt(ctx, params)
+		out, wait, err = m.attempt(ctx, ask, params)
 		return wait, err
 	})
 	if err != nil {
@@ -155,13 +165,17 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 	return response(out)
 }
 
-// attempt makes one HTTP request under its own timeout and classifies its failure.
-func (m *Model) attempt(ctx context.Context, params anthropic.MessageNewParams) (*anthropic.Message, time.Duration, error) {
-	return httperr.Attempt(ctx, m.errs, func(ctx context.Context, x *httperr.Exchange) (*anthropic.Message, error) {
-		return m.svc.New(ctx, params,
-			option.WithMiddleware(x.Middleware),
-			// An explicit timeout also stops the SDK from refusing large
-			// max_tokens without streaming; ours (Attempt's) is the same.
-			option.WithRequestTimeout(m.timeout))
+// attempt makes one streamed HTTP request and reads the whole answer,
+// gated and under the idle timeout, and classifies its failure.
+func (m *Model) attempt(ctx context.Context, ask model.Ask, params anthropic.MessageNewParams) (*anthropic.Message, time.Duration, error) {
+	return httperr.Attempt(ctx, m.endpoint, ask, func(ctx context.Context, x *httperr.Exchange) (*anthropic.Message, error) {
+		stream := m.svc.NewStreaming(ctx, params, option.WithMiddleware(x.Middleware))
+		defer stream.Close()
+		msg, err := collect(stream, x)
+		if err != nil {
+			return nil, err
+		}
+		x.SetUsage(usage(msg.Usage))
+		return msg, nil
 	})
 }

@@ -19,6 +19,7 @@ func TestNewRejects(t *testing.T) {
 		{"relative URL", anthropic.Config{BaseURL: "localhost:8080"}},
 		{"line break in key", anthropic.Config{APIKey: "k\r\nX-Evil: 1"}},
 		{"negative retry delay", anthropic.Config{APIKey: "k", RetryDelay: -1}},
+		{"negative idle timeout", anthropic.Config{APIKey: "k", IdleTimeout: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := anthropic.New(tc.cfg); !errors.Is(err, anthropic.ErrConfig) {
@@ -77,8 +78,9 @@ func TestNewIgnoresEnvironment(t *testing.T) {
 	}
 }
 
-// The SDK refuses large max_tokens without streaming unless a timeout is
-// set; the provider always sets one, so big answers still work.
+// The SDK refuses large max_tokens for a request that does not stream;
+// requests stream, so big answers work (here from a server that answers
+// in one JSON object all the same).
 func TestLargeMaxTokens(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

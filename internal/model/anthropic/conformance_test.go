@@ -27,21 +27,110 @@ var harness = modeltest.Harness{
 		return anthropic.New(anthropic.Config{
 			BaseURL:       base,
 			APIKey:        o.APIKey,
-			Timeout:       o.Timeout,
+			IdleTimeout:   o.IdleTimeout,
+			Gate:          o.Gate,
 			MaxRetries:    o.MaxRetries,
 			RetryDelay:    o.RetryDelay,
 			MaxRetryDelay: o.MaxRetryDelay,
 			Logger:        o.Logger,
 		})
 	},
-	EncodeReply:   encodeReply,
-	EncodeError:   encodeError,
-	DecodeRequest: decodeRequest,
-	Credential:    func(h http.Header) string { return h.Get("X-Api-Key") },
-	TruncatedStop: "max_tokens",
+	EncodeStream:      encodeStream,
+	EncodeStreamError: encodeStreamError,
+	EncodeReply:       encodeReply,
+	EncodeError:       encodeError,
+	DecodeRequest:     decodeRequest,
+	Credential:        func(h http.Header) string { return h.Get("X-Api-Key") },
+	TruncatedStop:     "max_tokens",
 	// The SDK adds /v1/messages itself: a base URL ending in /v1 doubles it.
 	WrongBaseURL: func(serverURL string) string { return serverURL + "/v1" },
 	Reasoning:    true,
+}
+
+// encodeStream writes a message as Anthropic streams it: message_start
+// with the input usage, each content block's start, deltas (text, thinking
+// then its signature, tool input as partial JSON) and stop, a ping, then
+// message_delta with the stop reason and output usage, and message_stop.
+func encodeStream(r modeltest.Reply, _ modeltest.Received) ([]modeltest.Event, error) {
+	var events []modeltest.Event
+	var failed error
+	add := func(name string, v any) {
+		b, err := json.Marshal(v)
+		if err != nil && failed == nil {
+			failed = err
+		}
+		events = append(events, modeltest.Event{Name: name, Data: string(b)})
+	}
+	add("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+		"model": "claude-sonnet-4-5-20250929", "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]any{
+			"input_tokens": r.Usage.InputTokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+			"output_tokens": 1, "service_tier": "standard",
+		},
+	}})
+	index := 0
+	block := func(start map[string]any, deltas ...map[string]any) {
+		add("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": start})
+		if index == 0 {
+			add("ping", map[string]any{"type": "ping"})
+		}
+		for _, d := range deltas {
+			add("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+		}
+		add("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+	}
+	for _, th := range r.Reasoning {
+		if th.Redacted != "" {
+			block(map[string]any{"type": "redacted_thinking", "data": th.Redacted})
+			continue
+		}
+		var deltas []map[string]any
+		for _, p := range modeltest.Split(th.Text) {
+			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": p})
+		}
+		deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": th.Signature})
+		block(map[string]any{"type": "thinking", "thinking": "", "signature": ""}, deltas...)
+	}
+	if r.Text != "" {
+		var deltas []map[string]any
+		for _, p := range modeltest.Split(r.Text) {
+			deltas = append(deltas, map[string]any{"type": "text_delta", "text": p})
+		}
+		block(map[string]any{"type": "text", "text": ""}, deltas...)
+	}
+	for _, tc := range r.ToolCalls {
+		if !json.Valid([]byte(tc.Arguments)) {
+			return nil, fmt.Errorf("tool_use input must be JSON, got %q", tc.Arguments)
+		}
+		deltas := []map[string]any{{"type": "input_json_delta", "partial_json": ""}}
+		for _, p := range modeltest.Split(tc.Arguments) {
+			deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": p})
+		}
+		block(map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}}, deltas...)
+	}
+	add("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stopReason(r), "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": r.Usage.OutputTokens}})
+	add("message_stop", map[string]any{"type": "message_stop"})
+	return events, failed
+}
+
+// encodeStreamError is the event Anthropic sends when it fails mid-stream.
+func encodeStreamError(message string) modeltest.Event {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "overloaded_error", "message": message}})
+	return modeltest.Event{Name: "error", Data: string(b)}
+}
+
+func stopReason(r modeltest.Reply) string {
+	switch {
+	case r.StopReason != "":
+		return r.StopReason
+	case len(r.ToolCalls) > 0:
+		return "tool_use"
+	}
+	return "end_turn"
 }
 
 // encodeReply writes a message the way Anthropic does.
@@ -65,20 +154,13 @@ func encodeReply(r modeltest.Reply) ([]byte, error) {
 			"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": json.RawMessage(tc.Arguments),
 		})
 	}
-	stop := "end_turn"
-	if len(r.ToolCalls) > 0 {
-		stop = "tool_use"
-	}
-	if r.StopReason != "" {
-		stop = r.StopReason
-	}
 	return json.Marshal(map[string]any{
 		"id":            "msg_01XFDUDYJgAACzvnptvVoYEL",
 		"type":          "message",
 		"role":          "assistant",
 		"model":         "claude-sonnet-4-5-20250929",
 		"content":       content,
-		"stop_reason":   stop,
+		"stop_reason":   stopReason(r),
 		"stop_sequence": nil,
 		"usage": map[string]any{
 			"input_tokens":                r.Usage.InputTokens,

@@ -19,15 +19,9 @@ func response(msg *anthropic.Message) (model.Response, error) {
 	if msg == nil || !msg.JSON.Content.Valid() {
 		return model.Response{}, fmt.Errorf("%s: %w: no content in the response", provider, model.ErrBadResponse)
 	}
-	u := msg.Usage
 	out := model.Response{
 		StopReason: string(msg.StopReason),
-		Usage: model.Usage{
-			// Cached input is still input: counting it keeps usage comparable
-			// with OpenAI's prompt_tokens, which include cached tokens.
-			InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
-			OutputTokens: u.OutputTokens,
-		},
+		Usage:      usage(msg.Usage),
 	}
 	var text strings.Builder
 	for i, b := range msg.Content {
@@ -54,4 +48,14 @@ func response(msg *anthropic.Message) (model.Response, error) {
 		return model.Response{}, fmt.Errorf("%s: %w (stop_reason max_tokens, no text; raise max_tokens)", provider, model.ErrTruncated)
 	}
 	return out, nil
+}
+
+// usage maps a message's usage. Cached input is still input: counting it
+// keeps usage comparable with OpenAI's prompt_tokens, which include cached
+// tokens.
+func usage(u anthropic.Usage) model.Usage {
+	return model.Usage{
+		InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+		OutputTokens: u.OutputTokens,
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,11 +55,24 @@ func testRateLimitedThenOK(t *testing.T, h Harness) {
 	wantRequests(t, s, 2)
 }
 
-func testRateLimitedExhausted(t *testing.T, h Harness) {
+// testRateLimitedNotCounted: 429s are not failures while the provider says
+// retry; they do not spend MaxRetries.
+func testRateLimitedNotCounted(t *testing.T, h Harness) {
 	r := Reply{Status: 429, ErrorMessage: "slow down"}
-	s := serve(t, h, r, r, r)
-	_, err := generate(t, s.model(Options{MaxRetries: 2}), hello)
-	wantErr(t, s, err, model.ErrRateLimited, 3)
+	s := serve(t, h, r, r, r, r, Reply{Text: "ok"})
+	if resp := mustGenerate(t, s.model(Options{MaxRetries: 1}), hello); resp.Text != "ok" {
+		t.Errorf("text = %q", resp.Text)
+	}
+	wantRequests(t, s, 5)
+}
+
+// testRetryAfterTooLong: a provider asking for more than MaxRetryAfter ends
+// the call with its 429, for the caller to decide.
+func testRetryAfterTooLong(t *testing.T, h Harness) {
+	wait := strconv.Itoa(int((model.MaxRetryAfter + time.Second).Seconds()))
+	s := serve(t, h, Reply{Status: 429, ErrorMessage: "daily quota", Header: http.Header{"Retry-After": {wait}}})
+	_, err := generate(t, s.model(Options{}), hello)
+	wantErr(t, s, err, model.ErrRateLimited, 1)
 }
 
 func testRetryAfter(t *testing.T, h Harness) {
@@ -149,13 +163,18 @@ func testDeadline(t *testing.T, h Harness) {
 	}
 }
 
-func testAttemptTimeout(t *testing.T, h Harness) {
+// testNoResponseRetried: a server that sends nothing, not even headers,
+// for the idle timeout fails the attempt, which is retried.
+func testNoResponseRetried(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Text: "too late", Delay: time.Minute}, Reply{Text: "ok"})
-	resp := mustGenerate(t, s.model(Options{Timeout: 100 * time.Millisecond}), hello)
+	resp := mustGenerate(t, s.model(Options{IdleTimeout: time.Second}), hello)
 	if resp.Text != "ok" {
 		t.Errorf("text = %q", resp.Text)
 	}
 	wantRequests(t, s, 2)
+	if logs := s.logs.String(); !strings.Contains(logs, "stalled: no response for 1s") {
+		t.Errorf("the retry was not logged with the stall:\n%s", logs)
+	}
 }
 
 func testConcurrent(t *testing.T, h Harness) {

@@ -5,8 +5,12 @@
 // The suite owns a local fake server (httptest, never the internet) and the
 // script of its answers, written in neutral terms (Reply). The provider's
 // test supplies a Harness that translates between those neutral terms and
-// the provider's real wire format: it encodes a Reply as the provider's JSON
-// and decodes what the provider sent back into a neutral Received.
+// the provider's real wire format: it encodes a Reply as the provider's
+// server-sent events (or, for servers that ignore stream, its JSON) and
+// decodes what the provider sent back into a neutral Received.
+//
+// The fake server is stream-only: it answers 400 to a request that does not
+// ask for a stream, as some hosted gateways do.
 package modeltest
 
 import (
@@ -14,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/formica-run/formica/internal/model"
 )
@@ -26,9 +31,18 @@ type Harness struct {
 	// New builds the provider's model for the fake server at serverURL (the
 	// server root, "http://127.0.0.1:port"), configured from o.
 	New func(serverURL string, o Options) (model.Model, error)
-	// EncodeReply returns the provider's success body for r (text, tool
-	// calls with their ids and raw arguments, usage, stop reason), exactly
-	// as the real API would send it, non-streaming.
+	// EncodeStream returns the events of the provider's streamed answer r
+	// (text, tool calls with their ids and raw arguments, reasoning, usage,
+	// stop reason), exactly as the real API streams them for req: text and
+	// arguments cut in pieces (Split), down to the final event. req is
+	// there for APIs whose stream depends on the request (OpenAI sends the
+	// usage only when stream_options asks for it).
+	EncodeStream func(r Reply, req Received) ([]Event, error)
+	// EncodeStreamError returns the error event the provider sends when it
+	// fails mid-stream (an overload), with message.
+	EncodeStreamError func(message string) Event
+	// EncodeReply returns the provider's success body for r as one JSON
+	// object, as the real API answers a request that does not stream.
 	EncodeReply func(r Reply) ([]byte, error)
 	// EncodeError returns the provider's error body for an HTTP status.
 	EncodeError func(status int, message string) []byte
@@ -48,11 +62,21 @@ type Harness struct {
 	Reasoning bool
 }
 
+// Event is one server-sent event.
+type Event struct {
+	// Name is the event's type ("event:" line), empty for none.
+	Name string
+	// Data is the event's data, one line.
+	Data string
+}
+
 // Options is the neutral part of a provider's Config the suite sets.
 type Options struct {
 	APIKey string
-	// Timeout bounds one HTTP attempt.
-	Timeout time.Duration
+	// IdleTimeout fails an attempt that receives no byte for that long.
+	IdleTimeout time.Duration
+	// Gate paces the attempts; nil for none.
+	Gate model.Gate
 	// MaxRetries: 0 means the provider's default, negative none.
 	MaxRetries int
 	// RetryDelay and MaxRetryDelay are the backoff; the suite keeps them tiny.
@@ -81,10 +105,45 @@ type Reply struct {
 	ErrorMessage string
 	// Body, when set, is sent verbatim instead of an encoded body.
 	Body string
+	// JSON answers with one JSON object (EncodeReply) instead of a stream,
+	// as local servers that ignore stream do.
+	JSON bool
 	// Delay holds the answer back; it ends early when the client goes away.
 	Delay time.Duration
 	// HangUp drops the connection without answering.
 	HangUp bool
+	// Pace spaces the events of a streamed answer.
+	Pace time.Duration
+	// Events, when positive, sends only the first Events events of the
+	// stream; then the server stalls (Stall: keeps the connection open and
+	// silent until the client goes away), sends an error event
+	// (StreamError, its message) or ends the body cleanly, as a connection
+	// cut between two events.
+	Events      int
+	Stall       bool
+	StreamError string
+}
+
+// Split cuts s into the pieces a server streams it in: a piece ends after
+// each space and holds at most 8 bytes, never splitting a character.
+func Split(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		n := 0
+		for n < len(s) {
+			r, size := utf8.DecodeRuneInString(s[n:])
+			if n > 0 && n+size > 8 {
+				break
+			}
+			n += size
+			if r == ' ' {
+				break
+			}
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
 }
 
 // Received is the neutral view of one request the provider sent.

@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -63,6 +64,14 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	got.APIKey = s.h.Credential(r.Header)
 	got.Header = r.Header.Clone()
+	if got.Params["stream"] != true {
+		// A stream-only server, as some gateways are: the suite's answers
+		// are all streamed.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write(s.h.EncodeError(http.StatusBadRequest, "this server only streams: set stream to true"))
+		return
+	}
 
 	s.mu.Lock()
 	s.got = append(s.got, got)
@@ -78,18 +87,12 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
-	s.answer(w, r, reply)
+	s.answer(w, r, reply, got)
 }
 
-func (s *server) answer(w http.ResponseWriter, r *http.Request, reply Reply) {
-	if reply.Delay > 0 {
-		t := time.NewTimer(reply.Delay)
-		defer t.Stop()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-t.C:
-		}
+func (s *server) answer(w http.ResponseWriter, r *http.Request, reply Reply, req Received) {
+	if !sleep(r.Context(), reply.Delay) {
+		return
 	}
 	if reply.HangUp {
 		conn, _, err := http.NewResponseController(w).Hijack()
@@ -103,6 +106,10 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, reply Reply) {
 	status := reply.Status
 	if status == 0 {
 		status = http.StatusOK
+	}
+	if status < 400 && reply.Body == "" && !reply.JSON {
+		s.stream(w, r, status, reply, req)
+		return
 	}
 	body := []byte(reply.Body)
 	if reply.Body == "" {
@@ -123,6 +130,70 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, reply Reply) {
 	_, _ = w.Write(body)
 }
 
+// stream sends reply as the provider's server-sent events, each flushed on
+// its own, paced, cut or stalled as reply says.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, status int, reply Reply, req Received) {
+	events, err := s.h.EncodeStream(reply, req)
+	if err != nil {
+		s.t.Errorf("encoding the stream: %v", err)
+	}
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	for k, vs := range reply.Header {
+		w.Header()[http.CanonicalHeaderKey(k)] = vs
+	}
+	w.WriteHeader(status)
+	rc := http.NewResponseController(w)
+	send := func(ev Event) bool {
+		var b strings.Builder
+		if ev.Name != "" {
+			b.WriteString("event: " + ev.Name + "\n")
+		}
+		b.WriteString("data: " + ev.Data + "\n\n")
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if rc.Flush() != nil { // the headers go out at once, as a real server's do
+		return
+	}
+	cut := reply.Events > 0 && reply.Events < len(events)
+	if cut {
+		events = events[:reply.Events]
+	}
+	for i, ev := range events {
+		if i > 0 && !sleep(r.Context(), reply.Pace) {
+			return
+		}
+		if !send(ev) {
+			return
+		}
+	}
+	switch {
+	case !cut:
+	case reply.Stall:
+		<-r.Context().Done()
+	case reply.StreamError != "":
+		send(s.h.EncodeStreamError(reply.StreamError))
+	}
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // received returns the requests seen so far.
 func (s *server) received() []Received {
 	s.mu.Lock()
@@ -137,8 +208,8 @@ func (s *server) model(o Options) model.Model {
 	if o.APIKey == "" {
 		o.APIKey = testKey
 	}
-	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Second
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 10 * time.Second
 	}
 	if o.MaxRetries == 0 {
 		o.MaxRetries = 2

@@ -17,7 +17,8 @@ import (
 // in parallel, each with its own fake server.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if h.Path == "" || h.New == nil || h.EncodeReply == nil || h.EncodeError == nil ||
+	if h.Path == "" || h.New == nil || h.EncodeStream == nil || h.EncodeStreamError == nil ||
+		h.EncodeReply == nil || h.EncodeError == nil ||
 		h.DecodeRequest == nil || h.Credential == nil || h.TruncatedStop == "" || h.WrongBaseURL == nil {
 		t.Fatal("modeltest: every Harness field is required")
 	}
@@ -46,7 +47,8 @@ var cases = []testCase{
 	{"Unauthorized", testUnauthorized},
 	{"BadRequest", testBadRequest},
 	{"RateLimitedThenOK", testRateLimitedThenOK},
-	{"RateLimitedExhausted", testRateLimitedExhausted},
+	{"RateLimitedNotCounted", testRateLimitedNotCounted},
+	{"RetryAfterTooLong", testRetryAfterTooLong},
 	{"RetryAfterHonoured", testRetryAfter},
 	{"ServerErrorThenOK", testServerErrorThenOK},
 	{"ServerErrorExhausted", testServerErrorExhausted},
@@ -56,12 +58,21 @@ var cases = []testCase{
 	{"NotJSON", testNotJSON},
 	{"CancelDuringResponse", testCancel},
 	{"DeadlineDuringResponse", testDeadline},
-	{"AttemptTimeoutRetried", testAttemptTimeout},
+	{"NoResponseRetried", testNoResponseRetried},
 	{"Concurrent", testConcurrent},
 	{"TruncatedWithoutAnswer", testTruncatedEmpty},
 	{"TruncatedWithText", testTruncatedText},
 	{"NotFoundNamesBaseURL", testNotFoundBaseURL},
 	{"ReasoningSentBack", testReasoning},
+	{"PlainJSONAnswer", testPlainJSON},
+	{"LongStreamOutlastsIdleTimeout", testLongStream},
+	{"StallRetried", testStallRetried},
+	{"StallError", testStallError},
+	{"StreamCutRetried", testStreamCut},
+	{"StreamErrorEvent", testStreamErrorEvent},
+	{"MalformedEvent", testMalformedEvent},
+	{"Gate", testGate},
+	{"GateCancel", testGateCancel},
 }
 
 // hello is the smallest request: one user message.

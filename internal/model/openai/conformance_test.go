@@ -28,16 +28,19 @@ var harness = modeltest.Harness{
 		return openai.New(openai.Config{
 			BaseURL:       base,
 			APIKey:        o.APIKey,
-			Timeout:       o.Timeout,
+			IdleTimeout:   o.IdleTimeout,
+			Gate:          o.Gate,
 			MaxRetries:    o.MaxRetries,
 			RetryDelay:    o.RetryDelay,
 			MaxRetryDelay: o.MaxRetryDelay,
 			Logger:        o.Logger,
 		})
 	},
-	EncodeReply:   encodeReply,
-	EncodeError:   encodeError,
-	DecodeRequest: decodeRequest,
+	EncodeStream:      encodeStream,
+	EncodeStreamError: encodeStreamError,
+	EncodeReply:       encodeReply,
+	EncodeError:       encodeError,
+	DecodeRequest:     decodeRequest,
 	Credential: func(h http.Header) string {
 		return strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
 	},
@@ -56,6 +59,99 @@ type wireCall struct {
 	} `json:"function"`
 }
 
+// chunkHead is the part every chunk of one stream repeats.
+var chunkHead = map[string]any{
+	"id":                 "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+	"object":             "chat.completion.chunk",
+	"created":            1741570283,
+	"model":              "gpt-4o-2024-08-06",
+	"service_tier":       "default",
+	"system_fingerprint": "fp_fc9f1d7035",
+}
+
+// encodeStream writes a completion as OpenAI streams it: a first chunk
+// with the role, the content in pieces, each tool call's id and name then
+// its arguments in pieces, a last chunk with the finish reason and, only
+// when stream_options.include_usage asks for it, a usage chunk with no
+// choices; "usage": null in every other chunk then; and [DONE].
+func encodeStream(r modeltest.Reply, req modeltest.Received) ([]modeltest.Event, error) {
+	opts, _ := req.Params["stream_options"].(map[string]any)
+	withUsage := opts["include_usage"] == true
+	var events []modeltest.Event
+	chunk := func(delta map[string]any, finish any) error {
+		c := maps.Clone(chunkHead)
+		c["choices"] = []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}
+		if withUsage {
+			c["usage"] = nil
+		}
+		b, err := json.Marshal(c)
+		events = append(events, modeltest.Event{Data: string(b)})
+		return err
+	}
+	if err := chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil); err != nil {
+		return nil, err
+	}
+	for _, p := range modeltest.Split(r.Text) {
+		if err := chunk(map[string]any{"content": p}, nil); err != nil {
+			return nil, err
+		}
+	}
+	for i, tc := range r.ToolCalls {
+		first := map[string]any{"index": i, "id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": ""}}
+		if err := chunk(map[string]any{"tool_calls": []any{first}}, nil); err != nil {
+			return nil, err
+		}
+		for _, p := range modeltest.Split(tc.Arguments) {
+			piece := map[string]any{"index": i, "function": map[string]any{"arguments": p}}
+			if err := chunk(map[string]any{"tool_calls": []any{piece}}, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := chunk(map[string]any{}, finishReason(r)); err != nil {
+		return nil, err
+	}
+	if withUsage {
+		c := maps.Clone(chunkHead)
+		c["choices"] = []any{}
+		c["usage"] = wireUsage(r.Usage)
+		b, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, modeltest.Event{Data: string(b)})
+	}
+	return append(events, modeltest.Event{Data: "[DONE]"}), nil
+}
+
+// encodeStreamError is the event OpenAI sends when it fails mid-stream.
+func encodeStreamError(message string) modeltest.Event {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": message, "type": "server_error", "param": nil, "code": nil,
+	}})
+	return modeltest.Event{Data: string(b)}
+}
+
+func finishReason(r modeltest.Reply) string {
+	switch {
+	case r.StopReason != "":
+		return r.StopReason
+	case len(r.ToolCalls) > 0:
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+func wireUsage(u model.Usage) map[string]any {
+	return map[string]any{
+		"prompt_tokens":             u.InputTokens,
+		"completion_tokens":         u.OutputTokens,
+		"total_tokens":              u.InputTokens + u.OutputTokens,
+		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+	}
+}
+
 // encodeReply writes a completion the way OpenAI does, down to the nulls.
 func encodeReply(r modeltest.Reply) ([]byte, error) {
 	var content *string
@@ -63,9 +159,7 @@ func encodeReply(r modeltest.Reply) ([]byte, error) {
 		content = &r.Text
 	}
 	msg := map[string]any{"role": "assistant", "content": content, "refusal": nil, "annotations": []any{}}
-	finish := "stop"
 	if len(r.ToolCalls) > 0 {
-		finish = "tool_calls"
 		calls := make([]wireCall, len(r.ToolCalls))
 		for i, tc := range r.ToolCalls {
 			calls[i].ID, calls[i].Type = tc.ID, "function"
@@ -73,24 +167,15 @@ func encodeReply(r modeltest.Reply) ([]byte, error) {
 		}
 		msg["tool_calls"] = calls
 	}
-	if r.StopReason != "" {
-		finish = r.StopReason
-	}
 	return json.Marshal(map[string]any{
 		"id":      "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
 		"object":  "chat.completion",
 		"created": 1741570283,
 		"model":   "gpt-4o-2024-08-06",
 		"choices": []any{map[string]any{
-			"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish,
+			"index": 0, "message": msg, "logprobs": nil, "finish_reason": finishReason(r),
 		}},
-		"usage": map[string]any{
-			"prompt_tokens":             r.Usage.InputTokens,
-			"completion_tokens":         r.Usage.OutputTokens,
-			"total_tokens":              r.Usage.InputTokens + r.Usage.OutputTokens,
-			"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
-			"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-		},
+		"usage":              wireUsage(r.Usage),
 		"service_tier":       "default",
 		"system_fingerprint": "fp_fc9f1d7035",
 	})

@@ -11,15 +11,20 @@ import (
 )
 
 func Example() {
-	// A stand-in for a local server such as Ollama; with OpenAI itself, leave
-	// BaseURL empty and set APIKey.
+	// A stand-in for a local server such as Ollama, streaming its answer
+	// as server-sent events; with OpenAI itself, leave BaseURL empty and
+	// set APIKey.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"chatcmpl-1","object":"chat.completion","model":"llama3.2",
-			"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[
-				{"id":"call_1","type":"function","function":{"name":"search","arguments":"{\"q\":\"sugar\"}"}}]},
-				"finish_reason":"tool_calls"}],
-			"usage":{"prompt_tokens":31,"completion_tokens":12,"total_tokens":43}}`)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, chunk := range []string{
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"llama3.2","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"search","arguments":"{\"q\":"}}]},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"llama3.2","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"sugar\"}"}}]},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"llama3.2","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"llama3.2","choices":[],"usage":{"prompt_tokens":31,"completion_tokens":12,"total_tokens":43}}`,
+			`[DONE]`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", chunk)
+		}
 	}))
 	defer srv.Close()
 

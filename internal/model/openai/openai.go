@@ -20,9 +20,11 @@ import (
 const (
 	// DefaultBaseURL is OpenAI's own API.
 	DefaultBaseURL = "https://api.openai.com/v1"
-	// DefaultTimeout bounds one HTTP attempt; long answers from slow local
-	// models need minutes, so it is generous.
-	DefaultTimeout = 10 * time.Minute
+	// DefaultIdleTimeout fails an attempt that receives no byte for this
+	// long, before the answer starts or mid-stream. Answers stream, so a
+	// long one is never cut; a local server that ignores stream and
+	// computes the whole answer before sending a byte may need more.
+	DefaultIdleTimeout = 60 * time.Second
 	// DefaultMaxRetries is how often a rate-limited or failed call is retried.
 	DefaultMaxRetries = 4
 	// DefaultRetryDelay is the first backoff; it doubles per retry.
@@ -40,7 +42,7 @@ var defaults = httpconf.Provider{
 	BaseURL:       DefaultBaseURL,
 	KeyHost:       "api.openai.com",
 	NoKey:         "OpenAI's API needs an API key (set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server)",
-	Timeout:       DefaultTimeout,
+	IdleTimeout:   DefaultIdleTimeout,
 	MaxRetries:    DefaultMaxRetries,
 	RetryDelay:    DefaultRetryDelay,
 	MaxRetryDelay: DefaultMaxRetryDelay,
@@ -57,11 +59,18 @@ type Config struct {
 	APIKey string
 	// HTTPClient sends the requests; default a client over http.DefaultTransport.
 	HTTPClient *http.Client
-	// Timeout bounds each HTTP attempt, not the whole call (ctx does that);
-	// default DefaultTimeout.
-	Timeout time.Duration
-	// MaxRetries bounds retries of 429, 5xx, transport failures and timed-out
-	// attempts; default DefaultMaxRetries, negative for none.
+	// IdleTimeout fails an HTTP attempt (retried as a server error) when no
+	// byte arrives for this long, waiting for the answer or mid-stream;
+	// default DefaultIdleTimeout. An answer that keeps streaming is never
+	// cut: only ctx bounds the whole call.
+	IdleTimeout time.Duration
+	// Gate, when set, paces every HTTP attempt against the endpoint's quota
+	// (see model.Gate); a 429 then waits in the gate, not in a backoff.
+	// nil: no pacing.
+	Gate model.Gate
+	// MaxRetries bounds retries of 5xx, transport failures and stalled
+	// attempts; default DefaultMaxRetries, negative for none. 429s do not
+	// count: they are retried for as long as ctx allows.
 	MaxRetries int
 	// RetryDelay is the first backoff, doubling per retry; default DefaultRetryDelay.
 	RetryDelay time.Duration
@@ -79,7 +88,7 @@ type Model struct {
 	official bool // BaseURL is OpenAI's own API, which wants max_completion_tokens
 	backoff  model.Backoff
 	log      *slog.Logger
-	errs     httperr.Classifier
+	endpoint httperr.Endpoint
 }
 
 var _ model.Model = (*Model)(nil)
@@ -90,7 +99,8 @@ func New(cfg Config) (*Model, error) {
 		BaseURL:       cfg.BaseURL,
 		APIKey:        cfg.APIKey,
 		HTTPClient:    cfg.HTTPClient,
-		Timeout:       cfg.Timeout,
+		IdleTimeout:   cfg.IdleTimeout,
+		Gate:          cfg.Gate,
 		MaxRetries:    cfg.MaxRetries,
 		RetryDelay:    cfg.RetryDelay,
 		MaxRetryDelay: cfg.MaxRetryDelay,
@@ -115,7 +125,7 @@ func New(cfg Config) (*Model, error) {
 		official: s.Official,
 		backoff:  s.Backoff,
 		log:      s.Logger,
-		errs: httperr.Classifier{Provider: provider, Secret: cfg.APIKey, Timeout: s.Timeout,
+		endpoint: httperr.Endpoint{Provider: provider, Secret: cfg.APIKey, IdleTimeout: s.IdleTimeout, Gate: s.Gate,
 			NotFoundHint: httperr.BaseURLHint("the base URL (OPENAI_BASE_URL)", s.BaseURL, true)},
 	}, nil
 }
@@ -131,7 +141,8 @@ func FromEnv(modelName string) (*Model, error) {
 	return New(Config{Model: modelName, BaseURL: base, APIKey: key})
 }
 
-// Generate sends one Chat Completions request, retrying as the package doc says.
+// Generate sends one streamed Chat Completions request, retrying as the
+// package doc says.
 func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response, error) {
 	params, err := m.params(req)
 	if err != nil {
@@ -140,11 +151,12 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 	m.log.LogAttrs(ctx, slog.LevelDebug, "chat completion",
 		slog.String("model", params.Model), slog.Int("messages", len(params.Messages)),
 		slog.Int("tools", len(params.Tools)))
+	ask := httperr.AskFor(ctx, req)
 	var out *openai.ChatCompletion
 	err = model.Retry(ctx, m.backoff, m.log, func(ctx context.Context) (time.Duration, error) {
 		var err error
 		var wait time.Duration
-		out, wait, err = m.attempt(ctx, params)
+		out, wait, err = m.attempt(ctx, ask, params)
 		return wait, err
 	})
 	if err != nil {
@@ -153,9 +165,17 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 	return response(out)
 }
 
-// attempt makes one HTTP request under its own timeout and classifies its failure.
-func (m *Model) attempt(ctx context.Context, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, time.Duration, error) {
-	return httperr.Attempt(ctx, m.errs, func(ctx context.Context, x *httperr.Exchange) (*openai.ChatCompletion, error) {
-		return m.svc.New(ctx, params, option.WithMiddleware(x.Middleware))
+// attempt makes one streamed HTTP request and reads the whole answer,
+// gated and under the idle timeout, and classifies its failure.
+func (m *Model) attempt(ctx context.Context, ask model.Ask, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, time.Duration, error) {
+	return httperr.Attempt(ctx, m.endpoint, ask, func(ctx context.Context, x *httperr.Exchange) (*openai.ChatCompletion, error) {
+		stream := m.svc.NewStreaming(ctx, params, option.WithMiddleware(x.Middleware))
+		defer stream.Close()
+		c, err := collect(stream, x)
+		if err != nil {
+			return nil, err
+		}
+		x.SetUsage(usage(c.Usage))
+		return c, nil
 	})
 }

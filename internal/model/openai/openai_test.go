@@ -20,7 +20,7 @@ func TestNewRejects(t *testing.T) {
 		{"relative URL", openai.Config{BaseURL: "localhost:11434/v1"}},
 		{"other scheme", openai.Config{BaseURL: "ftp://example.com/v1"}},
 		{"line break in key", openai.Config{BaseURL: "http://localhost/v1", APIKey: "sk-a\nX-Evil: 1"}},
-		{"negative timeout", openai.Config{BaseURL: "http://localhost/v1", Timeout: -1}},
+		{"negative idle timeout", openai.Config{BaseURL: "http://localhost/v1", IdleTimeout: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := openai.New(tc.cfg); !errors.Is(err, openai.ErrConfig) {

@@ -14,8 +14,9 @@ import (
 )
 
 // reservedArgs are request fields this package owns; an arg may not replace
-// them (a "stream": true would turn the answer into server-sent events).
-var reservedArgs = map[string]bool{"model": true, "messages": true, "tools": true, "stream": true}
+// them (every request streams, and the usage comes from the final chunk
+// that stream_options asks for).
+var reservedArgs = map[string]bool{"model": true, "messages": true, "tools": true, "stream": true, "stream_options": true}
 
 // params maps a model.Request onto the SDK's request. Errors wrap model.ErrBadRequest.
 func (m *Model) params(req model.Request) (openai.ChatCompletionNewParams, error) {
@@ -41,6 +42,8 @@ func (m *Model) params(req model.Request) (openai.ChatCompletionNewParams, error
 	if err := m.applyArgs(&p, req.Args); err != nil {
 		return p, err
 	}
+	// Without it the stream reports no usage at all.
+	p.StreamOptions.IncludeUsage = param.NewOpt(true)
 	return p, nil
 }
 

@@ -95,6 +95,7 @@ func TestParamsErrors(t *testing.T) {
 		{"schema not an object", model.Request{Messages: user, Tools: []model.ToolSchema{{Name: "f", Parameters: json.RawMessage(`[1]`)}}}},
 		{"schema not JSON", model.Request{Messages: user, Tools: []model.ToolSchema{{Name: "f", Parameters: json.RawMessage(`{`)}}}},
 		{"reserved arg", model.Request{Messages: user, Args: model.Args{"stream": true}}},
+		{"reserved stream options", model.Request{Messages: user, Args: model.Args{"stream_options": map[string]any{"include_usage": false}}}},
 		{"temperature not a number", model.Request{Messages: user, Args: model.Args{"temperature": "hot"}}},
 		{"seed not an integer", model.Request{Messages: user, Args: model.Args{"seed": 1.5}}},
 		{"max_tokens not an integer", model.Request{Messages: user, Args: model.Args{"max_tokens": "many"}}},
@@ -176,9 +177,19 @@ func TestArgs(t *testing.T) {
 			got := wire(t, tc.m, model.Request{Args: tc.args})
 			delete(got, "model")
 			delete(got, "messages")
+			delete(got, "stream_options")
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("request fields (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The usage of a streamed answer comes only in a final chunk that
+// stream_options asks for.
+func TestStreamOptions(t *testing.T) {
+	got := wire(t, local(t), model.Request{})
+	if diff := cmp.Diff(map[string]any{"include_usage": true}, got["stream_options"]); diff != "" {
+		t.Errorf("stream_options (-want +got):\n%s", diff)
 	}
 }

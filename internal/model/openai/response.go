@@ -20,10 +20,7 @@ func response(c *openai.ChatCompletion) (model.Response, error) {
 	out := model.Response{
 		Text:       msg.Content,
 		StopReason: choice.FinishReason,
-		Usage: model.Usage{
-			InputTokens:  c.Usage.PromptTokens,
-			OutputTokens: c.Usage.CompletionTokens,
-		},
+		Usage:      usage(c.Usage),
 	}
 	if out.Text == "" && msg.Refusal != "" {
 		// A refusal is the model's answer; dropping it would leave the run
@@ -55,4 +52,9 @@ func response(c *openai.ChatCompletion) (model.Response, error) {
 		})
 	}
 	return out, nil
+}
+
+// usage maps a completion's usage; prompt_tokens include cached tokens.
+func usage(u openai.CompletionUsage) model.Usage {
+	return model.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 }

@@ -1,5 +1,6 @@
 // Package httpconf checks and defaults the Config fields every HTTP model
-// provider shares (base URL, key, HTTP client, timeout, retries, logger), so
+// provider shares (base URL, key, HTTP client, idle timeout, gate, retries,
+// logger), so
 // that each provider rejects and defaults them alike.
 package httpconf
 
@@ -26,9 +27,9 @@ type Provider struct {
 	// KeyHost is the host of the provider's own API, which needs a key;
 	// NoKey says so when the key is missing.
 	KeyHost, NoKey string
-	// Timeout, MaxRetries, RetryDelay and MaxRetryDelay replace the zero
-	// Config fields of the same names.
-	Timeout                   time.Duration
+	// IdleTimeout, MaxRetries, RetryDelay and MaxRetryDelay replace the
+	// zero Config fields of the same names.
+	IdleTimeout               time.Duration
 	MaxRetries                int
 	RetryDelay, MaxRetryDelay time.Duration
 }
@@ -38,7 +39,8 @@ type Config struct {
 	BaseURL                   string
 	APIKey                    string
 	HTTPClient                *http.Client
-	Timeout                   time.Duration
+	IdleTimeout               time.Duration
+	Gate                      model.Gate
 	MaxRetries                int
 	RetryDelay, MaxRetryDelay time.Duration
 	Logger                    *slog.Logger
@@ -51,8 +53,11 @@ type Settings struct {
 	// Official reports whether BaseURL is the provider's own API (KeyHost).
 	Official   bool
 	HTTPClient *http.Client
-	// Timeout bounds one attempt.
-	Timeout time.Duration
+	// IdleTimeout fails an attempt that receives no byte for that long.
+	IdleTimeout time.Duration
+	// Gate paces the attempts; nil when none does.
+	Gate model.Gate
+	// Backoff is Gated when Gate is set.
 	Backoff model.Backoff
 	// Logger carries the provider's name; it discards when Config had none.
 	Logger *slog.Logger
@@ -75,8 +80,8 @@ func (p Provider) Resolve(c Config) (Settings, error) {
 	if strings.ContainsAny(c.APIKey, "\r\n") {
 		return Settings{}, fmt.Errorf("%w: APIKey contains a line break", p.ErrConfig)
 	}
-	if c.Timeout < 0 || c.RetryDelay < 0 || c.MaxRetryDelay < 0 {
-		return Settings{}, fmt.Errorf("%w: negative Timeout, RetryDelay or MaxRetryDelay", p.ErrConfig)
+	if c.IdleTimeout < 0 || c.RetryDelay < 0 || c.MaxRetryDelay < 0 {
+		return Settings{}, fmt.Errorf("%w: negative IdleTimeout, RetryDelay or MaxRetryDelay", p.ErrConfig)
 	}
 	hc := c.HTTPClient
 	if hc == nil {
@@ -87,14 +92,16 @@ func (p Provider) Resolve(c Config) (Settings, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return Settings{
-		BaseURL:    base,
-		Official:   official,
-		HTTPClient: hc,
-		Timeout:    orDefault(c.Timeout, p.Timeout),
+		BaseURL:     base,
+		Official:    official,
+		HTTPClient:  hc,
+		IdleTimeout: orDefault(c.IdleTimeout, p.IdleTimeout),
+		Gate:        c.Gate,
 		Backoff: model.Backoff{
 			MaxRetries: p.retries(c.MaxRetries),
 			Base:       orDefault(c.RetryDelay, p.RetryDelay),
 			Max:        orDefault(c.MaxRetryDelay, p.MaxRetryDelay),
+			Gated:      c.Gate != nil,
 		},
 		Logger: log.With("provider", p.Name),
 	}, nil

@@ -2,6 +2,7 @@ package httpconf
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -22,7 +23,7 @@ var acme = Provider{
 	BaseURL:       "https://api.acme.test/v1",
 	KeyHost:       "api.acme.test",
 	NoKey:         "Acme's API needs an API key",
-	Timeout:       time.Minute,
+	IdleTimeout:   time.Minute,
 	MaxRetries:    4,
 	RetryDelay:    time.Second,
 	MaxRetryDelay: 30 * time.Second,
@@ -38,18 +39,18 @@ func TestResolveDefaults(t *testing.T) {
 			name: "zero fields take the defaults",
 			in:   Config{APIKey: "k"},
 			want: Settings{
-				BaseURL: "https://api.acme.test/v1", Official: true, Timeout: time.Minute,
+				BaseURL: "https://api.acme.test/v1", Official: true, IdleTimeout: time.Minute,
 				Backoff: model.Backoff{MaxRetries: 4, Base: time.Second, Max: 30 * time.Second},
 			},
 		},
 		{
 			name: "set fields are kept",
 			in: Config{
-				BaseURL: "  http://localhost:8080/v1 ", Timeout: time.Second,
+				BaseURL: "  http://localhost:8080/v1 ", IdleTimeout: time.Second,
 				MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: time.Hour,
 			},
 			want: Settings{
-				BaseURL: "http://localhost:8080/v1", Timeout: time.Second,
+				BaseURL: "http://localhost:8080/v1", IdleTimeout: time.Second,
 				Backoff: model.Backoff{MaxRetries: 2, Base: time.Millisecond, Max: time.Hour},
 			},
 		},
@@ -57,7 +58,7 @@ func TestResolveDefaults(t *testing.T) {
 			name: "negative MaxRetries means none",
 			in:   Config{BaseURL: "http://localhost", MaxRetries: -1},
 			want: Settings{
-				BaseURL: "http://localhost", Timeout: time.Minute,
+				BaseURL: "http://localhost", IdleTimeout: time.Minute,
 				Backoff: model.Backoff{Base: time.Second, Max: 30 * time.Second},
 			},
 		},
@@ -105,10 +106,10 @@ func TestResolveRejects(t *testing.T) {
 		{"other scheme", Config{BaseURL: "ftp://example.com"}, `BaseURL "ftp://example.com" is not an http(s) URL`},
 		{"unparsable URL", Config{BaseURL: "::"}, `BaseURL "::" is not an http(s) URL`},
 		{"line break in key", Config{APIKey: "k\r\nX-Evil: 1"}, "APIKey contains a line break"},
-		{"negative timeout", Config{APIKey: "k", Timeout: -1}, "negative Timeout, RetryDelay or MaxRetryDelay"},
-		{"negative retry delay", Config{APIKey: "k", RetryDelay: -1}, "negative Timeout, RetryDelay or MaxRetryDelay"},
-		{"negative max retry delay", Config{APIKey: "k", MaxRetryDelay: -1}, "negative Timeout, RetryDelay or MaxRetryDelay"},
-		{"missing key is reported first", Config{Timeout: -1}, "Acme's API needs an API key"},
+		{"negative idle timeout", Config{APIKey: "k", IdleTimeout: -1}, "negative IdleTimeout, RetryDelay or MaxRetryDelay"},
+		{"negative retry delay", Config{APIKey: "k", RetryDelay: -1}, "negative IdleTimeout, RetryDelay or MaxRetryDelay"},
+		{"negative max retry delay", Config{APIKey: "k", MaxRetryDelay: -1}, "negative IdleTimeout, RetryDelay or MaxRetryDelay"},
+		{"missing key is reported first", Config{IdleTimeout: -1}, "Acme's API needs an API key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := acme.Resolve(tc.in)
@@ -119,5 +120,23 @@ func TestResolveRejects(t *testing.T) {
 				t.Errorf("message (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+type gate struct{}
+
+func (gate) Take(context.Context, model.Ask) (model.Ticket, error) { return nil, nil }
+
+// A gate waits out 429s itself, so the backoff must not wait too.
+func TestResolveGate(t *testing.T) {
+	s, err := acme.Resolve(Config{APIKey: "k", Gate: gate{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Gate != (gate{}) || !s.Backoff.Gated {
+		t.Errorf("Gate %v, Backoff %+v: want the gate, Gated", s.Gate, s.Backoff)
+	}
+	if s, _ := acme.Resolve(Config{APIKey: "k"}); s.Gate != nil || s.Backoff.Gated {
+		t.Errorf("without a gate: Gate %v, Backoff %+v", s.Gate, s.Backoff)
 	}
 }

@@ -117,3 +117,70 @@ func TestExchangeNoResponse(t *testing.T) {
 		t.Errorf("exchange filled without a response: %+v", x)
 	}
 }
+
+func TestExchangePlainJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name, contentType string
+		status            int
+		want              bool
+	}{
+		{"JSON", "application/json", 200, true},
+		{"JSON with a charset", "application/json; charset=utf-8", 200, true},
+		{"event stream", "text/event-stream; charset=utf-8", 200, false},
+		{"no content type", "", 200, false},
+		{"JSON error", "application/json", 500, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Content-Type"] = []string{tc.contentType}
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}))
+			defer srv.Close()
+			var x Exchange
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := x.Middleware(req, srv.Client().Do)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, ok := x.PlainJSON()
+			if ok != tc.want {
+				t.Fatalf("PlainJSON ok = %t, want %t", ok, tc.want)
+			}
+			if !ok {
+				return
+			}
+			b, err := io.ReadAll(body)
+			if err != nil || string(b) != `{"ok":true}` {
+				t.Errorf("PlainJSON body = %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// Every body read that brings bytes tells the idle watchdog, and so do the
+// headers.
+func TestExchangeKicksWatchdog(t *testing.T) {
+	kicks := 0
+	x := Exchange{kick: func() { kicks++ }}
+	body, err := through(t, &x, func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		for range 3 {
+			_, _ = io.WriteString(w, "piece")
+			_ = rc.Flush()
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	if err != nil || body != "piecepiecepiece" {
+		t.Fatalf("body %q, %v", body, err)
+	}
+	// Pieces may arrive together, so only the headers' and one read's
+	// kicks are certain.
+	if kicks < 2 {
+		t.Errorf("%d kicks, want one for the headers and one per read", kicks)
+	}
+}

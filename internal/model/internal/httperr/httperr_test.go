@@ -3,6 +3,7 @@ package httperr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -15,15 +16,15 @@ import (
 )
 
 func TestClassify(t *testing.T) {
-	c := Classifier{Provider: "acme", Secret: "my-token", Timeout: time.Second}
+	c := Endpoint{Provider: "acme", Secret: "my-token", IdleTimeout: 1500 * time.Millisecond}
 	stop := errors.New("user pressed stop")
 	cancelled, cancel := context.WithCancelCause(t.Context())
 	cancel(stop)
 	plain, cancelPlain := context.WithCancel(t.Context())
 	cancelPlain()
 	live := t.Context()
-	timedOut, cancelTimeout := context.WithTimeout(live, 0)
-	defer cancelTimeout()
+	stalled, stall := context.WithCancelCause(live)
+	stall(errStalled)
 	dnsErr := &net.DNSError{Err: "no such host", Name: "api.example"}
 	for _, tc := range []struct {
 		name      string
@@ -54,9 +55,49 @@ func TestClassify(t *testing.T) {
 			want: []error{model.ErrServer}, msg: "acme: HTTP 503: " + model.ErrServer.Error(),
 		},
 		{
-			name: "attempt timed out", ctx: live, actx: timedOut, err: errors.New("request failed"),
-			want: []error{model.ErrServer, context.DeadlineExceeded},
-			msg:  "acme: " + model.ErrServer.Error() + ": no answer within 1s: context deadline exceeded",
+			name: "stalled before the headers", ctx: live, actx: stalled, err: errors.New("request failed: context canceled"),
+			want: []error{model.ErrServer},
+			msg:  "acme: " + model.ErrServer.Error() + ": stalled: no response for 1.5s",
+		},
+		{
+			name: "stalled mid-stream", ctx: live, actx: stalled, err: context.Canceled,
+			x:    Exchange{status: 200, readErr: context.Canceled},
+			want: []error{model.ErrServer},
+			msg:  "acme: " + model.ErrServer.Error() + ": stream stalled: no bytes for 1.5s",
+		},
+		{
+			name: "stalled reading an error body", ctx: live, actx: stalled, err: errors.New("503"),
+			x:    Exchange{status: 503, body: []byte(`{"error":{"message":"overloaded"}}`)},
+			want: []error{model.ErrServer}, msg: "acme: HTTP 503: " + model.ErrServer.Error() + ": overloaded",
+		},
+		{
+			name: "stream cut between events", ctx: live, actx: live, err: ErrStreamCut,
+			x:    Exchange{status: 200},
+			want: []error{model.ErrServer, ErrStreamCut}, msg: "acme: " + model.ErrServer.Error() + ": " + ErrStreamCut.Error(),
+		},
+		{
+			name: "overloaded error event", ctx: live, actx: live,
+			err:  fmt.Errorf("wrapped: %w", &EventError{Data: []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)}),
+			x:    Exchange{status: 200},
+			want: []error{model.ErrServer}, msg: "acme: " + model.ErrServer.Error() + ": error event in the stream: Overloaded",
+		},
+		{
+			name: "rate limit error event, key redacted", ctx: live, actx: live,
+			err:  &EventError{Data: []byte(`{"error":{"message":"slow down my-token","type":"requests","code":"rate_limit_exceeded"}}`)},
+			x:    Exchange{status: 200},
+			want: []error{model.ErrRateLimited}, msg: "acme: " + model.ErrRateLimited.Error() + ": error event in the stream: slow down [redacted]",
+		},
+		{
+			name: "invalid request error event", ctx: live, actx: live,
+			err:  &EventError{Data: []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`)},
+			x:    Exchange{status: 200},
+			want: []error{model.ErrBadRequest}, msg: "acme: " + model.ErrBadRequest.Error() + ": error event in the stream: bad",
+		},
+		{
+			name: "error event that is not JSON", ctx: live, actx: live,
+			err:  &EventError{Data: []byte(`upstream died`)},
+			x:    Exchange{status: 200},
+			want: []error{model.ErrServer}, msg: "acme: " + model.ErrServer.Error() + ": error event in the stream: upstream died",
 		},
 		{
 			name: "transport failure", ctx: live, actx: live, err: dnsErr,
@@ -129,7 +170,7 @@ func TestRedact(t *testing.T) {
 		{"too short to be a key", "", "sk-abc and task-abcdefgh", "sk-abc and task-abcdefgh"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Classifier{Secret: tc.secret}.redact(tc.in)
+			got := Endpoint{Secret: tc.secret}.redact(tc.in)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("redact (-want +got):\n%s", diff)
 			}
