@@ -1,0 +1,63 @@
+package quota
+
+import (
+	"time"
+)
+
+// Snapshot is a limiter's state at one moment, for dashboards and metrics.
+type Snapshot struct {
+	Name string
+	// Queued is the calls waiting; InFlight the calls granted and not done.
+	Queued, InFlight int
+	// Declared is what the operator declared; Learned what the answers
+	// taught.
+	Declared Limits
+	Learned  Learned
+	// PausedUntil is when the provider's last Retry-After ends (zero or
+	// past: no pause).
+	PausedUntil time.Time
+	// Waiting says why the first queued call waits ("" when none does).
+	Waiting string
+	// Grants counts the tickets handed out, Refusals the 429s answered,
+	// Waits the calls that had to queue and WaitTime their time queued.
+	Grants, Refusals, Waits uint64
+	WaitTime                time.Duration
+}
+
+// Learned is what a limiter learned of its provider's quota.
+type Learned struct {
+	// RequestsPerMinute is the provider's request limit: its header's, or
+	// else the pace measured from its refusals (FromRefusals); 0 unknown.
+	RequestsPerMinute float64
+	FromRefusals      bool
+	// Burst is the most requests the provider was seen to accept at once.
+	Burst float64
+	// The token limits the provider's headers gave; 0 unknown.
+	TokensPerMinute, InputTokensPerMinute, OutputTokensPerMinute int64
+}
+
+// Snapshot returns the limiter's state now.
+func (l *Limiter) Snapshot() Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Snapshot{
+		Name: l.name, Queued: l.queue.len(), InFlight: l.inFlight, Declared: l.declared,
+		PausedUntil: l.pausedUntil, Waiting: l.blocked,
+		Grants: l.grants, Refusals: l.refusals, Waits: l.waits, WaitTime: l.waited,
+		Learned: Learned{
+			TokensPerMinute: l.hdr.tokens, InputTokensPerMinute: l.hdr.input, OutputTokensPerMinute: l.hdr.output,
+		},
+	}
+	switch {
+	case l.hdr.requests > 0:
+		s.Learned.RequestsPerMinute = float64(l.hdr.requests)
+		s.Learned.Burst = l.hdrBurst
+	case l.aimd > 0:
+		s.Learned.RequestsPerMinute = l.aimd * 60
+		s.Learned.FromRefusals = true
+		s.Learned.Burst = l.aimdBurst
+	default:
+		s.Learned.Burst = l.aimdBurst
+	}
+	return s
+}
