@@ -1,17 +1,18 @@
 // Package providers opens a model from its reference, choosing the provider by
-// the reference's prefix. It is the one place that knows every provider: which
-// exist, which need a model name, and which environment variables they read.
+// the reference's prefix or the endpoint it names. It is the one place that
+// knows every provider: which exist, which need a model name, which
+// environment variables they read, and which endpoints an operator declared
+// (endpoints.go).
 package providers
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/formica-run/formica/internal/model"
-	"github.com/formica-run/formica/internal/model/anthropic"
-	"github.com/formica-run/formica/internal/model/openai"
 	"github.com/formica-run/formica/internal/model/scripted"
 	"github.com/formica-run/formica/internal/model/sim"
 )
@@ -26,13 +27,24 @@ var Names = []string{"openai", "anthropic", "sim", "scripted"}
 // environment; the message names the variables.
 var ErrMissingCredentials = errors.New("missing model provider credentials")
 
+// ErrUnknownEndpoint reports a ref naming an endpoint no providers file
+// declares.
+var ErrUnknownEndpoint = errors.New("unknown model endpoint")
+
 // CheckRef reports whether ref names a known provider and, where the
 // provider needs one, a model: what Open would refuse before reading any
-// environment.
+// environment. A named endpoint ("fast/gpt-4o") passes when its name is
+// well formed: the workers that call it know whether it is declared.
 func CheckRef(ref string) error {
 	r, err := model.ParseRef(ref)
 	if err != nil {
 		return err
+	}
+	if r.Endpoint {
+		if strings.ContainsAny(r.Provider, " \t.*>") {
+			return fmt.Errorf("%w: endpoint %q in %q is not one word", model.ErrBadRef, r.Provider, ref)
+		}
+		return nil
 	}
 	switch r.Provider {
 	case "openai", "anthropic":
@@ -56,7 +68,8 @@ func CheckRef(ref string) error {
 
 // CheckEnv reports whether the environment read by getenv holds what the
 // provider of ref needs (nil getenv: this process's environment). It names
-// the missing variables.
+// the missing variables. Declared endpoints were checked when their file
+// was read.
 func CheckEnv(ref string, getenv func(string) string) error {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -64,6 +77,9 @@ func CheckEnv(ref string, getenv func(string) string) error {
 	r, err := model.ParseRef(ref)
 	if err != nil {
 		return err
+	}
+	if r.Endpoint {
+		return nil
 	}
 	set := func(k string) bool { return strings.TrimSpace(getenv(k)) != "" }
 	switch r.Provider {
@@ -79,22 +95,65 @@ func CheckEnv(ref string, getenv func(string) string) error {
 	return nil
 }
 
-// Open returns the model ref names. Credentials and endpoints come from the
-// environment of this process (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).
-func Open(ref string) (model.Model, error) {
-	if err := CheckRef(ref); err != nil {
-		return nil, err
+// defaultOpener opens refs for Open: the default endpoints only.
+var defaultOpener = &Opener{}
+
+// Open returns the model ref names, over the default endpoints.
+// Credentials and endpoints come from the environment of this process
+// (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...).
+func Open(ref string) (model.Model, error) { return defaultOpener.Open(ref) }
+
+// Opener opens model refs over a set of endpoints. Its zero value knows the
+// default endpoints only. It is safe for concurrent use.
+type Opener struct {
+	// Endpoints are the endpoints refs may name (nil: the defaults, read
+	// from this process's environment).
+	Endpoints *Endpoints
+	// Logger receives the providers' retry warnings; default discards.
+	Logger *slog.Logger
+}
+
+func (o *Opener) endpoints() *Endpoints {
+	if o.Endpoints == nil {
+		return &Endpoints{getenv: os.Getenv}
 	}
-	if err := CheckEnv(ref, nil); err != nil {
+	return o.Endpoints
+}
+
+// Check reports what Open would refuse of ref before any call: an unknown
+// provider or endpoint, or missing credentials.
+func (o *Opener) Check(ref string) error {
+	if err := CheckRef(ref); err != nil {
+		return err
+	}
+	r, _ := model.ParseRef(ref)
+	eps := o.endpoints()
+	if r.Endpoint {
+		if _, ok := eps.Endpoint(r.Provider); !ok {
+			return fmt.Errorf("%w %q in %q (known: %s)", ErrUnknownEndpoint, r.Provider, ref, strings.Join(eps.Names(), ", "))
+		}
+		return nil
+	}
+	if eps.Declared(r.Provider) {
+		return nil // a declared default was checked with its file
+	}
+	return CheckEnv(ref, eps.getenv)
+}
+
+// Open returns the model ref names. Calls to HTTP endpoints are paced by
+// the endpoint's quota: the one a worker shares with its cluster (WithGates
+// on the call's context), else one this process keeps.
+func (o *Opener) Open(ref string) (model.Model, error) {
+	if err := o.Check(ref); err != nil {
 		return nil, err
 	}
 	r, _ := model.ParseRef(ref)
-	switch r.Provider {
-	case "openai":
-		return openai.FromEnv(r.Name)
-	case "anthropic":
-		return anthropic.FromEnv(r.Name)
-	case "scripted":
+	switch {
+	case r.Endpoint, r.Provider == "openai", r.Provider == "anthropic":
+		eps := o.endpoints()
+		ep, _ := eps.Endpoint(r.Provider)
+		return openEndpoint(ep, r.Name, eps.getenv, o.Logger)
+	case r.Provider == "scripted":
 		return scripted.Load(r.Name)
 	}
 	return sim.New(), nil
