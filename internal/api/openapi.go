@@ -340,11 +340,12 @@ func openAPISchemas() obj {
 		}),
 		"Event": object([]string{"type", "time", "run_id"}, obj{
 			"type": typ("string", "run.queued, run.started, run.finished, thread.spawned, thread.refused, thread.waiting, thread.started, "+
-				"thread.finished, thread.handoff, model.call, tool.call, tool.result, approval.requested, approval.resolved, "+
+				"thread.finished, thread.handoff, model.call, model.waiting, tool.call, tool.result, approval.requested, approval.resolved, "+
 				"worker.joined or worker.lost"),
 			"time": timeProp(""), "run_id": typ("string", ""), "thread_id": typ("string", ""), "parent_id": typ("string", ""),
 			"depth": typ("integer", ""), "name": typ("string", ""), "status": eventStatus, "reason": typ("string", ""),
 			"worker": typ("string", ""), "model": typ("string", ""),
+			"endpoint":   typ("string", "model.waiting: the model endpoint whose quota the call waits for."),
 			"usage":      obj{"$ref": "#/components/schemas/Usage", "description": "model.call: that call's; thread.finished: the thread's own calls; run.finished: the whole run's."},
 			"latency_ms": typ("integer", "Milliseconds, an integer: a model call's latency (model.call), a thread's time from start to end (thread.finished)."),
 			"tool":       typ("string", ""), "call_id": typ("string", ""), "arguments": typ("string", ""), "output": typ("string", ""),

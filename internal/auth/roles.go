@@ -96,7 +96,7 @@ func permit(p *jwt.Permissions, role Role, id string) {
 		p.Pub.Allow.Add(
 			wire.SubjectWorkerHeartbeat(id),
 			wire.SubjectSpawn("*", id), wire.SubjectApproval("*", id), wire.SubjectThreadCancel("*", id),
-			wire.SubjectBudget("*", id), wire.SubjectPlacement("*", id),
+			wire.SubjectBudget("*", id), wire.SubjectPlacement("*", id), wire.SubjectQuota("*", id),
 			// Replies to the coordinators' placements, checked by token; they
 			// carry the thread's events too, which only coordinators publish.
 			wire.ExecInboxPrefix+".>",

@@ -67,6 +67,11 @@ func (v *treeView) Emit(e event.Event) {
 		}
 	case event.ThreadWaiting:
 		line = fmt.Sprintf("%s· %s (depth %d) %s", indent, name, e.Depth, printable(e.Reason))
+	case event.ModelWaiting:
+		if e.Status != event.Waiting {
+			return
+		}
+		line = fmt.Sprintf("%s· %s (depth %d) %s", indent, name, e.Depth, printable(e.Reason))
 	case event.ThreadFinished:
 		line = fmt.Sprintf("%s%s %s (depth %d) %s in %s, %s tokens (own)", indent, mark(e.Status), name, e.Depth, e.Status,
 			fmtDur(time.Duration(e.Latency)), fmtTokens(e.Usage.InputTokens+e.Usage.OutputTokens))

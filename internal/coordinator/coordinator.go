@@ -136,6 +136,7 @@ type Coordinator struct {
 
 	events   *publisher // every event leaves through it, in order
 	alive    keepalive
+	quotas   *quotas
 	buckets  buckets
 	subs     []actor.Subscription
 	natsSubs []*nats.Subscription
@@ -222,6 +223,7 @@ func New(cfg Config) (*Coordinator, error) {
 		runs:      map[string]*run{},
 		decisions: map[string]chan store.Approval{},
 		alive:     keepalive{repliers: map[*alivePing]struct{}{}},
+		quotas:    newQuotas(nil),
 		stop:      make(chan struct{}),
 	}
 	if cfg.Store != nil {
@@ -234,6 +236,8 @@ func New(cfg Config) (*Coordinator, error) {
 	es := newEventSender(c)
 	c.events = newPublisher(maxQueuedEvents, publishDelay, es.send, es.stored)
 	cfg.Metrics.FleetLoad(c.fleetLoad)
+	cfg.Metrics.Quotas(c.quotaMetrics)
+	c.quotas.reg.SetOnWait(func(key string, d time.Duration) { cfg.Metrics.QuotaWaited(endpointName(key), d) })
 	if cfg.Store != nil {
 		cfg.Metrics.QueueDepth(func(ctx context.Context) (metrics.Queue, error) {
 			p, ap, err := cfg.Store.QueueDepth(ctx)
@@ -284,6 +288,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		{wire.SubjectApproval(c.cfg.ID, wire.AnyWorker), "", c.handleApproval},
 		{wire.SubjectBudget(c.cfg.ID, wire.AnyWorker), "", c.handleBudget},
 		{wire.SubjectPlacement(c.cfg.ID, wire.AnyWorker), "", c.handlePlacementCheck},
+		{wire.SubjectQuota(c.cfg.ID, wire.AnyWorker), "", c.handleQuota},
 		{wire.SubjectThreadCancel(c.cfg.ID, wire.AnyWorker), "", c.handleThreadCancel},
 		{wire.SubjectRunCancel, "", c.handleRunCancel},
 		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},
@@ -462,6 +467,7 @@ func (c *Coordinator) workerLost(id, reason string) {
 	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
 	c.cfg.Metrics.WorkerLost()
 	c.bucketUnknown(id)
+	c.quotaWorkerLost(id)
 	e := event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}
 	c.publish(e)
 	// The runs with a thread there see it in their own stream.

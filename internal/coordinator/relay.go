@@ -17,6 +17,7 @@ import (
 var workerEventTypes = map[event.Type]bool{
 	event.ModelCall: true, event.ToolCall: true, event.ToolResult: true,
 	event.ApprovalRequested: true, event.ApprovalResolved: true, event.ThreadHandoff: true,
+	event.ModelWaiting: true,
 }
 
 // relay publishes events the placement of t reported, stamped with the
@@ -34,7 +35,11 @@ func (c *Coordinator) relay(t *threadRec, events []event.Event, subject string) 
 		// Stamped in place: who the event is about is set here, and what no
 		// event a worker reports has (status, worker) is cleared.
 		e.RunID, e.ThreadID, e.ParentID, e.Depth, e.Name = th.RunID, th.ID, th.ParentID, th.Depth, th.Name
+		status := e.Status
 		e.Status, e.Worker = "", ""
+		if e.Type == event.ModelWaiting && (status == event.Waiting || status == event.Running) {
+			e.Status = status // a quota wait begins or ends
+		}
 		c.publish(*e)
 	}
 }

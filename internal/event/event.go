@@ -25,6 +25,7 @@ const (
 	ThreadHandoff     Type = "thread.handoff"
 	ThreadReplaced    Type = "thread.replaced"
 	ModelCall         Type = "model.call"
+	ModelWaiting      Type = "model.waiting" // a model call waits for its endpoint's quota; Endpoint and Reason say which and why
 	ToolCall          Type = "tool.call"
 	ToolResult        Type = "tool.result"
 	ApprovalRequested Type = "approval.requested"
@@ -63,9 +64,12 @@ type Event struct {
 	// worker it left (thread.replaced), or the worker joined or lost.
 	Worker string `json:"worker,omitempty" msgpack:"worker,omitempty"`
 	// Model is the model reference (model.call).
-	Model   string      `json:"model,omitempty" msgpack:"model,omitempty"`
-	Usage   model.Usage `json:"usage,omitzero" msgpack:"usage,omitempty"`
-	Latency Duration    `json:"latency_ms,omitempty" msgpack:"latency_ms,omitempty"`
+	Model string `json:"model,omitempty" msgpack:"model,omitempty"`
+	// Endpoint is the model endpoint whose quota a call waits for
+	// (model.waiting).
+	Endpoint string      `json:"endpoint,omitempty" msgpack:"endpoint,omitempty"`
+	Usage    model.Usage `json:"usage,omitzero" msgpack:"usage,omitempty"`
+	Latency  Duration    `json:"latency_ms,omitempty" msgpack:"latency_ms,omitempty"`
 	// Tool, CallID and Arguments describe a tool call; Output its result.
 	Tool      string `json:"tool,omitempty" msgpack:"tool,omitempty"`
 	CallID    string `json:"call_id,omitempty" msgpack:"call_id,omitempty"`
@@ -80,6 +84,9 @@ const Waiting Status = "waiting"
 
 // WaitingForWorker starts the Reason of thread.waiting.
 const WaitingForWorker = "waiting for a worker"
+
+// WaitingForQuota starts the Reason of model.waiting.
+const WaitingForQuota = "waiting for quota"
 
 // Final reports whether s ends a thread or run.
 func (s Status) Final() bool { return s == Succeeded || s == Failed || s == Cancelled }

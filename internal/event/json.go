@@ -32,6 +32,7 @@ func AppendJSON(dst []byte, e *Event) ([]byte, error) {
 	dst = appendField(dst, `,"reason":`, e.Reason)
 	dst = appendField(dst, `,"worker":`, e.Worker)
 	dst = appendField(dst, `,"model":`, e.Model)
+	dst = appendField(dst, `,"endpoint":`, e.Endpoint)
 	if e.Usage.InputTokens != 0 || e.Usage.OutputTokens != 0 {
 		dst = append(dst, `,"usage":{"input_tokens":`...)
 		dst = strconv.AppendInt(dst, e.Usage.InputTokens, 10)

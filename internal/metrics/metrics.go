@@ -104,6 +104,9 @@ type Metrics struct {
 	httpRequests *prometheus.CounterVec
 	sseClients   prometheus.Gauge
 
+	quotaWait *prometheus.HistogramVec
+	quota     quotaCollector
+
 	load loadCollector
 	qc   queueCollector
 }
@@ -154,6 +157,10 @@ func New() *Metrics {
 
 	m.httpRequests = f.counterVec("formica_http_requests_total", "HTTP requests, by route pattern and status code.", "route", "code")
 	m.sseClients = f.gauge("formica_sse_clients", "Open event streams.")
+
+	m.quotaWait = f.histogramVec("formica_quota_wait_seconds", "How long model calls waited for their endpoint's quota (calls that waited).", longBuckets, "endpoint")
+	m.quota.init()
+	reg.MustRegister(&m.quota)
 
 	m.load.init()
 	reg.MustRegister(&m.load)

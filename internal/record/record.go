@@ -6,6 +6,7 @@ package record
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,6 +166,14 @@ func (r *Recorder) apply(e *event.Event) bool {
 		if !t.Status.Final() {
 			t.Status, t.Waiting = event.Waiting, e.Reason
 		}
+	case event.ModelWaiting:
+		t := r.thread(e)
+		if !t.Status.Final() {
+			t.Status, t.Waiting = event.Running, ""
+			if e.Status == event.Waiting {
+				t.Status, t.Waiting = event.Waiting, e.Reason
+			}
+		}
 	case event.ThreadStarted:
 		t := r.thread(e)
 		t.Status, t.Waiting = event.Running, ""
@@ -178,6 +187,9 @@ func (r *Recorder) apply(e *event.Event) bool {
 	case event.ModelCall:
 		t := r.thread(e)
 		t.Usage = t.Usage.Add(e.Usage)
+		if t.Status == event.Waiting && strings.HasPrefix(t.Waiting, event.WaitingForQuota) {
+			t.Status, t.Waiting = event.Running, "" // the call ended without its share
+		}
 	default:
 		return false
 	}

@@ -289,6 +289,8 @@ func (st *threadState) beforeModel(ctx context.Context, call *modelCall) error {
 	}
 	call.meter, call.start = meter, st.r.cfg.Now()
 	ctx = model.WithRetryNotice(ctx, retryNotice{st, st.r.cfg.Observer})
+	ctx = model.WithCaller(ctx, model.Caller{Run: st.th.RunID, Thread: st.th.ID})
+	ctx = model.WithQuotaNotice(ctx, &quotaNotice{st: st, inner: model.QuotaNoticeFrom(ctx)})
 	call.ctx, call.span = tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
 	call.req = model.Request{
 		Model:             st.ref.Name,
@@ -342,6 +344,42 @@ func (n retryNotice) Retrying(ctx context.Context, err error, retry int, wait ti
 	if n.obs != nil {
 		n.obs.ModelRetry(provider, model.RetryReason(err))
 	}
+}
+
+// quotaNotice reports a model call that waits for its endpoint's quota
+// (event model.waiting, with status waiting, then running when it goes on)
+// and passes the wait on to the notice already in the call's context (a
+// worker's, which lends the thread's slot out meanwhile).
+type quotaNotice struct {
+	st       *threadState
+	inner    model.QuotaNotice
+	endpoint string
+}
+
+func (n *quotaNotice) Waiting(ctx context.Context, endpoint, reason string) {
+	n.endpoint = endpoint
+	e := n.st.th.Event(event.ModelWaiting)
+	e.Model, e.Endpoint, e.Status = n.st.ref.String(), endpoint, event.Waiting
+	e.Reason = event.WaitingForQuota + " of " + endpoint + ": " + reason
+	n.st.r.emit(e)
+	n.st.r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "model call waits for quota",
+		slog.String("run_id", n.st.th.RunID), slog.String("thread_id", n.st.th.ID),
+		slog.String("endpoint", endpoint), slog.String("reason", reason))
+	if n.inner != nil {
+		n.inner.Waiting(ctx, endpoint, reason)
+	}
+}
+
+func (n *quotaNotice) Resumed(ctx context.Context) error {
+	if n.inner != nil {
+		if err := n.inner.Resumed(ctx); err != nil {
+			return err
+		}
+	}
+	e := n.st.th.Event(event.ModelWaiting)
+	e.Model, e.Endpoint, e.Status = n.st.ref.String(), n.endpoint, event.Running
+	n.st.r.emit(e)
+	return nil
 }
 
 // become makes a the thread's current agent: its model, tools and system prompt.

@@ -40,6 +40,7 @@ const (
 	evArguments
 	evOutput
 	evDecision
+	evEndpoint
 )
 
 // EncodeMsgpack writes es.
@@ -62,7 +63,7 @@ func encodeEvent(enc *msgpack.Encoder, e *event.Event) error {
 	}{
 		{evType, string(e.Type)}, {evStatus, string(e.Status)}, {evReason, e.Reason}, {evWorker, e.Worker},
 		{evModel, e.Model}, {evTool, e.Tool}, {evCallID, e.CallID}, {evArguments, e.Arguments},
-		{evOutput, e.Output}, {evDecision, e.Decision},
+		{evOutput, e.Output}, {evDecision, e.Decision}, {evEndpoint, e.Endpoint},
 	}
 	nums := [...]struct {
 		key int
@@ -142,7 +143,7 @@ func decodeEvent(dec *msgpack.Decoder, e *event.Event) error {
 			e.Time, err = dec.DecodeTime()
 		case evInputTokens, evOutputTokens, evLatency:
 			v, err = dec.DecodeInt64()
-		case evType, evStatus, evReason, evWorker, evModel, evTool, evCallID, evArguments, evOutput, evDecision:
+		case evType, evStatus, evReason, evWorker, evModel, evTool, evCallID, evArguments, evOutput, evDecision, evEndpoint:
 			s, err = decodeString(dec)
 		default:
 			err = dec.Skip()
@@ -171,6 +172,8 @@ func decodeEvent(dec *msgpack.Decoder, e *event.Event) error {
 			e.Output = s
 		case evDecision:
 			e.Decision = s
+		case evEndpoint:
+			e.Endpoint = s
 		case evInputTokens:
 			e.Usage.InputTokens = v
 		case evOutputTokens:

@@ -80,6 +80,13 @@ func SubjectBudget(coordinator, worker string) string {
 	return "formica.coord." + coordinator + ".budget." + worker
 }
 
+// SubjectQuota is where a coordinator holding the model endpoints' quotas
+// takes a worker's asks for a share of one (QuotaTake) and their ends
+// (QuotaDone).
+func SubjectQuota(coordinator, worker string) string {
+	return "formica.coord." + coordinator + ".quota." + worker
+}
+
 // SubjectPlacement is where a coordinator answers a worker that asks
 // whether its placement of a thread is still current.
 func SubjectPlacement(coordinator, worker string) string {

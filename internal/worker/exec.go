@@ -10,6 +10,7 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
@@ -61,6 +62,10 @@ type hosted struct {
 // functions of their own: their large values never sit on this frame.
 func (w *Worker) run(ctx context.Context, h *hosted) {
 	ctx, span := w.threadStarted(ctx, h)
+	// Its model calls share each endpoint's quota with the cluster, and
+	// lend the thread's slot out while they wait for it.
+	ctx = providers.WithGates(ctx, quotaGates{w})
+	ctx = model.WithQuotaNotice(ctx, slotLender{w, h.thread.ID})
 	res := w.runner.RunThread(ctx, &h.thread)
 	w.threadEnded(ctx, h, span, res)
 }

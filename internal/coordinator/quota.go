@@ -1,0 +1,275 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/metrics"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/quota"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// quotas are the model endpoints' quotas this coordinator holds for the
+// workers that ask it (the live coordinator with the lowest id, by the
+// workers' choice): one limiter per endpoint, and the asks in progress by
+// id, so an attempt's end finds its ticket and a withdrawal its waiting ask.
+type quotas struct {
+	reg  *quota.Registry
+	mu   sync.Mutex
+	asks map[string]*quotaAsk
+	keys map[string]bool // endpoints with a limiter
+}
+
+// maxEndpoints bounds the endpoints whose quotas a coordinator holds, so
+// asks naming ever new endpoints cannot grow its memory without end.
+const maxEndpoints = 256
+
+// limiter is the limiter of the endpoint req names, made on its first ask.
+func (q *quotas) limiter(req wire.QuotaTake) (*quota.Limiter, error) {
+	lim := limitsOf(req.Limits)
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	if req.Key == "" || len(req.Key) > 1024 {
+		return nil, errors.New("quota ask names no endpoint, or one too long")
+	}
+	q.mu.Lock()
+	if !q.keys[req.Key] {
+		if len(q.keys) >= maxEndpoints {
+			q.mu.Unlock()
+			return nil, fmt.Errorf("quota: this coordinator already holds the quotas of %d endpoints", maxEndpoints)
+		}
+		q.keys[req.Key] = true
+	}
+	q.mu.Unlock()
+	return q.reg.Limiter(req.Key, lim), nil
+}
+
+// quotaAsk is one QuotaTake: waiting (withdraw set), granted (ticket set),
+// or ended before its grant was known (over), which gives back a later grant.
+type quotaAsk struct {
+	owner    string
+	withdraw context.CancelCauseFunc
+	ticket   *quota.Ticket
+	over     bool
+	expires  time.Time // of an ask ended before it was seen (over)
+}
+
+// errWithdrawn ends a waiting ask whose worker gave up its attempt.
+var errWithdrawn = errors.New("quota ask withdrawn by its worker")
+
+// overKeep is how long the end of an ask not yet seen is kept for it.
+const overKeep = time.Minute
+
+func newQuotas(reg *quota.Registry) *quotas {
+	if reg == nil {
+		reg = quota.NewRegistry()
+	}
+	return &quotas{reg: reg, asks: map[string]*quotaAsk{}, keys: map[string]bool{}}
+}
+
+// handleQuotaTake queues a worker's ask for an endpoint's quota and answers
+// with the grant: at once when there is room, else after QuotaWaiting and
+// progress while it waits.
+func (c *Coordinator) handleQuotaTake(ctx context.Context, m wire.Msg, r actor.Replier) {
+	var req wire.QuotaTake
+	if err := wire.DecodeAs(m.Data, wire.TypeQuotaTake, &req); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	owner := wire.SenderOf(m.Subject)
+	lim, err := c.quotas.limiter(req)
+	if err != nil {
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadMessage, Message: err.Error()}))
+		return
+	}
+	askCtx, withdraw := context.WithCancelCause(ctx)
+	defer withdraw(nil)
+	q := c.quotas
+	q.mu.Lock()
+	a := q.asks[req.ID]
+	if a != nil { // ended (or asked twice) before this
+		q.mu.Unlock()
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadMessage, Message: "quota ask " + req.ID + " is over"}))
+		return
+	}
+	a = &quotaAsk{owner: owner, withdraw: withdraw}
+	q.asks[req.ID] = a
+	q.mu.Unlock()
+
+	w := &takeWaiting{c: c, r: r}
+	defer w.stop()
+	t, err := lim.TakeFor(model.WithQuotaNotice(askCtx, w), owner, model.Ask{Run: req.RunID, Thread: req.ThreadID,
+		InputTokens: max(req.InputTokens, 0), OutputTokens: max(req.OutputTokens, 0)})
+	q.mu.Lock()
+	if err == nil && !a.over {
+		a.ticket = t
+		q.mu.Unlock()
+		r.Reply(wire.Message(wire.TypeQuotaGrant, nil))
+		return
+	}
+	delete(q.asks, req.ID)
+	q.mu.Unlock()
+	if err == nil { // withdrawn as it was granted: never sent
+		t.Cancel()
+		return
+	}
+	if !errors.Is(context.Cause(askCtx), errWithdrawn) {
+		r.Reply(wire.ErrorReply(err))
+	}
+}
+
+// takeWaiting tells a worker its ask queued, and keeps the request alive
+// while it waits.
+type takeWaiting struct {
+	c    *Coordinator
+	r    actor.Replier
+	mu   sync.Mutex
+	ping *alivePing
+}
+
+func (w *takeWaiting) Waiting(_ context.Context, _, reason string) {
+	w.r.Reply(wire.Message(wire.TypeQuotaWaiting, wire.QuotaWaiting{Reason: reason}))
+	w.mu.Lock()
+	if w.ping == nil {
+		w.ping = w.c.alive.add(w.r, "")
+	}
+	w.mu.Unlock()
+}
+
+func (w *takeWaiting) Resumed(context.Context) error { return nil }
+
+func (w *takeWaiting) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ping != nil {
+		w.c.alive.remove(w.ping)
+	}
+}
+
+// handleQuotaDone ends an ask: the attempt's answer goes to its ticket, or
+// a waiting ask is withdrawn.
+func (c *Coordinator) handleQuotaDone(_ context.Context, m wire.Msg, r actor.Replier) {
+	var req wire.QuotaDone
+	if err := wire.DecodeAs(m.Data, wire.TypeQuotaDone, &req); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	owner := wire.SenderOf(m.Subject)
+	q := c.quotas
+	now := time.Now()
+	q.mu.Lock()
+	for id, a := range q.asks { // forget the ends of asks that never came
+		if a.over && now.After(a.expires) {
+			delete(q.asks, id)
+		}
+	}
+	a := q.asks[req.ID]
+	switch {
+	case a == nil:
+		q.asks[req.ID] = &quotaAsk{owner: owner, over: true, expires: now.Add(overKeep)}
+		q.mu.Unlock()
+	case a.owner != owner: // not the asker's to end
+		q.mu.Unlock()
+		c.refuse(m.Subject, errors.New("quota ask of another worker"))
+	case a.ticket != nil:
+		delete(q.asks, req.ID)
+		q.mu.Unlock()
+		a.ticket.Done(outcomeOf(req, now))
+	default:
+		a.over = true
+		q.mu.Unlock()
+		a.withdraw(errWithdrawn)
+	}
+	r.Reply(wire.Message(wire.TypeOK, nil))
+}
+
+// quotaWorkerLost gives back every share a lost worker held.
+func (c *Coordinator) quotaWorkerLost(worker string) {
+	q := c.quotas
+	q.mu.Lock()
+	for id, a := range q.asks {
+		if a.owner != worker {
+			continue
+		}
+		if a.withdraw != nil && a.ticket == nil {
+			a.withdraw(errWithdrawn)
+		}
+		delete(q.asks, id)
+	}
+	q.mu.Unlock()
+	if n := q.reg.ReleaseOwner(worker); n > 0 {
+		c.cfg.Logger.Info("quota given back by a lost worker", "worker", worker, "calls", n)
+	}
+}
+
+func limitsOf(l wire.QuotaLimits) quota.Limits {
+	return quota.Limits{RequestsPerMinute: l.RequestsPerMinute, Burst: l.Burst, TokensPerMinute: l.TokensPerMinute,
+		InputTokensPerMinute: l.InputTokensPerMinute, OutputTokensPerMinute: l.OutputTokensPerMinute, InFlight: l.InFlight}
+}
+
+func outcomeOf(d wire.QuotaDone, at time.Time) model.Outcome {
+	o := model.Outcome{Status: d.Status, At: at,
+		Usage: model.Usage{InputTokens: max(d.InputTokens, 0), OutputTokens: max(d.OutputTokens, 0)}}
+	if len(d.Header) > 0 {
+		o.Header = make(http.Header, len(d.Header))
+		for k, v := range d.Header {
+			o.Header.Set(k, v)
+		}
+	}
+	return o
+}
+
+// handleQuota serves both messages of the quota protocol on one subject,
+// so a withdrawal never overtakes its ask on the way.
+func (c *Coordinator) handleQuota(ctx context.Context, m wire.Msg, r actor.Replier) {
+	switch wire.Type(m.Type) {
+	case wire.TypeQuotaTake:
+		c.handleQuotaTake(ctx, m, r)
+	case wire.TypeQuotaDone:
+		c.handleQuotaDone(ctx, m, r)
+	default:
+		r.Reply(wire.ErrorMsg(wire.CodeBadMessage, "unexpected message "+m.Type+" on the quota subject"))
+	}
+}
+
+// quotaMetrics are the quotas this coordinator holds, for the metrics.
+func (c *Coordinator) quotaMetrics() []metrics.EndpointQuota {
+	snaps := c.quotas.reg.Snapshots()
+	out := make([]metrics.EndpointQuota, 0, len(snaps))
+	for _, s := range snaps {
+		q := metrics.EndpointQuota{Endpoint: endpointName(s.Name), InFlight: int64(s.InFlight), Queued: int64(s.Queued),
+			Grants: s.Grants, Refusals: s.Refusals, Waits: s.Waits}
+		add := func(kind, source string, v float64) {
+			if v > 0 {
+				q.Limits = append(q.Limits, metrics.QuotaLimit{Kind: kind, Source: source, Value: v})
+			}
+		}
+		d, l := s.Declared, s.Learned
+		add("requests_per_minute", "declared", float64(d.RequestsPerMinute))
+		add("tokens_per_minute", "declared", float64(d.TokensPerMinute))
+		add("input_tokens_per_minute", "declared", float64(d.InputTokensPerMinute))
+		add("output_tokens_per_minute", "declared", float64(d.OutputTokensPerMinute))
+		add("in_flight", "declared", float64(d.InFlight))
+		add("requests_per_minute", "learned", l.RequestsPerMinute)
+		add("tokens_per_minute", "learned", float64(l.TokensPerMinute))
+		add("input_tokens_per_minute", "learned", float64(l.InputTokensPerMinute))
+		add("output_tokens_per_minute", "learned", float64(l.OutputTokensPerMinute))
+		out = append(out, q)
+	}
+	return out
+}
+
+// endpointName is the name part of an endpoint's quota key
+// (providers.Endpoint.Key: name, space, base URL), the metrics' label.
+func endpointName(key string) string {
+	name, _, _ := strings.Cut(key, " ")
+	return name
+}

@@ -1,0 +1,247 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// A worker's model calls take their share of each endpoint's quota from one
+// coordinator, so that every worker of the cluster spends one quota: the
+// live coordinator with the lowest id, which every worker tells alike from
+// the heartbeats they all hear. When it is lost, the asks go to the next.
+
+// quotaGates are this worker's providers.Gates.
+type quotaGates struct{ w *Worker }
+
+func (g quotaGates) Gate(ep providers.Endpoint) model.Gate { return remoteGate{w: g.w, ep: ep} }
+
+// remoteGate takes an endpoint's quota from the holding coordinator.
+type remoteGate struct {
+	w  *Worker
+	ep providers.Endpoint
+}
+
+// quotaRetry is the pause before asking again when no coordinator holds
+// the quotas (none heard yet, or the holder just went silent).
+const quotaRetry = 250 * time.Millisecond
+
+func (g remoteGate) Take(ctx context.Context, ask model.Ask) (model.Ticket, error) {
+	var told bool // the caller heard it waits
+	for {
+		coord := g.w.quotaHolder()
+		if coord != "" {
+			t, err := g.take(ctx, coord, ask, &told)
+			if err == nil {
+				return t, nil
+			}
+			if ctx.Err() != nil || !(errors.Is(err, actor.ErrSilent) || errors.Is(err, actor.ErrNoResponders)) {
+				return nil, err
+			}
+			g.w.cfg.Logger.Warn("quota holder lost; asking the next", "coordinator", coord, "endpoint", g.ep.Name, "err", err)
+		}
+		if !told {
+			told = true
+			if n := model.QuotaNoticeFrom(ctx); n != nil {
+				n.Waiting(ctx, g.ep.Name, "no coordinator holds the quota")
+			}
+		}
+		t := time.NewTimer(quotaRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for %s's quota: %w", g.ep.Name, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// take asks coord for one share and waits for it; told is set once the
+// caller has been told that it waits (and so must hear that it resumes).
+func (g remoteGate) take(ctx context.Context, coord string, ask model.Ask, told *bool) (model.Ticket, error) {
+	w := g.w
+	req := wire.QuotaTake{ID: uuid.NewString(), Endpoint: g.ep.Name, Key: g.ep.Key(), Limits: wireLimits(g.ep),
+		RunID: ask.Run, ThreadID: ask.Thread, InputTokens: ask.InputTokens, OutputTokens: ask.OutputTokens}
+	subject := wire.SubjectQuota(coord, w.cfg.ID)
+	call, err := w.tr.Request(ctx, subject, wire.Message(wire.TypeQuotaTake, req))
+	if err != nil {
+		return nil, fmt.Errorf("quota: coordinator %s unreachable: %w", coord, err)
+	}
+	defer call.Close()
+	t := &remoteTicket{w: w, subject: subject, id: req.ID, key: req.Key}
+	for {
+		m, err := call.Next(ctx, w.silence(coord))
+		if err != nil {
+			t.withdraw() // a grant on its way is given back
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("waiting for %s's quota: %w", g.ep.Name, context.Cause(ctx))
+			}
+			return nil, peerError("quota: coordinator "+coord, err)
+		}
+		if err := wire.MsgError(m); err != nil {
+			return nil, fmt.Errorf("quota: %w", err)
+		}
+		switch wire.Type(m.Type) {
+		case wire.TypeProgress:
+		case wire.TypeQuotaWaiting:
+			var wt wire.QuotaWaiting
+			_ = wire.DecodeAs(m.Data, wire.TypeQuotaWaiting, &wt)
+			if n := model.QuotaNoticeFrom(ctx); n != nil && !*told {
+				*told = true
+				n.Waiting(ctx, g.ep.Name, wt.Reason)
+			}
+		case wire.TypeQuotaGrant:
+			if n := model.QuotaNoticeFrom(ctx); n != nil && *told {
+				if err := n.Resumed(ctx); err != nil {
+					t.withdraw()
+					return nil, err
+				}
+			}
+			return t, nil
+		default:
+			t.withdraw()
+			return nil, fmt.Errorf("quota: unexpected answer %s from coordinator %s", m.Type, coord)
+		}
+	}
+}
+
+func wireLimits(ep providers.Endpoint) wire.QuotaLimits {
+	l := ep.Limits
+	return wire.QuotaLimits{RequestsPerMinute: l.RequestsPerMinute, Burst: l.Burst, TokensPerMinute: l.TokensPerMinute,
+		InputTokensPerMinute: l.InputTokensPerMinute, OutputTokensPerMinute: l.OutputTokensPerMinute, InFlight: l.InFlight}
+}
+
+// quotaHolder is the live coordinator with the lowest id, or "" when none
+// is heard.
+func (w *Worker) quotaHolder() string {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var live []string
+	for id, c := range w.coords {
+		if c.fresh(now) {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 {
+		return ""
+	}
+	return slices.Min(live)
+}
+
+// remoteTicket is a share granted by a coordinator; its end goes back
+// without holding up the model call.
+type remoteTicket struct {
+	w       *Worker
+	subject string
+	id, key string
+}
+
+func (t *remoteTicket) Done(o model.Outcome) {
+	d := wire.QuotaDone{ID: t.id, Key: t.key, Status: o.Status, Header: rateHeaders(o.Header),
+		InputTokens: o.Usage.InputTokens, OutputTokens: o.Usage.OutputTokens}
+	go t.send(d)
+}
+
+// withdraw ends an ask whose grant will not be used.
+func (t *remoteTicket) withdraw() { go t.send(wire.QuotaDone{ID: t.id, Key: t.key}) }
+
+// quotaDoneTries bounds how often an ask's end is sent before it is left to
+// the holder, which gives back a lost worker's shares.
+const quotaDoneTries = 3
+
+func (t *remoteTicket) send(d wire.QuotaDone) {
+	m := wire.Message(wire.TypeQuotaDone, d)
+	var err error
+	for range quotaDoneTries {
+		if err = t.ask(m); err == nil {
+			return
+		}
+	}
+	t.w.cfg.Logger.Warn("quota: the end of a model call was not delivered", "subject", t.subject, "err", err)
+}
+
+func (t *remoteTicket) ask(m wire.Msg) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	call, err := t.w.tr.Request(ctx, t.subject, m)
+	if err != nil {
+		return err
+	}
+	defer call.Close()
+	reply, err := call.Next(ctx, 0)
+	if err != nil {
+		return err
+	}
+	return wire.MsgError(reply)
+}
+
+// rateHeaders keeps the headers that speak of the provider's quota.
+func rateHeaders(h http.Header) map[string]string {
+	var out map[string]string
+	for k, v := range h {
+		lk := strings.ToLower(k)
+		if len(v) == 0 || !(strings.HasPrefix(lk, "x-ratelimit-") || strings.HasPrefix(lk, "anthropic-ratelimit-") ||
+			lk == "retry-after" || lk == "retry-after-ms") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[lk] = v[0]
+	}
+	return out
+}
+
+// slotLender lends a thread's slot out while its model call waits for
+// quota, so a waiting call holds none, and takes it back when the call
+// got its share.
+type slotLender struct {
+	w      *Worker
+	thread string
+}
+
+func (l slotLender) Waiting(context.Context, string, string) {
+	w := l.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h, ok := w.threads[l.thread]; ok && h.hasSlot {
+		h.hasSlot = false
+		<-w.slots
+	}
+}
+
+func (l slotLender) Resumed(ctx context.Context) error {
+	w := l.w
+	w.mu.Lock()
+	h, ok := w.threads[l.thread]
+	if !ok || h.hasSlot {
+		w.mu.Unlock()
+		return nil
+	}
+	w.mu.Unlock()
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.threads[l.thread] != h { // ended meanwhile: finish freed no slot
+		<-w.slots
+		return nil
+	}
+	h.hasSlot = true
+	return nil
+}
