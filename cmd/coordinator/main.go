@@ -67,6 +67,7 @@ type options struct {
 	drainGrace     time.Duration
 	localWorkers   int
 	mcpFile        string
+	providersFile  string
 	insecure       bool
 	tlsCert        string
 	tlsKey         string
@@ -89,6 +90,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	o := &options{server: broker.ServerConfig{DataDir: "formica-data", JetStream: true}}
 	fs.IntVar(&o.localWorkers, "local-workers", 0, "workers to host in this process")
 	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage+" (for --local-workers)")
+	fs.StringVar(&o.providersFile, "providers", "", providers.FlagUsage+" (for --local-workers)")
 	fs.BoolVar(&o.insecure, "nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
 	fs.StringVar(&o.tlsCert, "nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")
 	fs.StringVar(&o.tlsKey, "nats-tls-key", "", "private key `file` (PEM) of --nats-tls-cert")
@@ -198,6 +200,11 @@ func run(args []string) error {
 	}
 	defer stopTracing()
 
+	endpoints, err := providers.LoadFile(o.providersFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(2)
+	}
 	cc := o.cc
 	cc.Cwd, cc.AllowScripted = o.cwd, o.scripted
 	mx := metrics.New()
@@ -208,7 +215,7 @@ func run(args []string) error {
 		Store:             o.sc,
 		Workers:           o.localWorkers,
 		Slots:             o.slots,
-		Models:            runner.ModelOpenerFunc(providers.Open),
+		Models:            &providers.Opener{Endpoints: endpoints, Logger: logger},
 		Harness:           runner.HarnessConfig{Sandbox: sb},
 		MCP:               pool,
 		HeartbeatInterval: cc.HeartbeatInterval,

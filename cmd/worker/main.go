@@ -53,6 +53,7 @@ type options struct {
 	logLevel       string
 	logFormat      string
 	mcpFile        string
+	providersFile  string
 	version        bool
 	sbf            sandbox.Flags
 }
@@ -66,6 +67,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
 	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage)
+	fs.StringVar(&o.providersFile, "providers", "", providers.FlagUsage)
 	o.client.RegisterFlags(fs)
 	fs.StringVar(&o.credsPool, "nats-creds-pool", "", "`dir` of worker credentials files (*.creds): take the first one no other worker on this host holds (instead of --nats-creds), for replicas that scale")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "give up when NATS cannot be reached for this long at start-up (0: keep trying)")
@@ -95,6 +97,11 @@ func run(args []string) error {
 	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
+	}
+	endpoints, err := providers.LoadFile(o.providersFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
 	}
 	sb, err := o.sbf.Open()
 	if err != nil {
@@ -184,7 +191,7 @@ func run(args []string) error {
 	}
 	defer broker.Drain(nc, 5*time.Second)
 	wc.Harness.Sandbox, wc.MCP = sb, mcpPool
-	wc.Conn, wc.Models, wc.Logger = nc, runner.ModelOpenerFunc(providers.Open), logger
+	wc.Conn, wc.Models, wc.Logger = nc, &providers.Opener{Endpoints: endpoints, Logger: logger}, logger
 	wc.Metrics = mx
 	// Results larger than the NATS max payload travel through the object store.
 	if wc.ID == "" {

@@ -23,7 +23,7 @@ func benchCommand(args []string, stdio Stdio) int {
 	var (
 		quick     = fs.Bool("quick", false, "small sizes: the whole suite in seconds (as CI runs it)")
 		jsonFile  = fs.String("json", "", "also write the figures as JSON to `file`")
-		scenarios = fs.String("scenario", "", "run only these scenarios, comma-separated: floors, spawn, throughput, fanout, scaling, memory")
+		scenarios = fs.String("scenario", "", "run only these scenarios, comma-separated: floors, spawn, throughput, fanout, scaling, memory, quota")
 		cpuFile   = fs.String("cpuprofile", "", "write a CPU profile of this process (not the memory scenario's children) to `file`")
 		memFile   = fs.String("memprofile", "", "write an allocation profile of this process to `file` at the end")
 		set       bench.Settings
@@ -35,6 +35,9 @@ func benchCommand(args []string, stdio Stdio) int {
 	fs.BoolVar(&set.Metrics, "metrics", false, "record Prometheus metrics in the stacks, as the coordinator and worker binaries do")
 	fs.BoolVar(&set.Trace, "trace", false, "export every span (batching OTLP/HTTP exporter) to a receiver on loopback the bench starts")
 	fs.IntVar(&set.Slots, "slots", 0, "slots per worker of the throughput, fan-out and scaling scenarios (default 64)")
+	fs.IntVar(&set.QuotaHelpers, "quota-helpers", 0, "helpers of the quota scenario's fan-out (default 200; quick 100)")
+	fs.IntVar(&set.QuotaRPM, "quota-rpm", 0, "requests a minute the quota scenario's provider allows (default 600; quick 3000)")
+	fs.DurationVar(&set.QuotaLatency, "quota-latency", 0, "the quota scenario's provider's time per answer (default 300ms; quick 60ms)")
 	fs.Usage = func() {
 		fmt.Fprintln(stdio.Err, "Usage: formica bench [--quick] [--json FILE] [--scenario NAME[,NAME]] [fan-out flags]")
 		fs.PrintDefaults()

@@ -58,6 +58,8 @@ type runFlags struct {
 	nats       broker.ClientConfig
 	budget     budgetFlags
 	mcpConfig  string
+	providers  string
+	endpoints  *providers.Endpoints
 	traceURL   string
 	logLevel   string
 	logFormat  string
@@ -73,6 +75,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 0, "cancel the run after this long (0: no limit)")
 	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
 	fs.StringVar(&f.mcpConfig, "mcp-config", "", mcp.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
+	fs.StringVar(&f.providers, "providers", "", providers.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
 	fs.BoolVar(&f.noTTY, "no-tty", false, "print the tree as log lines even on a terminal")
 	f.nats.RegisterFlags(fs)
 	f.budget.register(fs)
@@ -98,6 +101,26 @@ func runCommand(args []string, stdio Stdio) int {
 		return report(stdio, "run", err)
 	}
 	return code
+}
+
+// checkModels refuses a run whose agents name a model this process could
+// not open: an unknown endpoint, or one whose credentials are missing.
+func checkModels(o *providers.Opener, sub wire.RunSubmit) error {
+	agents := []spec.Agent{sub.Agent}
+	for _, a := range sub.Agents {
+		agents = append(agents, a)
+	}
+	for _, a := range agents {
+		for _, ref := range []string{a.Model, a.Helper.Model} {
+			if ref == "" {
+				continue
+			}
+			if err := o.Check(ref); err != nil {
+				return fmt.Errorf("agent %s: %w", a.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // fromEnvironment moves a --model that came from $FORMICA_MODEL, not the
@@ -180,6 +203,16 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	}
 	if err := submission.Check(sub, opt); err != nil {
 		return 0, err
+	}
+	if len(f.nats.URLs) == 0 {
+		if f.endpoints, err = providers.LoadFile(f.providers); err != nil {
+			return 0, usageError{err}
+		}
+		if err := checkModels(&providers.Opener{Endpoints: f.endpoints}, sub); err != nil {
+			return 0, usageError{err}
+		}
+	} else if f.providers != "" {
+		return 0, usagef("--providers configures the embedded run; with --nats, give it to the workers")
 	}
 
 	ctx, stop := signalContext(f.timeout)
@@ -300,7 +333,7 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		Authority: authority,
 		Workers:   1,
 		Slots:     f.maxThreads + 1,
-		Models:    runner.ModelOpenerFunc(providers.Open),
+		Models:    &providers.Opener{Endpoints: f.endpoints, Logger: logger},
 		// A person's own run acts where its --cwd and spec say, anywhere.
 		Coordinator:   coordinator.Config{AllowScripted: true, Cwd: string(filepath.Separator)},
 		AllowScripted: true,
