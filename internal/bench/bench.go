@@ -19,10 +19,11 @@ const (
 	ScenarioFanout     = "fanout"
 	ScenarioScaling    = "scaling"
 	ScenarioMemory     = "memory"
+	ScenarioQuota      = "quota"
 )
 
 // Scenarios lists every scenario in running order.
-var Scenarios = []string{ScenarioFloors, ScenarioSpawn, ScenarioThroughput, ScenarioFanout, ScenarioScaling, ScenarioMemory}
+var Scenarios = []string{ScenarioFloors, ScenarioSpawn, ScenarioThroughput, ScenarioFanout, ScenarioScaling, ScenarioMemory, ScenarioQuota}
 
 // ErrBadConfig wraps rejected settings.
 var ErrBadConfig = errors.New("bad bench config")
@@ -72,6 +73,11 @@ type Settings struct {
 	MemoryHelpers int           `json:"memory_helpers"`
 	MemoryParents int           `json:"memory_parents"`
 	ParkLatency   time.Duration `json:"park_latency_ns"`
+	// QuotaHelpers helpers fan out against a provider allowing QuotaRPM
+	// requests a minute, each answer taking QuotaLatency.
+	QuotaHelpers int           `json:"quota_helpers"`
+	QuotaRPM     int           `json:"quota_rpm"`
+	QuotaLatency time.Duration `json:"quota_latency_ns"`
 	// Journal runs the spawn, throughput, fan-out and scaling stacks with
 	// JetStream and the run store, so every thread journals its life.
 	Journal bool `json:"journal,omitempty"`
@@ -88,11 +94,13 @@ var (
 	Full = Settings{Samples: 2000, Window: time.Second, Parents: 64, HelpersPerParent: 100,
 		FanoutN: 1000, FanoutLatency: 100 * time.Millisecond, Workers: 4, Slots: 64,
 		ScalingSizes: []int{1, 10, 100, 1000, 10000}, ScalingRepeat: 2000,
-		MemoryHelpers: 10000, MemoryParents: 2000, ParkLatency: 10 * time.Second}
+		MemoryHelpers: 10000, MemoryParents: 2000, ParkLatency: 10 * time.Second,
+		QuotaHelpers: 200, QuotaRPM: 600, QuotaLatency: 300 * time.Millisecond}
 	Quick = Settings{Samples: 300, Window: 250 * time.Millisecond, Parents: 64, HelpersPerParent: 5,
 		FanoutN: 300, FanoutLatency: 50 * time.Millisecond, Workers: 4, Slots: 64,
 		ScalingSizes: []int{1, 10, 100, 1000}, ScalingRepeat: 1000,
-		MemoryHelpers: 1000, MemoryParents: 200, ParkLatency: 3 * time.Second}
+		MemoryHelpers: 1000, MemoryParents: 200, ParkLatency: 3 * time.Second,
+		QuotaHelpers: 100, QuotaRPM: 3000, QuotaLatency: 60 * time.Millisecond}
 )
 
 // withDefaults fills zero fields from base.
@@ -122,11 +130,14 @@ func (s Settings) withDefaults(base Settings) Settings {
 	def(&s.MemoryHelpers, base.MemoryHelpers)
 	def(&s.MemoryParents, base.MemoryParents)
 	defD(&s.ParkLatency, base.ParkLatency)
+	def(&s.QuotaHelpers, base.QuotaHelpers)
+	def(&s.QuotaRPM, base.QuotaRPM)
+	defD(&s.QuotaLatency, base.QuotaLatency)
 	return s
 }
 
 func (s Settings) validate() error {
-	for _, v := range []int{s.Samples, s.Parents, s.HelpersPerParent, s.FanoutN, s.Workers, s.Slots, s.ScalingRepeat, s.MemoryHelpers, s.MemoryParents} {
+	for _, v := range []int{s.Samples, s.Parents, s.HelpersPerParent, s.FanoutN, s.Workers, s.Slots, s.ScalingRepeat, s.MemoryHelpers, s.MemoryParents, s.QuotaHelpers, s.QuotaRPM} {
 		if v < 1 {
 			return fmt.Errorf("%w: sizes must be positive: %+v", ErrBadConfig, s)
 		}
@@ -202,6 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{ScenarioFanout, b.fanout},
 		{ScenarioScaling, b.scaling},
 		{ScenarioMemory, b.memory},
+		{ScenarioQuota, b.quota},
 	}
 	for _, st := range steps {
 		if !slices.Contains(want, st.name) {

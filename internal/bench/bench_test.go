@@ -35,7 +35,8 @@ func testChild(args []string) *exec.Cmd {
 var tiny = Settings{Samples: 20, Window: 50 * time.Millisecond, Parents: 4, HelpersPerParent: 2,
 	FanoutN: 12, FanoutLatency: 20 * time.Millisecond, Workers: 2, Slots: 4,
 	ScalingSizes: []int{1, 100, 120}, ScalingRepeat: 2,
-	MemoryHelpers: 12, MemoryParents: 4, ParkLatency: 3 * time.Second}
+	MemoryHelpers: 12, MemoryParents: 4, ParkLatency: 3 * time.Second,
+	QuotaHelpers: 12, QuotaRPM: 6000, QuotaLatency: 20 * time.Millisecond}
 
 // TestSuiteJSONShape runs every scenario at the smallest settings and checks
 // the JSON has every figure, never how fast anything was.
@@ -68,13 +69,16 @@ func TestSuiteJSONShape(t *testing.T) {
 			}
 		}
 	}
-	for _, key := range []string{"machine", "settings", "floors", "spawn", "throughput", "fanout", "scaling", "memory", "targets"} {
+	for _, key := range []string{"machine", "settings", "floors", "spawn", "throughput", "fanout", "scaling", "memory", "quota", "targets"} {
 		if doc[key] == nil {
 			t.Errorf("no %q in %s", key, b)
 		}
 	}
-	if got := len(res.Targets); got != 9 {
-		t.Errorf("%d targets, want 9", got)
+	if got := len(res.Targets); got != 11 {
+		t.Errorf("%d targets, want 11", got)
+	}
+	if q := res.Quota; q == nil || len(q.Cases) != 2 || q.Cases[0].Failed != 0 || q.Cases[1].Refused != 0 {
+		t.Errorf("quota = %+v", q)
 	}
 	for _, tg := range res.Targets {
 		if tg.Name == "allocations per helper" && (tg.Limit != 183.5 || tg.Value <= 0) {
@@ -94,7 +98,7 @@ func TestSuiteJSONShape(t *testing.T) {
 	if err := WriteTable(&table, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"floors", "spawn latency", "spawn throughput", "fan-out makespan", "scaling", "memory", "targets"} {
+	for _, want := range []string{"floors", "spawn latency", "spawn throughput", "fan-out makespan", "scaling", "memory", "quota", "targets"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table has no %q:\n%s", want, table.String())
 		}

@@ -77,7 +77,12 @@ type cluster struct {
 // set.Journal, the server runs JetStream and the stack its run store, so
 // every thread journals its life (as in a cluster); with set.Metrics the
 // stack records its metrics.
-func startCluster(ctx context.Context, tcp bool, workers, slots int, set Settings) (_ *cluster, err error) {
+func startCluster(ctx context.Context, tcp bool, workers, slots int, set Settings) (*cluster, error) {
+	return startClusterWith(ctx, tcp, workers, slots, set, runner.ModelOpenerFunc(providers.Open))
+}
+
+// startClusterWith is startCluster with the workers' models opened by models.
+func startClusterWith(ctx context.Context, tcp bool, workers, slots int, set Settings, models runner.ModelOpener) (_ *cluster, err error) {
 	journal := set.Journal
 	c := &cluster{workers: workers}
 	defer func() {
@@ -99,7 +104,7 @@ func startCluster(ctx context.Context, tcp bool, workers, slots int, set Setting
 		mx = metrics.New()
 	}
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, LocalServer: c.srv, Workers: workers, Slots: slots,
-		Models: runner.ModelOpenerFunc(providers.Open), Coordinator: benchCoordinator, Durable: journal,
+		Models: models, Coordinator: benchCoordinator, Durable: journal,
 		Metrics: mx})
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ type Result struct {
 	ScalingRatio             *float64 `json:"scaling_ratio"`
 	WorkerBytesPerLiveHelper *float64 `json:"worker_bytes_per_live_helper"`
 	CoordBytesPerLiveHelper  *float64 `json:"coordinator_bytes_per_live_helper"`
+	QuotaLearnedRatio        *float64 `json:"quota_learned_ratio"`
+	QuotaDeclaredRatio       *float64 `json:"quota_declared_ratio"`
 
 	Machine  Machine   `json:"machine"`
 	Settings Settings  `json:"settings"`
@@ -24,6 +26,7 @@ type Result struct {
 	Fanout     *Fanout     `json:"fanout,omitempty"`
 	Scaling    *Scaling    `json:"scaling,omitempty"`
 	Memory     *Memory     `json:"memory,omitempty"`
+	Quota      *Quota      `json:"quota,omitempty"`
 	// Trace is what the exporter sent, with Settings.Trace.
 	Trace *TraceSink `json:"trace,omitempty"`
 
@@ -227,6 +230,8 @@ func (r *Result) targets() []Target {
 	add(scaling, r.ScalingRatio, 1.5, false)
 	add("worker bytes per live helper", r.WorkerBytesPerLiveHelper, 12<<10, false)
 	add("coordinator bytes per live helper", r.CoordBytesPerLiveHelper, 8<<10, false)
+	add("quota fan-out makespan / the quota's ideal, limits learned", r.QuotaLearnedRatio, 1.25, false)
+	add("quota fan-out makespan / the quota's ideal, limits declared", r.QuotaDeclaredRatio, 1.10, false)
 	if t := r.Throughput; t != nil {
 		// Half of what a helper cost when these goals were set: 12.1
 		// messages published and 367 allocations.

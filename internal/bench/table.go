@@ -73,6 +73,16 @@ func WriteTable(w io.Writer, res *Result) error {
 		p("\t%s\t%s\t%s\t", msStr(f.IdealMs), msStr(f.MakespanMs), times(f.Ratio))
 		tw.Flush()
 	}
+	if q := res.Quota; q != nil {
+		fmt.Fprintf(w, "\nquota (fan-out against %d requests/min, burst %d, %d in flight, %gms an answer; W=%d)\n",
+			q.RequestsPerMinute, q.Burst, q.InFlight, q.LatencyMs, q.Workers)
+		p("\tlimits\thelpers\tfailed\trequests\trefused\tideal\tmakespan\tratio\t")
+		for _, c := range q.Cases {
+			p("\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t", c.Limits, c.Helpers, c.Failed, c.Requests, c.Refused,
+				msStr(c.IdealMs), msStr(c.MakespanMs), times(c.Ratio))
+		}
+		tw.Flush()
+	}
 	if s := res.Scaling; s != nil {
 		fmt.Fprintf(w, "\nscaling (one parent fans out, zero latency, W=%d, S=%d)\n", s.Workers, s.Slots)
 		p("\thelpers\trepeats\tmakespan\tper helper\tCPU/helper\tmessages/helper\t")

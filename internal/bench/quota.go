@@ -1,0 +1,112 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/model/quotaserver"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/tools"
+)
+
+// QuotaCase is one fan-out against a provider with a quota.
+type QuotaCase struct {
+	// Limits says how the run knew the quota: "learned" (from the
+	// provider's headers) or "declared" (in the providers file).
+	Limits     string  `json:"limits"`
+	Helpers    int     `json:"helpers"`
+	Failed     int     `json:"helpers_failed"`
+	Requests   int     `json:"requests"`
+	Refused    int     `json:"refused"`
+	IdealMs    float64 `json:"ideal_ms"`
+	MakespanMs float64 `json:"makespan_ms"`
+	Ratio      float64 `json:"ratio"`
+}
+
+// Quota is the quota scenario: a fan-out over Workers workers against a
+// local OpenAI-compatible server that enforces a quota.
+type Quota struct {
+	RequestsPerMinute int         `json:"requests_per_minute"`
+	Burst             int         `json:"burst"`
+	InFlight          int         `json:"in_flight"`
+	LatencyMs         float64     `json:"latency_ms"`
+	Workers           int         `json:"workers"`
+	Cases             []QuotaCase `json:"cases"`
+}
+
+// quota: QuotaHelpers helpers over Workers workers against a server allowing
+// QuotaRPM requests a minute (burst 10, 16 in flight, QuotaLatency each),
+// once learning the quota from the server's headers and once with it
+// declared.
+func (b *suite) quota(ctx context.Context, res *Result) error {
+	set := b.set
+	q := &Quota{RequestsPerMinute: set.QuotaRPM, Burst: 10, InFlight: 16, LatencyMs: ms(set.QuotaLatency), Workers: set.Workers}
+	for _, declared := range []bool{false, true} {
+		c, err := b.quotaCase(ctx, q, declared)
+		if err != nil {
+			return err
+		}
+		q.Cases = append(q.Cases, c)
+		if declared {
+			res.QuotaDeclaredRatio = ptr(c.Ratio)
+		} else {
+			res.QuotaLearnedRatio = ptr(c.Ratio)
+		}
+	}
+	res.Quota = q
+	return nil
+}
+
+func (b *suite) quotaCase(ctx context.Context, q *Quota, declared bool) (QuotaCase, error) {
+	set := b.set
+	srv, err := quotaserver.Start(quotaserver.Config{Format: quotaserver.OpenAI, RequestsPerMinute: q.RequestsPerMinute,
+		Burst: q.Burst, MaxInFlight: q.InFlight, Latency: set.QuotaLatency, Signals: quotaserver.SignalHeaders})
+	if err != nil {
+		return QuotaCase{}, err
+	}
+	defer srv.Close()
+	file := fmt.Sprintf("endpoints:\n  bench:\n    format: openai\n    base_url: %s\n", srv.BaseURL())
+	c := QuotaCase{Limits: "learned", Helpers: set.QuotaHelpers}
+	if declared {
+		c.Limits = "declared"
+		file += fmt.Sprintf("    requests_per_minute: %d\n    burst: %d\n    in_flight: %d\n", q.RequestsPerMinute, q.Burst, q.InFlight)
+	}
+	eps, err := providers.Parse([]byte(file), nil)
+	if err != nil {
+		return c, err
+	}
+	b.logf("   %d helpers, quota %d/min (burst %d, %d in flight), %s limits", c.Helpers, q.RequestsPerMinute, q.Burst, q.InFlight, c.Limits)
+	cl, err := startClusterWith(ctx, false, set.Workers, set.Slots, set, &providers.Opener{Endpoints: eps})
+	if err != nil {
+		return c, err
+	}
+	defer cl.stop()
+	parallel := true
+	root := spec.Agent{Name: "bench", Model: "bench/model", Tools: []string{tools.AgentToolName}, ParallelToolCalls: &parallel}
+	start := time.Now()
+	rec, err := cl.run(ctx, runOpts{task: fmt.Sprintf("fanout %d", c.Helpers), agent: root,
+		limits: limits.Config{MaxThreads: c.Helpers}})
+	span := time.Since(start)
+	if err != nil {
+		return c, err
+	}
+	for _, th := range rec.Threads {
+		if th.Depth == 1 && th.Status != event.Succeeded {
+			c.Failed++
+		}
+	}
+	st := srv.Stats()
+	c.Requests, c.Refused = st.Requests, st.Refused
+	// The quota's ideal: the root's first call, the helpers' calls as the
+	// bucket allows them after its burst, the root's last call.
+	calls := c.Helpers + 2
+	perCall := time.Minute / time.Duration(q.RequestsPerMinute)
+	ideal := time.Duration(max(calls-q.Burst, 0))*perCall + 3*set.QuotaLatency
+	c.IdealMs, c.MakespanMs = ms(ideal), ms(span)
+	c.Ratio = round(float64(span)/float64(ideal), 3)
+	return c, nil
+}
