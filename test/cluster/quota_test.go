@@ -60,3 +60,38 @@ func TestQuotaSharedAcrossWorkerProcesses(t *testing.T) {
 
 // latencyQuota is the quota server's time per answer in these tests.
 const latencyQuota = 300 * time.Millisecond
+
+// TestQuotaOfKilledWorkerComesBack: a worker killed while its call holds the
+// endpoint's only place in flight gives the place back once it is found
+// lost, so the thread placed again on another worker gets it.
+func TestQuotaOfKilledWorkerComesBack(t *testing.T) {
+	srv, err := quotaserver.Start(quotaserver.Config{Format: quotaserver.OpenAI, Latency: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	providersFile := filepath.Join(t.TempDir(), "providers.yaml")
+	file := fmt.Sprintf("endpoints:\n  q:\n    format: openai\n    base_url: %s\n    in_flight: 1\n", srv.BaseURL())
+	if err := os.WriteFile(providersFile, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, "c1")
+	w1 := s.startWorker("w1", 4, "--providers", providersFile)
+	run := s.run("--model", "q/model", "hello")
+	deadline := time.Now().Add(runTimeout)
+	for srv.Stats().InFlight == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the run's call never reached the provider")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w1.kill(t)
+	s.startWorker("w2", 4, "--providers", providersFile)
+	rec := succeeded(t, run)
+	if rec.Output != "done: hello" {
+		t.Errorf("output %q", rec.Output)
+	}
+	if st := srv.Stats(); st.Accepted != 2 {
+		t.Errorf("the provider accepted %d calls, want 2 (the killed one and the one placed again)", st.Accepted)
+	}
+}
