@@ -132,8 +132,16 @@ export class Tree {
       case 'thread.handoff':
         this.node(e.thread_id, e).handoffs.push(e.name || e.reason || '');
         break;
+      case 'model.waiting': {
+        // A model call waits for its endpoint's quota (status waiting), or
+        // got its share (running).
+        const n = this.node(e.thread_id, e);
+        n.quotaWait = e.status === 'waiting' ? (e.reason || 'waiting for quota') : '';
+        break;
+      }
       case 'model.call': {
         const n = this.node(e.thread_id, e);
+        n.quotaWait = '';
         if (e.usage) {
           n.usage.input_tokens += e.usage.input_tokens || 0;
           n.usage.output_tokens += e.usage.output_tokens || 0;
