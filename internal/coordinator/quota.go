@@ -21,11 +21,17 @@ import (
 // workers' choice): one limiter per endpoint, and the asks in progress by
 // id, so an attempt's end finds its ticket and a withdrawal its waiting ask.
 type quotas struct {
-	reg  *quota.Registry
-	mu   sync.Mutex
-	asks map[string]*quotaAsk
-	keys map[string]bool // endpoints with a limiter
+	reg   *quota.Registry
+	mu    sync.Mutex
+	asks  map[string]*quotaAsk
+	owned map[string]int  // asks by worker
+	keys  map[string]bool // endpoints with a limiter
+	swept time.Time       // when the ends of unseen asks were last swept
 }
+
+// maxAsksPerWorker bounds the asks one worker may have open at once (each
+// waiting one is a goroutine here), far above what its threads make.
+const maxAsksPerWorker = 4096
 
 // maxEndpoints bounds the endpoints whose quotas a coordinator holds, so
 // asks naming ever new endpoints cannot grow its memory without end.
@@ -72,7 +78,7 @@ func newQuotas(reg *quota.Registry) *quotas {
 	if reg == nil {
 		reg = quota.NewRegistry()
 	}
-	return &quotas{reg: reg, asks: map[string]*quotaAsk{}, keys: map[string]bool{}}
+	return &quotas{reg: reg, asks: map[string]*quotaAsk{}, owned: map[string]int{}, keys: map[string]bool{}}
 }
 
 // handleQuotaTake queues a worker's ask for an endpoint's quota and answers
@@ -100,8 +106,14 @@ func (c *Coordinator) handleQuotaTake(ctx context.Context, m wire.Msg, r actor.R
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadMessage, Message: "quota ask " + req.ID + " is over"}))
 		return
 	}
+	if q.owned[owner] >= maxAsksPerWorker {
+		q.mu.Unlock()
+		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeOverloaded,
+			Message: fmt.Sprintf("quota: worker %s has %d asks open", owner, maxAsksPerWorker)}))
+		return
+	}
 	a = &quotaAsk{owner: owner, withdraw: withdraw}
-	q.asks[req.ID] = a
+	q.add(req.ID, a)
 	q.mu.Unlock()
 
 	w := &takeWaiting{c: c, r: r}
@@ -115,7 +127,7 @@ func (c *Coordinator) handleQuotaTake(ctx context.Context, m wire.Msg, r actor.R
 		r.Reply(wire.Message(wire.TypeQuotaGrant, nil))
 		return
 	}
-	delete(q.asks, req.ID)
+	q.remove(req.ID)
 	q.mu.Unlock()
 	if err == nil { // withdrawn as it was granted: never sent
 		t.Cancel()
@@ -166,21 +178,22 @@ func (c *Coordinator) handleQuotaDone(_ context.Context, m wire.Msg, r actor.Rep
 	q := c.quotas
 	now := time.Now()
 	q.mu.Lock()
-	for id, a := range q.asks { // forget the ends of asks that never came
-		if a.over && now.After(a.expires) {
-			delete(q.asks, id)
-		}
-	}
+	q.sweepLocked(now)
 	a := q.asks[req.ID]
 	switch {
 	case a == nil:
-		q.asks[req.ID] = &quotaAsk{owner: owner, over: true, expires: now.Add(overKeep)}
+		if q.owned[owner] >= maxAsksPerWorker {
+			q.mu.Unlock()
+			r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeOverloaded, Message: "quota: too many asks open"}))
+			return
+		}
+		q.add(req.ID, &quotaAsk{owner: owner, over: true, expires: now.Add(overKeep)})
 		q.mu.Unlock()
 	case a.owner != owner: // not the asker's to end
 		q.mu.Unlock()
 		c.refuse(m.Subject, errors.New("quota ask of another worker"))
 	case a.ticket != nil:
-		delete(q.asks, req.ID)
+		q.remove(req.ID)
 		q.mu.Unlock()
 		a.ticket.Done(outcomeOf(req, now))
 	default:
@@ -202,11 +215,42 @@ func (c *Coordinator) quotaWorkerLost(worker string) {
 		if a.withdraw != nil && a.ticket == nil {
 			a.withdraw(errWithdrawn)
 		}
-		delete(q.asks, id)
+		q.remove(id)
 	}
 	q.mu.Unlock()
 	if n := q.reg.ReleaseOwner(worker); n > 0 {
 		c.cfg.Logger.Info("quota given back by a lost worker", "worker", worker, "calls", n)
+	}
+}
+
+// add and remove keep the asks and their count by worker; under mu.
+func (q *quotas) add(id string, a *quotaAsk) {
+	q.asks[id] = a
+	q.owned[a.owner]++
+}
+
+func (q *quotas) remove(id string) {
+	a, ok := q.asks[id]
+	if !ok {
+		return
+	}
+	delete(q.asks, id)
+	if q.owned[a.owner]--; q.owned[a.owner] <= 0 {
+		delete(q.owned, a.owner)
+	}
+}
+
+// sweepLocked forgets the ends of asks that never came, at most once per
+// overKeep.
+func (q *quotas) sweepLocked(now time.Time) {
+	if now.Sub(q.swept) < overKeep {
+		return
+	}
+	q.swept = now
+	for id, a := range q.asks {
+		if a.over && a.withdraw == nil && now.After(a.expires) {
+			q.remove(id)
+		}
 	}
 }
 
