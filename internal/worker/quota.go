@@ -47,6 +47,9 @@ func (g remoteGate) Take(ctx context.Context, ask model.Ask) (model.Ticket, erro
 				return t, nil
 			}
 			if ctx.Err() != nil || !(errors.Is(err, actor.ErrSilent) || errors.Is(err, actor.ErrNoResponders)) {
+				if n := model.QuotaNoticeFrom(ctx); n != nil && told && ctx.Err() == nil {
+					_ = n.Resumed(ctx) // the call fails, and its thread goes on with its slot
+				}
 				return nil, err
 			}
 			g.w.cfg.Logger.Warn("quota holder lost; asking the next", "coordinator", coord, "endpoint", g.ep.Name, "err", err)
