@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	formicaBin = filepath.Join(dir, "formica")
-	build := exec.Command("go", "build", "-race", "-o", formicaBin, "../../cmd/formica")
+	build := exec.Command("go", "build", "-o", formicaBin, "../../cmd/formica")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build formica:", err)

@@ -7,8 +7,8 @@
 //
 // Without Chromium every test skips and says how to install it. Each test
 // saves a screenshot as test/browser/screenshots/<Test>.png (CI keeps that
-// directory). The binaries are built once, by TestMain, with -race when the
-// tests have it; every wait is bounded.
+// directory). The binaries are built once, by TestMain, without the race
+// detector (proc.Build); every wait is bounded.
 package browser_test
 
 import (
@@ -35,7 +35,7 @@ func buildAndRun(m *testing.M) int {
 		return m.Run()
 	}
 	pkgs := []string{"./cmd/coordinator", "./cmd/worker"}
-	return proc.RunBuilt(m, "browser test", proc.Build, pkgs, func(_, _ string, bins map[string]string) {
+	return proc.RunBuilt(m, "browser test", pkgs, func(_, _ string, bins map[string]string) {
 		bin.coordinator, bin.worker = bins["coordinator"], bins["worker"]
 	})
 }

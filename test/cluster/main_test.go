@@ -23,7 +23,7 @@ import (
 	tproc "github.com/formica-run/formica/test/proc"
 )
 
-// Binaries built by TestMain (with -race when this test binary has it).
+// Binaries built by TestMain, without the race detector (proc.Build).
 var bin struct{ coordinator, worker, formica string }
 
 func TestMain(m *testing.M) {
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 func buildAndRun(m *testing.M) int {
 	flag.Parse()
 	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "./cmd/formica"}
-	return tproc.RunBuilt(m, "cluster test", tproc.Build, pkgs, func(_, _ string, bins map[string]string) {
+	return tproc.RunBuilt(m, "cluster test", pkgs, func(_, _ string, bins map[string]string) {
 		bin.coordinator, bin.worker, bin.formica = bins["coordinator"], bins["worker"], bins["formica"]
 	})
 }

@@ -6,8 +6,8 @@
 // streams, holds tool calls for approval, sends results larger than a NATS
 // message, cancels runs, and runs the README's examples.
 //
-// The binaries are built once, by TestMain (with -race when the tests
-// have it). Each test starts its own processes, kills every one of them on
+// The binaries are built once, by TestMain, without the race detector
+// (proc.Build). Each test starts its own processes, kills every one of them on
 // cleanup and shows their stderr when it fails; every wait is bounded.
 // Timings are short: heartbeats of 200ms and a queue AckWait of 2s.
 package durable_test
@@ -32,7 +32,7 @@ func buildAndRun(m *testing.M) int {
 	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "./cmd/formica",
 		// The NATS server as its own process, for the README's external cluster.
 		"github.com/nats-io/nats-server/v2"}
-	return proc.RunBuilt(m, "durable test", proc.Build, pkgs, func(_, dir string, bins map[string]string) {
+	return proc.RunBuilt(m, "durable test", pkgs, func(_, dir string, bins map[string]string) {
 		bin.dir, bin.coordinator, bin.worker, bin.formica = dir, bins["coordinator"], bins["worker"], bins["formica"]
 		bin.natsServer = bins["nats-server"]
 	})

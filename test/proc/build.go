@@ -12,30 +12,25 @@ import (
 )
 
 // Build builds the main packages pkgs (module paths relative to the module
-// root, such as "./cmd/worker") into dir, with -race when this test binary
-// has it, and returns each binary's path by its base name (as go build
-// names it: a module's major-version suffix is skipped, so
+// root, such as "./cmd/worker", or main packages of the module's
+// dependencies, such as "github.com/nats-io/nats-server/v2") into dir, and
+// returns each binary's path by its base name (as go build names it: a
+// module's major-version suffix is skipped, so
 // github.com/nats-io/nats-server/v2 is nats-server). root is the module
 // root; progress and compiler output go to log.
+//
+// The binaries are built without the race detector, whatever the test
+// binary has: every package that runs them then shares one entry of the
+// build cache, so a `go test -race ./...` links them in seconds instead of
+// compiling the whole tree again with -race; and tests that measure memory
+// or drive a scale see the processes as they run in production. The race
+// detector still covers the same code in the in-process tests.
 func Build(root, dir string, log io.Writer, pkgs ...string) (map[string]string, error) {
-	return build(root, dir, log, Race, pkgs...)
+	return build(root, dir, log, pkgs...)
 }
 
-// BuildNoRace is Build without the race detector, whatever the test binary
-// has: for tests that measure the processes' memory (the race detector
-// multiplies it) or drive them at a scale its slowdown would not finish.
-// pkgs may name main packages of the module's dependencies too
-// ("github.com/nats-io/nats-server/v2").
-func BuildNoRace(root, dir string, log io.Writer, pkgs ...string) (map[string]string, error) {
-	return build(root, dir, log, false, pkgs...)
-}
-
-func build(root, dir string, log io.Writer, race bool, pkgs ...string) (map[string]string, error) {
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if race {
-		args = append(args, "-race")
-	}
-	args = append(args, pkgs...)
+func build(root, dir string, log io.Writer, pkgs ...string) (map[string]string, error) {
+	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)
 	t0 := time.Now()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
@@ -54,6 +49,6 @@ func build(root, dir string, log io.Writer, race bool, pkgs ...string) (map[stri
 			return nil, fmt.Errorf("build %s: %w", p, err)
 		}
 	}
-	fmt.Fprintf(log, "built %d binaries (race %v) in %s\n", len(pkgs), race, time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(log, "built %d binaries in %s\n", len(pkgs), time.Since(t0).Round(time.Millisecond))
 	return bins, nil
 }

@@ -2,22 +2,18 @@ package proc
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// Builder is Build or BuildNoRace.
-type Builder func(root, dir string, log io.Writer, pkgs ...string) (map[string]string, error)
-
 // RunBuilt is the TestMain of a package of process tests: it builds pkgs
-// with build into a temporary directory, hands use the module root, that
+// (Build) into a temporary directory, hands use the module root, that
 // directory and the binaries by name, runs the tests and removes the
 // binaries. name prefixes its messages ("durable test"); the result is the
 // exit code for os.Exit. The package two levels up is the module root.
-func RunBuilt(m *testing.M, name string, build Builder, pkgs []string, use func(root, dir string, bins map[string]string)) int {
+func RunBuilt(m *testing.M, name string, pkgs []string, use func(root, dir string, bins map[string]string)) int {
 	dir, err := os.MkdirTemp("", "formica-"+strings.ReplaceAll(name, " ", "-"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
@@ -30,7 +26,7 @@ func RunBuilt(m *testing.M, name string, build Builder, pkgs []string, use func(
 		return 1
 	}
 	log := &Output{}
-	bins, err := build(root, dir, log, pkgs...)
+	bins, err := Build(root, dir, log, pkgs...)
 	if err != nil || testing.Verbose() {
 		fmt.Fprint(os.Stderr, log.String())
 	}

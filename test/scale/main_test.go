@@ -4,11 +4,9 @@
 // 10,000 helpers. It checks what the processes report of their own memory
 // against the figures BENCHMARKS.md records.
 //
-// The binaries are built once, by TestMain, without the race detector even
-// when the tests have it: the race detector multiplies a process's memory
-// (its shadow memory and larger goroutine stacks) and slows it several
-// times, and neither is what a deployment runs. The test binary itself may
-// still be built with -race.
+// The binaries are built once, by TestMain, without the race detector
+// (proc.Build), as a deployment runs them: the race detector would
+// multiply a process's memory and slow it several times.
 package scale_test
 
 import (
@@ -32,7 +30,7 @@ func buildAndRun(m *testing.M) int {
 		return m.Run() // the tests skip themselves
 	}
 	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "github.com/nats-io/nats-server/v2"}
-	return proc.RunBuilt(m, "scale test", proc.BuildNoRace, pkgs, func(_, _ string, bins map[string]string) {
+	return proc.RunBuilt(m, "scale test", pkgs, func(_, _ string, bins map[string]string) {
 		bin.coordinator, bin.worker, bin.nats = bins["coordinator"], bins["worker"], bins["nats-server"]
 	})
 }
