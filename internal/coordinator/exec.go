@@ -107,7 +107,7 @@ func (e *execution) placed(wid string, err error) {
 	ctx := r.startAttempt(t)
 	e.placements++
 	// Placed before the request is sent: the worker may spawn at once.
-	tok := r.place(t, wid, e.placements)
+	tok := r.place(t, wid)
 	t.replay = c.replayOf(r, t, e.reread)
 	if t.spec == nil {
 		t.spec = newThreadSpec(&t.thread)
@@ -168,8 +168,6 @@ func (e *execution) ended(p *placement, res thread.Result, out outcome) {
 }
 
 // replaced publishes that t is being placed again, away from worker wid.
-//
-//go:noinline
 func (c *Coordinator) replaced(t *threadRec, wid, reason string) {
 	e := threadEvent(event.ThreadReplaced, &t.thread)
 	e.Worker, e.Reason = wid, reason
@@ -410,29 +408,17 @@ func (p *placement) cancelLocked() {
 	}
 }
 
-// execRequests holds execRequest's scratch requests: one holds a copy of
-// its thread, too large for the frame of a goroutine that places.
-var execRequests = sync.Pool{New: func() any { return new(wire.ExecRequest) }}
-
 // execRequest is the message placing t on a worker, with its spec or only
 // the spec's hash.
-//
-//go:noinline
 func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSpec bool) wire.Msg {
-	req := execRequests.Get().(*wire.ExecRequest)
-	defer func() {
-		*req = wire.ExecRequest{}
-		execRequests.Put(req)
-	}()
-	req.Thread = t.thread
-	req.SpecHash, req.Coordinator, req.Epoch, req.Attempt = t.spec.hash, c.cfg.ID, c.epoch, attempt
-	req.Token, req.Proof, req.Uptime, req.Grant = tok, proof, c.uptime(), t.lease.Renew(0, 0)
+	req := wire.ExecRequest{Thread: t.thread, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
+		Token: tok, Proof: proof, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
 	wire.StripSpec(&req.Thread)
 	req.Thread.Replay = t.replay
 	if withSpec {
 		req.Spec = t.spec.body
 	}
-	m := wire.WithIDs(req.Msg(), t.thread.RunID, t.thread.ID)
+	m := wire.WithIDs(wire.Message(wire.TypeExecRequest, &req), t.thread.RunID, t.thread.ID)
 	for k, v := range t.trace {
 		m.Header[k] = v
 	}
@@ -441,8 +427,6 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, 
 
 // progressOf says whether a progress message carries the placement's
 // token, and publishes the thread's events it carries if so.
-//
-//go:noinline
 func (c *Coordinator) progressOf(reply wire.Msg, t *threadRec, wid, tok string) bool {
 	var p wire.Progress
 	if wire.DecodeAs(reply.Data, wire.TypeProgress, &p) != nil || p.Token != tok {
@@ -453,8 +437,6 @@ func (c *Coordinator) progressOf(reply wire.Msg, t *threadRec, wid, tok string) 
 }
 
 // recordStarted records that t started on worker wid.
-//
-//go:noinline
 func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 	e := threadEvent(event.ThreadStarted, &t.thread)
 	e.Worker, e.Time = wid, c.cfg.Now()
@@ -469,8 +451,6 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 
 // execResult decodes a worker's final answer; ok is false for a result
 // without the placement's token, which is ignored.
-//
-//go:noinline
 func (c *Coordinator) execResult(reply wire.Msg, t *threadRec, wid, tok string) (_ thread.Result, _ outcome, ok bool) {
 	var er wire.ExecResult
 	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {

@@ -193,8 +193,6 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *
 
 // spawned tells the run's watchers of a helper admitted for the parent's
 // call callKey.
-//
-//go:noinline
 func (c *Coordinator) spawned(rn *run, th *thread.Thread, callKey string) {
 	e := threadEvent(event.ThreadSpawned, th)
 	e.CallID = eventCallID(callKey) // the parent's call: siblings show in call order
@@ -204,14 +202,12 @@ func (c *Coordinator) spawned(rn *run, th *thread.Thread, callKey string) {
 // refuseSpawn answers a spawn the limits refused (budget names the budget
 // that was spent, for limits.ReasonBudget) and says so to the run's
 // watchers.
-//
-//go:noinline
 func (c *Coordinator) refuseSpawn(rn *run, th *thread.Thread, callKey string, reason limits.Reason, budget limits.Kind, r actor.Replier) {
 	e := threadEvent(event.ThreadRefused, th)
 	e.ThreadID, e.Reason, e.CallID = "", string(reason), eventCallID(callKey)
 	c.emit(rn, e)
 	c.cfg.Metrics.SpawnRefused(string(reason))
-	r.Reply((&wire.SpawnResult{Refusal: reason, Budget: budget}).Msg())
+	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{Refusal: reason, Budget: budget}))
 }
 
 // eventCallID is the model's id of the call a spawn request names, as the
@@ -243,7 +239,7 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 	if !done {
 		res = thread.Cancelled(parent.ctx)
 	}
-	r.Reply((&wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}).Msg())
+	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
 }
 
 // reuseSpawn answers a spawn with the journaled output of a helper that
@@ -260,7 +256,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th *thread.Thread, 
 	c.emit(rn, e)
 	rn.rec.ThreadUsage(th.ID, res.Own)
 	rn.rec.Reused(th.ID)
-	r.Reply((&wire.SpawnResult{ThreadID: th.ID, Result: res}).Msg())
+	r.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: th.ID, Result: res}))
 }
 
 // ended answers the parent with the helper's end.
@@ -268,7 +264,7 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	c, rn, t := sp.c, sp.rn, sp.t
 	// Its end is published before its slot is free, so no watcher counts
 	// more live helpers than the limit; then the slot is free at once.
-	c.finished(rn, t, res)
+	c.publish(rn.finish(t, res, c.cfg.Now()))
 	sp.slot.Release()
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(t.admitted), true)
 	if !reported {
@@ -279,28 +275,11 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	}
 	// Progress goes on while the reply is sent: a result over the NATS max
 	// payload is uploaded first, which may outlast the parent's patience.
-	sp.answer(res)
-	c.alive.remove(sp.ping)
-}
-
-// finished records and publishes helper t's end. Apart from ended, as is
-// answer: their events and messages would otherwise all sit on its frame,
-// on the stack of the goroutine that runs it.
-//
-//go:noinline
-func (c *Coordinator) finished(rn *run, t *threadRec, res thread.Result) {
-	c.publish(rn.finish(t, res, c.cfg.Now()))
-}
-
-// answer sends the parent its helper's result.
-//
-//go:noinline
-func (sp *admittedSpawn) answer(res thread.Result) {
-	rn, t := sp.rn, sp.t
 	rn.mu.Lock()
 	worker := t.worker
 	rn.mu.Unlock()
-	sp.reply.Reply((&wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}).Msg())
+	sp.reply.Reply(wire.Message(wire.TypeSpawnResult, wire.SpawnResult{ThreadID: t.thread.ID, Worker: worker, Result: res}))
+	c.alive.remove(sp.ping)
 }
 
 // handleApproval asks the run's approver and answers the worker, denying when

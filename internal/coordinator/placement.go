@@ -26,10 +26,10 @@ func newToken() string {
 }
 
 // place makes worker wid the thread's current placement under a new token.
-func (r *run) place(t *threadRec, wid string, attempt int) string {
+func (r *run) place(t *threadRec, wid string) string {
 	tok := newToken()
 	r.mu.Lock()
-	t.worker, t.token, t.attemptNo = wid, tok, attempt
+	t.worker, t.token = wid, tok
 	t.vouched = time.Time{} // a check vouched for the placement before
 	r.mu.Unlock()
 	return tok

@@ -16,7 +16,7 @@ func TestPlacementCheck(t *testing.T) {
 	r := newRun("r1", nil, nil, "")
 	th := &threadRec{}
 	r.threads["t1"] = th
-	tok := r.place(th, "w1", 1)
+	tok := r.place(th, "w1")
 	const idle = time.Second
 	t0 := time.Now()
 
@@ -39,7 +39,7 @@ func TestPlacementCheck(t *testing.T) {
 		t.Errorf("check of a lapsed placement: %v, want fenced", err)
 	}
 
-	tok = r.place(th, "w1", 2)
+	tok = r.place(th, "w1")
 	if err := r.vouch("t1", "w1", tok, t0); err != nil {
 		t.Fatalf("check of the current placement: %v", err)
 	}
@@ -54,11 +54,11 @@ func TestPlacementCheck(t *testing.T) {
 	}
 
 	// A check vouches for its placement only, not for the next one.
-	tok = r.place(th, "w1", 3)
+	tok = r.place(th, "w1")
 	if err := r.vouch("t1", "w1", tok, t0); err != nil {
 		t.Fatalf("check of the current placement: %v", err)
 	}
-	r.place(th, "w2", 4)
+	r.place(th, "w2")
 	if _, lapsed := r.lapse(th, idle, t0.Add(idle/2)); !lapsed {
 		t.Error("a placement lived on a check of the one before it")
 	}

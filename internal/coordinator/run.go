@@ -83,15 +83,13 @@ type threadRec struct {
 	lease *limits.Lease
 
 	// Guarded by run.mu.
-	worker    string
-	token     string // the current placement's; "" between placements
-	attemptNo int
-	attempt   context.Context // the current placement's
-	abort     context.CancelCauseFunc
-	spawning  int
-	parkedOn  string // the worker whose slot the parked thread gave back
-	done      bool
-	started   time.Time // when a worker first took the thread
+	worker   string
+	token    string // the current placement's; "" between placements
+	abort    context.CancelCauseFunc
+	spawning int
+	parkedOn string // the worker whose slot the parked thread gave back
+	done     bool
+	started  time.Time // when a worker first took the thread
 	// vouched is when a placement check last confirmed the current
 	// placement to its worker: its silence counts from then at the latest.
 	vouched time.Time
@@ -173,7 +171,7 @@ func (r *run) thread(id string) *threadRec {
 func (r *run) startAttempt(t *threadRec) context.Context {
 	ctx, cancel := context.WithCancelCause(t.ctx)
 	r.mu.Lock()
-	t.attempt, t.abort = ctx, cancel
+	t.abort = cancel
 	r.mu.Unlock()
 	return ctx
 }

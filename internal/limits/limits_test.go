@@ -2,9 +2,13 @@ package limits
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 func mustNew(t *testing.T, cfg Config) *Ledger {
@@ -121,4 +125,22 @@ func BenchmarkAdmitRelease(b *testing.B) {
 			s.Release()
 		}
 	})
+}
+
+// A grant reads back as it was written, with or without a spent budget.
+func TestGrantRoundTrip(t *testing.T) {
+	for _, g := range []Grant{{}, UnlimitedGrant,
+		{Tokens: 10, InputTokens: 4, OutputTokens: 6, Remaining: time.Minute, Spent: &Exhausted{Kind: KindTokens, Used: 11, Limit: 10}}} {
+		data, err := msgpack.Marshal(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Grant
+		if err := msgpack.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, g) {
+			t.Errorf("got %+v, want %+v", got, g)
+		}
+	}
 }

@@ -95,6 +95,10 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens" msgpack:"output_tokens"`
 }
 
+// IsZero reports whether u counts no tokens: msgpack's omitempty leaves a
+// zero usage out only through it (journal entries).
+func (u Usage) IsZero() bool { return u == Usage{} }
+
 // Add returns the sum of two usages.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}

@@ -141,8 +141,6 @@ func (st *threadState) spawnEnded(ac *agentCall) (out, status string) {
 
 // refused journals agent call callID of turn as refused and returns what
 // the model sees.
-//
-//go:noinline
 func (st *threadState) refused(ctx context.Context, turn int, callID string, args tools.AgentArgs, refusal *limits.Refusal) string {
 	st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: turn, CallID: callID, Name: args.Name, Task: args.Task, Reason: string(refusal.Reason)})
 	tracing.AddEvent(ctx, tracing.EventSpawnRefused, attribute.String("reason", string(refusal.Reason)))

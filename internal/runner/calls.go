@@ -215,11 +215,6 @@ func (st *threadState) endCall(cs *callStart, turn int, c model.ToolCall, out, s
 }
 
 // recordCall journals call c of turn, which answered out (status) after d.
-// Its own function, as every step of a call that is not its wait: the
-// goroutine of a parallel call waits with these frames below it, and a
-// wide fan-out has thousands of them.
-//
-//go:noinline
 func (st *threadState) recordCall(turn int, c model.ToolCall, out, status string, d time.Duration, hc *helperCall) {
 	// A helper's tokens go with the result: reused, they count again.
 	st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
@@ -236,8 +231,6 @@ func (st *threadState) recordCall(turn int, c model.ToolCall, out, status string
 }
 
 // toolResult emits call c's tool.result event.
-//
-//go:noinline
 func (st *threadState) toolResult(c model.ToolCall, out string) {
 	e := st.th.Event(event.ToolResult)
 	e.Tool, e.CallID = c.Name, c.ID

@@ -16,8 +16,6 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
-
-	"go.opentelemetry.io/otel/trace"
 )
 
 // RunThread runs one thread's agent loop to its end; th is read, never
@@ -28,11 +26,6 @@ import (
 // handoffs) but not thread.started or thread.finished: those belong to
 // whoever placed the thread, which alone knows where it runs and how it
 // ended: the coordinator, for a worker's threads.
-//
-// The functions a thread waits in (a model call, its tool calls) keep
-// small frames: what they build before and after the wait is built in
-// functions of their own (go:noinline), so the goroutine of a thread that
-// waits keeps a small stack, which the runtime then shrinks.
 func (r *Runner) RunThread(ctx context.Context, th *thread.Thread) thread.Result {
 	if r.cfg.MCP != nil {
 		defer r.cfg.MCP.Hold(th.RunID)()
@@ -43,8 +36,6 @@ func (r *Runner) RunThread(ctx context.Context, th *thread.Thread) thread.Result
 }
 
 // finish journals the end of a thread that did not end in its journal.
-//
-//go:noinline
 func (st *threadState) finish(ctx context.Context, res thread.Result, fromJournal bool) thread.Result {
 	res.Usage, res.Own = st.usages()
 	if !fromJournal {
@@ -114,8 +105,6 @@ func (st *threadState) run(ctx context.Context) (res thread.Result, fromJournal 
 
 // begin replays the journal and becomes the thread's agent; over says the
 // thread ended already, with res (fromJournal: it had finished before).
-//
-//go:noinline
 func (st *threadState) begin() (res thread.Result, fromJournal, over bool) {
 	st.startReplay()
 	if res, ok := st.finishedBefore(); ok {
@@ -135,8 +124,6 @@ func (st *threadState) begin() (res thread.Result, fromJournal, over bool) {
 // recordStart journals the thread's start. Nothing depends on it being
 // stored: it goes with the first model response, or on its own if that
 // response is slow.
-//
-//go:noinline
 func (st *threadState) recordStart() {
 	a := *st.agent
 	st.recordLazy(journal.Entry{Kind: journal.KindStart, Thread: threadInfo(st.th), System: st.messages[0].Content,
@@ -144,8 +131,6 @@ func (st *threadState) recordStart() {
 }
 
 // finishedBefore is the result of a thread whose journal holds its end.
-//
-//go:noinline
 func (st *threadState) finishedBefore() (thread.Result, bool) {
 	end, ok := st.replay.Finished()
 	if !ok {
@@ -174,7 +159,7 @@ func (st *threadState) loop(ctx context.Context) thread.Result {
 				return modelFailed(ctx, err)
 			}
 		}
-		st.answered(&resp)
+		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls, Reasoning: resp.Reasoning})
 		if len(resp.ToolCalls) == 0 {
 			if res, over := st.final(resp.Text, turn, fromJournal, &schemaRetried); over {
 				return res
@@ -192,8 +177,6 @@ func (st *threadState) loop(ctx context.Context) thread.Result {
 }
 
 // modelFailed is how a thread ends when its model call failed with err.
-//
-//go:noinline
 func modelFailed(ctx context.Context, err error) thread.Result {
 	if ctx.Err() != nil {
 		return thread.Cancelled(ctx)
@@ -205,17 +188,8 @@ func modelFailed(ctx context.Context, err error) thread.Result {
 	return failed(fmt.Errorf("model error: %w", err))
 }
 
-// answered adds the model's response to the conversation.
-//
-//go:noinline
-func (st *threadState) answered(resp *model.Response) {
-	st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls, Reasoning: resp.Reasoning})
-}
-
 // final takes an answer without tool calls: the thread's result, or, once,
 // a correction when it does not meet the output schema (over false).
-//
-//go:noinline
 func (st *threadState) final(text string, turn int, fromJournal bool, schemaRetried *bool) (res thread.Result, over bool) {
 	if st.schema == nil {
 		return thread.Result{Status: event.Succeeded, Output: text}, true
@@ -238,8 +212,6 @@ func (st *threadState) final(text string, turn int, fromJournal bool, schemaRetr
 
 // toolsAnswered adds the tool results to the conversation and hands off
 // to target if a call asked for it; over says the thread ends with res.
-//
-//go:noinline
 func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []model.ToolCall, outputs []string, target string, fromJournal bool) (res thread.Result, over bool) {
 	for i, c := range calls {
 		st.messages = append(st.messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: outputs[i]})
@@ -258,55 +230,28 @@ func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []mode
 	return thread.Result{}, false
 }
 
+// generate makes the thread's model call of turn: it checks the budget,
+// then accounts, journals and reports the call.
 func (st *threadState) generate(ctx context.Context, turn int) (model.Response, error) {
-	var call modelCall
-	if err := st.beforeModel(ctx, &call); err != nil {
-		return model.Response{}, err
-	}
-	resp, err := st.mdl.Generate(call.ctx, call.req)
-	st.afterModel(&call, turn, &resp, err)
-	return resp, err
-}
-
-// modelCall is one model call in flight.
-type modelCall struct {
-	ctx   context.Context
-	req   model.Request
-	meter Meter
-	start time.Time
-	span  trace.Span
-}
-
-// beforeModel checks the budget and builds the model call.
-//
-//go:noinline
-func (st *threadState) beforeModel(ctx context.Context, call *modelCall) error {
 	meter := meterFrom(ctx)
 	if meter != nil {
 		if err := meter.Before(ctx); err != nil {
-			return err
+			return model.Response{}, err
 		}
 	}
-	call.meter, call.start = meter, st.r.cfg.Now()
+	start := st.r.cfg.Now()
 	ctx = model.WithRetryNotice(ctx, retryNotice{st, st.r.cfg.Observer})
 	ctx = model.WithCaller(ctx, model.Caller{Run: st.th.RunID, Thread: st.th.ID})
 	ctx = model.WithQuotaNotice(ctx, &quotaNotice{st: st, inner: model.QuotaNoticeFrom(ctx)})
-	call.ctx, call.span = tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
-	call.req = model.Request{
+	ctx, span := tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
+	resp, err := st.mdl.Generate(ctx, model.Request{
 		Model:             st.ref.Name,
 		Messages:          st.messages,
 		Tools:             st.tools.schemas,
 		Args:              st.agent.ModelArgs,
 		ParallelToolCalls: st.agent.ParallelCalls(),
-	}
-	return nil
-}
+	})
 
-// afterModel accounts, journals and reports a model call.
-//
-//go:noinline
-func (st *threadState) afterModel(call *modelCall, turn int, resp *model.Response, err error) {
-	meter, start, span, obs := call.meter, call.start, call.span, st.r.cfg.Observer
 	e := st.th.Event(event.ModelCall)
 	e.Model = st.ref.String()
 	e.Latency = event.Duration(st.r.cfg.Now().Sub(start))
@@ -323,9 +268,10 @@ func (st *threadState) afterModel(call *modelCall, turn int, resp *model.Respons
 	}
 	st.r.emit(e)
 	tracing.EndChat(span, st.ref.Name, resp.StopReason, e.Usage.InputTokens, e.Usage.OutputTokens, err)
-	if obs != nil {
+	if obs := st.r.cfg.Observer; obs != nil {
 		obs.ModelCall(st.ref.Provider, st.ref.Name, time.Duration(e.Latency), e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	}
+	return resp, err
 }
 
 // retryNotice logs a provider's retries and passes them on to the Observer.

@@ -1,12 +1,12 @@
 package tools
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
-
-	jsonv2 "github.com/go-json-experiment/json"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/formica-run/formica/internal/spec"
 )
@@ -21,18 +21,20 @@ type AgentArgs struct {
 	Task string `json:"task"`
 }
 
-// agentArgsOptions read the agent tool's arguments as encoding/json does
-// (names in any case, the last of a repeated one, invalid UTF-8 replaced),
-// refusing members other than name and task and anything after the object.
-// The v2 decoder does it in two allocations, the task and the name, where
-// a json.Decoder took eleven and a kilobyte: every helper's call goes
-// through here, thousands at once in a fan-out.
-var agentArgsOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true))
-
-// ParseAgentArgs decodes and checks the agent tool's arguments.
+// ParseAgentArgs decodes and checks the agent tool's arguments: one JSON
+// object with name and task (names in any case, the last of a repeated one
+// kept), no other member, nothing after it.
 func ParseAgentArgs(raw json.RawMessage) (AgentArgs, error) {
 	var a AgentArgs
-	if err := jsonv2.Unmarshal(raw, &a, agentArgsOptions); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&a)
+	if err == nil {
+		if _, end := dec.Token(); end != io.EOF {
+			err = errors.New("data after the object")
+		}
+	}
+	if err != nil {
 		return a, fmt.Errorf("%w: agent arguments are not a JSON object with name and task: %v", ErrBadArgs, err)
 	}
 	return a, CheckHelperArgs(a.Name, a.Task)

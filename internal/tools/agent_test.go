@@ -24,8 +24,15 @@ func TestAgentArgsRefuseBadCalls(t *testing.T) {
 			t.Errorf("%s: got (%+v, %v), want bad-args error", args, a, err)
 		}
 	}
-	if a, err := ParseAgentArgs(json.RawMessage(`{"name":"research.v2","task":"find it"}`)); err != nil || a.Name != "research.v2" || a.Task != "find it" {
-		t.Errorf("good call: (%+v, %v)", a, err)
+	for _, args := range []string{
+		`{"name":"research.v2","task":"find it"}`,
+		`{"NAME":"research.v2","Task":"find it"}`,                // names in any case
+		`{"name":"first","name":"research.v2","task":"find it"}`, // the last of a repeated name
+		" \n{\"name\":\"research.v2\",\"task\":\"find it\"}\n ",  // white space around
+	} {
+		if a, err := ParseAgentArgs(json.RawMessage(args)); err != nil || a.Name != "research.v2" || a.Task != "find it" {
+			t.Errorf("good call %s: (%+v, %v)", args, a, err)
+		}
 	}
 }
 

@@ -171,10 +171,7 @@ func Check(data []byte) error {
 }
 
 // malformed is Check's error for the message byte at p, its text made of
-// format and args. Made here, apart: Check's frame stays small, since it
-// runs on every message received, on the stacks of waiting goroutines.
-//
-//go:noinline
+// format and args.
 func malformed(p int, format string, args ...int) error {
 	a := make([]any, 0, 1+len(args))
 	a = append(a, p)

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/formica-run/formica/internal/pack"
 )
 
 // Version is the protocol version this build speaks.
@@ -61,50 +58,19 @@ type Envelope struct {
 	Body    msgpack.RawMessage `msgpack:"b"`
 }
 
-// Encode wraps body in an envelope of type t. The envelope and body are
-// written in one pass, with the type and version first, so a receiver can
-// refuse a message before reading its body.
-//
-// The message is written into a pooled scratch buffer and copied out once at
-// its exact size: growing a fresh buffer from empty cost a chain of
-// reallocations and copies per message, a seventh of all allocated bytes on
-// the spawn path (see BENCHMARKS.md).
+// Encode wraps body in an envelope of type t. The type and version are
+// written first, so a receiver can refuse a message before reading its
+// body (see DecodeAs).
 func Encode(t Type, body any) ([]byte, error) {
-	return encodeWith(t, func(enc *msgpack.Encoder) error { return enc.Encode(body) })
-}
-
-// encodeWith is Encode with the body written by write: for a body that
-// writes itself (see pack.go), without boxing or copying it.
-func encodeWith(t Type, write func(*msgpack.Encoder) error) ([]byte, error) {
-	buf := encodeBufs.Get().(*bytes.Buffer)
-	defer putEncodeBuf(buf)
-	enc := msgpack.GetEncoder()
-	defer msgpack.PutEncoder(enc)
-	enc.Reset(buf)
-	w := pack.Writer{Enc: enc}
-	w.Map(3)
-	w.Str("t", string(t))
-	w.Int("v", Version)
-	w.Key("b")
-	w.Check(write(enc))
-	if w.Err != nil {
-		return nil, fmt.Errorf("wire: encode %s: %w", t, w.Err)
+	data, err := msgpack.Marshal(struct {
+		Type    Type `msgpack:"t"`
+		Version int  `msgpack:"v"`
+		Body    any  `msgpack:"b"`
+	}{t, Version, body})
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode %s: %w", t, err)
 	}
-	return bytes.Clone(buf.Bytes()), nil
-}
-
-// encodeBufs holds Encode's scratch buffers.
-var encodeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooledBuf keeps a rare huge message's buffer out of the pool.
-const maxPooledBuf = 64 << 10
-
-func putEncodeBuf(b *bytes.Buffer) {
-	if b.Cap() > maxPooledBuf {
-		return
-	}
-	b.Reset()
-	encodeBufs.Put(b)
+	return data, nil
 }
 
 // MustEncode is Encode for bodies that cannot fail to encode (plain structs).
@@ -167,9 +133,7 @@ func DecodeAs(data []byte, want Type, v any) error {
 	if err := Check(data); err != nil {
 		return err
 	}
-	d := getDecoder(data)
-	defer putDecoder(d)
-	dec := d.dec
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
 	bad := func(err error) error {
 		return &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
 	}
@@ -187,7 +151,7 @@ func DecodeAs(data []byte, want Type, v any) error {
 		switch key {
 		case "t":
 			var t string
-			if t, err = decodeString(dec); err != nil {
+			if t, err = dec.DecodeString(); err != nil {
 				return bad(err)
 			}
 			env.Type = Type(t)
@@ -225,29 +189,6 @@ func DecodeAs(data []byte, want Type, v any) error {
 		return nil
 	}
 	return env.Into(want, v)
-}
-
-// decoder is a pooled msgpack decoder with the reader it reads from, so a
-// decode allocates neither.
-type decoder struct {
-	rd  bytes.Reader
-	dec *msgpack.Decoder
-}
-
-var decoders = sync.Pool{New: func() any { return &decoder{dec: msgpack.NewDecoder(nil)} }}
-
-func getDecoder(data []byte) *decoder {
-	d := decoders.Get().(*decoder)
-	d.rd.Reset(data)
-	d.dec.Reset(&d.rd)
-	return d
-}
-
-// putDecoder pools d without keeping the message it read alive.
-func putDecoder(d *decoder) {
-	d.rd.Reset(nil)
-	d.dec.ResetReader(nil)
-	decoders.Put(d)
 }
 
 // Code classifies an error that crosses the wire. This is the one list of

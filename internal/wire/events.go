@@ -1,22 +1,21 @@
 package wire
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/pack"
 )
 
 // Events are a thread's events as its worker reports them to the run's
 // coordinator, on the messages it sends about the thread anyway. They
 // carry only what the worker may say: which run and thread they are about
 // (run, thread, parent, depth, name) is the coordinator's to stamp, so it is
-// not sent. Each event is a map from small field numbers to its set fields,
-// written and read by hand: the reflective form cost an allocation per
-// field, and unset fields take no room.
+// not sent. Each event is a map from small field numbers to its set fields:
+// unset fields take no room, and a peer skips numbers it does not know.
 type Events []event.Event
 
 var (
@@ -85,25 +84,29 @@ func encodeEvent(enc *msgpack.Encoder, e *event.Event) error {
 			n++
 		}
 	}
-	w := pack.Writer{Enc: enc}
-	w.Map(n)
+	if err := enc.EncodeMapLen(n); err != nil {
+		return err
+	}
 	if !e.Time.IsZero() {
-		w.Check(enc.EncodeInt(evTime))
-		w.Check(enc.EncodeTime(e.Time))
+		if err := errors.Join(enc.EncodeInt(evTime), enc.EncodeTime(e.Time)); err != nil {
+			return err
+		}
 	}
 	for i := range strs {
 		if f := &strs[i]; f.val != "" {
-			w.Check(enc.EncodeInt(int64(f.key)))
-			w.Check(enc.EncodeString(f.val))
+			if err := errors.Join(enc.EncodeInt(int64(f.key)), enc.EncodeString(f.val)); err != nil {
+				return err
+			}
 		}
 	}
 	for i := range nums {
 		if f := &nums[i]; f.val != 0 {
-			w.Check(enc.EncodeInt(int64(f.key)))
-			w.Check(enc.EncodeInt(f.val))
+			if err := errors.Join(enc.EncodeInt(int64(f.key)), enc.EncodeInt(f.val)); err != nil {
+				return err
+			}
 		}
 	}
-	return w.Err
+	return nil
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.
@@ -144,7 +147,7 @@ func decodeEvent(dec *msgpack.Decoder, e *event.Event) error {
 		case evInputTokens, evOutputTokens, evLatency:
 			v, err = dec.DecodeInt64()
 		case evType, evStatus, evReason, evWorker, evModel, evTool, evCallID, evArguments, evOutput, evDecision, evEndpoint:
-			s, err = decodeString(dec)
+			s, err = dec.DecodeString()
 		default:
 			err = dec.Skip()
 		}

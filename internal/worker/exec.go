@@ -15,8 +15,6 @@ import (
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
 	"github.com/formica-run/formica/internal/wire"
-
-	"go.opentelemetry.io/otel/trace"
 )
 
 // hosted is one thread on this worker: its placement, the cancel function
@@ -57,23 +55,8 @@ type hosted struct {
 }
 
 // run executes the agent loop holding the slot taken at admission, then
-// frees the slot and sends the result. Its goroutine lives as long as the
-// thread, so what it builds before and after the loop is built in
-// functions of their own: their large values never sit on this frame.
+// frees the slot and sends the result.
 func (w *Worker) run(ctx context.Context, h *hosted) {
-	ctx, span := w.threadStarted(ctx, h)
-	// Its model calls share each endpoint's quota with the cluster, and
-	// lend the thread's slot out while they wait for it.
-	ctx = providers.WithGates(ctx, quotaGates{w})
-	ctx = model.WithQuotaNotice(ctx, slotLender{w, h.thread.ID})
-	res := w.runner.RunThread(ctx, &h.thread)
-	w.threadEnded(ctx, h, span, res)
-}
-
-// threadStarted starts the thread's invoke_agent span.
-//
-//go:noinline
-func (w *Worker) threadStarted(ctx context.Context, h *hosted) (context.Context, trace.Span) {
 	th := &h.thread
 	provider, name := modelOf(th.Agent.Model)
 	ctx, span := tracing.StartInvokeAgent(ctx, tracing.Agent{Name: th.Name, ThreadID: th.ID, RunID: th.RunID,
@@ -82,14 +65,12 @@ func (w *Worker) threadStarted(ctx context.Context, h *hosted) (context.Context,
 		log.DebugContext(ctx, "thread started", "run_id", th.RunID, "thread_id", th.ID, "name", th.Name,
 			"depth", th.Depth, "attempt", h.attempt)
 	}
-	return ctx, span
-}
+	// Its model calls share each endpoint's quota with the cluster, and
+	// lend the thread's slot out while they wait for it.
+	ctx = providers.WithGates(ctx, quotaGates{w})
+	ctx = model.WithQuotaNotice(ctx, slotLender{w, th.ID})
+	res := w.runner.RunThread(ctx, th)
 
-// threadEnded frees the thread's slot and sends its result.
-//
-//go:noinline
-func (w *Worker) threadEnded(ctx context.Context, h *hosted, span trace.Span, res thread.Result) {
-	th := &h.thread
 	if log := w.cfg.Logger; log.Enabled(ctx, slog.LevelInfo) {
 		log.LogAttrs(ctx, slog.LevelInfo, "thread finished", slog.String("run_id", th.RunID), slog.String("thread_id", th.ID),
 			slog.String("name", th.Name), slog.String("status", string(res.Status)),
@@ -121,7 +102,7 @@ func modelOf(ref string) (provider, name string) {
 // becomes a failure that says so, rather than silence that would be taken
 // for a lost worker.
 func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Result, events []event.Event) {
-	m := (&wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events}).Msg()
+	m := wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events})
 	if !w.tr.Inline(len(m.Data)) {
 		// A result over the NATS max payload is uploaded before it is sent,
 		// which may outlast the coordinator's patience: progress goes on
@@ -134,7 +115,7 @@ func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Resul
 	}
 	w.cfg.Logger.Warn("send result", "thread_id", id, "err", err)
 	failed := thread.Result{Status: event.Failed, Error: "the result could not be sent: " + err.Error(), Usage: res.Usage}
-	r.Reply((&wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}).Msg())
+	r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: failed}))
 }
 
 // keepAlive sends progress of thread id on r every heartbeat until the

@@ -242,7 +242,7 @@ func (w *Worker) spawnMsg(ctx context.Context, req *runner.SpawnRequest, token s
 	wreq := wire.SpawnRequest{RunID: req.RunID, ParentID: req.ParentID, Token: token, CallID: req.CallID,
 		Name: req.Name, Task: req.Task, Handoffs: req.Handoffs, ParentSpent: req.ParentSpent,
 		Events: w.takeEvents(req.ParentID)}
-	msg := wire.WithIDs(wreq.Msg(), req.RunID, req.ParentID)
+	msg := wire.WithIDs(wire.Message(wire.TypeSpawnRequest, wreq), req.RunID, req.ParentID)
 	msg.Header = tracing.Inject(ctx, msg.Header) // the helper's span nests under this execute_tool agent span
 	return msg
 }

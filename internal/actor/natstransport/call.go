@@ -147,8 +147,8 @@ func (c *call) Next(ctx context.Context, idle time.Duration) (wire.Msg, error) {
 	// to ch, so waiting on ch alone is enough.
 	var expired <-chan time.Time
 	if idle > 0 {
-		timer := getTimer(idle)
-		defer putTimer(timer)
+		timer := time.NewTimer(idle)
+		defer timer.Stop()
 		expired = timer.C
 	}
 	select {
@@ -162,23 +162,6 @@ func (c *call) Next(ctx context.Context, idle time.Duration) (wire.Msg, error) {
 	case <-ctx.Done():
 		return wire.Msg{}, context.Cause(ctx)
 	}
-}
-
-// timerPool saves the idle timer's allocations on every waiting Next.
-// Reuse is safe since Go 1.23: after Stop or Reset no stale tick is received.
-var timerPool sync.Pool
-
-func getTimer(d time.Duration) *time.Timer {
-	if t, ok := timerPool.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-func putTimer(t *time.Timer) {
-	t.Stop()
-	timerPool.Put(t)
 }
 
 func (c *call) received(m *nats.Msg, ok bool) (wire.Msg, error) {

@@ -3,7 +3,6 @@ package natstransport
 import (
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/nats-io/nats.go"
 
@@ -23,46 +22,25 @@ const (
 	noRespondersStatus = "503"
 )
 
-// maxPooledKeys keeps pooled headers small: a header that saw more distinct
-// keys is left to the GC.
-const maxPooledKeys = 16
-
-// headerPool holds nats.Headers between publishes. A pooled header keeps its
-// keys with empty value slices: nats.go writes nothing for an empty slice,
-// and the next message reuses the slice instead of allocating one.
-var headerPool = sync.Pool{New: func() any { return make(nats.Header, 4) }}
-
-// getHeader builds the NATS header for m, or nil when m has neither type nor
+// header builds the NATS header for m, or nil when m has neither type nor
 // headers. Reserved names are refused: nats.go reads Status and Description
 // as the server's status, and Nats- belongs to the server.
-func getHeader(m wire.Msg) (nats.Header, error) {
+func header(m wire.Msg) (nats.Header, error) {
 	typed := m.Type != "" && bodyType(m.Data) != m.Type
 	if !typed && len(m.Header) == 0 {
 		return nil, nil
 	}
-	h := headerPool.Get().(nats.Header)
+	h := make(nats.Header, len(m.Header)+1)
 	for k, v := range m.Header {
 		if reserved(k) {
-			putHeader(h)
 			return nil, fmt.Errorf("natstransport: %w: header %q is reserved", actor.ErrInvalidMsg, k)
 		}
-		h[k] = append(h[k][:0], v)
+		h[k] = []string{v}
 	}
 	if typed {
-		h[TypeHeader] = append(h[TypeHeader][:0], m.Type)
+		h[TypeHeader] = []string{m.Type}
 	}
 	return h, nil
-}
-
-func putHeader(h nats.Header) {
-	if h == nil || len(h) > maxPooledKeys {
-		return
-	}
-	for k, v := range h {
-		clear(v)
-		h[k] = v[:0]
-	}
-	headerPool.Put(h)
 }
 
 func reserved(k string) bool {
@@ -118,7 +96,6 @@ func isProgress(m *nats.Msg) bool {
 // bodyType is the type a body names itself, or "": a msgpack map whose
 // first entry is "t" with a string of under 32 bytes, which is how every
 // Formica message begins (wire.Encode writes the envelope's type first).
-// Names are interned, so reading one allocates nothing.
 func bodyType(data []byte) string {
 	if len(data) < 4 || data[0]&0xf0 != 0x80 || data[1] != 0xa1 || data[2] != 't' || data[3]&0xe0 != 0xa0 {
 		return ""
@@ -127,28 +104,5 @@ func bodyType(data []byte) string {
 	if len(data) < 4+n {
 		return ""
 	}
-	b := data[4 : 4+n]
-	typeNames.mu.RLock()
-	name, ok := typeNames.m[string(b)]
-	typeNames.mu.RUnlock()
-	if ok {
-		return name
-	}
-	name = string(b)
-	typeNames.mu.Lock()
-	if len(typeNames.m) < maxTypeNames {
-		typeNames.m[name] = name
-	}
-	typeNames.mu.Unlock()
-	return name
+	return string(data[4 : 4+n])
 }
-
-// typeNames interns the message types seen, up to maxTypeNames of them (a
-// peer sending made-up types costs an allocation per message past that,
-// not memory).
-var typeNames = struct {
-	mu sync.RWMutex
-	m  map[string]string
-}{m: map[string]string{}}
-
-const maxTypeNames = 128

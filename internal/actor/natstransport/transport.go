@@ -218,14 +218,11 @@ func (t *Transport) publish(subject, reply string, m wire.Msg, c *call) error {
 			defer t.dropSent(ref, true)
 		}
 	}
-	h, err := getHeader(m)
+	h, err := header(m)
 	if err != nil {
 		return err
 	}
-	nm := nats.Msg{Subject: subject, Reply: reply, Header: h, Data: m.Data}
-	err = t.nc.PublishMsg(&nm)
-	putHeader(h)
-	if err != nil {
+	if err := t.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: h, Data: m.Data}); err != nil {
 		return fmt.Errorf("natstransport: publish %s: %w", subject, err)
 	}
 	return nil
