@@ -20,7 +20,7 @@
 #
 # Credentials are signed by `coordinator creds`: $COORDINATOR if set (a
 # command, e.g. "docker run --rm -u $(id -u) -v $PWD/deploy/secrets:/s
-# formica:dev coordinator" with DIR/secrets seen as /s: see README), else
+# formica:dev coordinator" with DIR/secrets seen as /s: see docs/deployment.md), else
 # `coordinator` on PATH, else one built from this repository (go build).
 #
 #   deploy/init-env.sh [DIR]

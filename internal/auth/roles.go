@@ -20,7 +20,7 @@ type Role string
 const (
 	// Coordinator is the control plane: every subject.
 	Coordinator Role = "coordinator"
-	// Worker hosts threads: its own subjects only (see README "Security").
+	// Worker hosts threads: its own subjects only (see docs/security.md).
 	Worker Role = "worker"
 	// Client submits, watches, cancels and approves runs.
 	Client Role = "client"
@@ -85,7 +85,7 @@ func (a *Authority) Issue(role Role, id string) (Credentials, error) {
 	return Credentials{Role: role, ID: id, JWT: token, Seed: seed}, nil
 }
 
-// permit writes role's permissions; the README's "Security" section is
+// permit writes role's permissions; docs/security.md is
 // their description and must follow any change here.
 func permit(p *jwt.Permissions, role Role, id string) {
 	switch role {

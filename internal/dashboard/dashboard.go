@@ -6,7 +6,7 @@
 // The page's views — runs, a run's live tree, a thread, approvals, workers —
 // are routed in the URL fragment (/#/runs/ID), so the server has one page
 // to serve. Its automation contract (the data-* attributes tests and
-// scripts may rely on) is documented in the README's "Dashboard" section.
+// scripts may rely on) is documented in docs/dashboard.md.
 package dashboard
 
 import (

@@ -1,6 +1,6 @@
 // Package metrics defines every Prometheus metric Formica exports, in one
-// place: the names and labels are part of the documented contract (README
-// "Metrics"). A process builds one Metrics, hands it to the coordinator,
+// place: the names and labels are part of the documented contract
+// (docs/metrics.md). A process builds one Metrics, hands it to the coordinator,
 // workers and HTTP API it hosts, and serves Handler at /metrics.
 //
 // Labels never carry run or thread ids (unbounded). Children for the fixed

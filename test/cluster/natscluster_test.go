@@ -57,7 +57,7 @@ func tryNATSCluster(t *testing.T, n int) ([]node, bool) {
 	}
 	nodes := make([]node, n)
 	// Every node trusts the same authority: one made in shared, copied
-	// into each node's data dir (as README "Security" says for a cluster).
+	// into each node's data dir (as docs/security.md says for a cluster).
 	shared := t.TempDir()
 	tproc.Creds(t, bin.coordinator, shared, "client", "setup")
 	for i := range n {

@@ -4,7 +4,7 @@
 // loopback. It kills the coordinator with SIGKILL mid-flight and restarts
 // it on the same data directory, submits the same run twice, resumes event
 // streams, holds tool calls for approval, sends results larger than a NATS
-// message, cancels runs, and runs the README's examples.
+// message, cancels runs, and runs the documented examples (docs/).
 //
 // The binaries are built once, by TestMain, without the race detector
 // (proc.Build). Each test starts its own processes, kills every one of them on
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 func buildAndRun(m *testing.M) int {
 	flag.Parse()
 	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "./cmd/formica",
-		// The NATS server as its own process, for the README's external cluster.
+		// The NATS server as its own process, for the documented external cluster.
 		"github.com/nats-io/nats-server/v2"}
 	return proc.RunBuilt(m, "durable test", pkgs, func(_, dir string, bins map[string]string) {
 		bin.dir, bin.coordinator, bin.worker, bin.formica = dir, bins["coordinator"], bins["worker"], bins["formica"]

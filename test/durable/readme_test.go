@@ -17,14 +17,22 @@ import (
 	"github.com/formica-run/formica/test/proc"
 )
 
-// README sections whose sh blocks the tests run.
-const (
-	readmeDurable  = "## Durable runs, the HTTP API and the CLI"
-	readmeCluster  = "## Run a cluster"
-	readmeSecurity = "## Security"
+// docSection is a section of a page of the documentation (its path from
+// the repository's root) found by its heading; a "# " heading is the whole
+// page.
+type docSection struct{ page, heading string }
+
+func (d docSection) String() string { return d.page + " " + d.heading }
+
+// Documentation sections whose sh blocks the tests run. The durable runs'
+// examples are one session over two pages: the CLI's, then the HTTP API's.
+var (
+	readmeDurable  = []docSection{{"docs/cli.md", "# Durable runs and the CLI"}, {"docs/api.md", "# The HTTP API"}}
+	readmeCluster  = []docSection{{"docs/cluster.md", "# Run a cluster"}}
+	readmeSecurity = []docSection{{"docs/security.md", "# Security"}}
 )
 
-// Addresses and paths the README's examples use, replaced by the test's own.
+// Addresses and paths the documentation's examples use, replaced by the test's own.
 const (
 	readmeNATS     = "127.0.0.1:4222"
 	readmeNATSAny  = "0.0.0.0:4222"
@@ -35,49 +43,60 @@ const (
 	readmeDataSys  = "/var/lib/formica"
 )
 
-// readmeBlocks returns the fenced blocks of a README section with the given
-// info string ("sh", or "" for plain fences), in order.
-func readmeBlocks(t *testing.T, section, info string) [][]string {
+// readmeBlocks returns the fenced blocks of the given documentation
+// sections with the given info string ("sh", or "" for plain fences), in
+// order. A section runs from its heading to the next heading of its level
+// or above (outside fenced blocks).
+func readmeBlocks(t *testing.T, sections []docSection, info string) [][]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(data)
-	start := strings.Index(text, "\n"+section+"\n")
-	if start < 0 {
-		t.Fatalf("README.md has no section %q", section)
-	}
-	text = text[start+len(section)+2:]
-	if end := strings.Index(text, "\n## "); end >= 0 {
-		text = text[:end]
-	}
-	var (
-		blocks [][]string
-		cur    []string
-		in     bool
-		kind   string
-	)
-	for _, line := range strings.Split(text, "\n") {
-		switch {
-		case !in && strings.HasPrefix(line, "```"):
-			in, kind, cur = true, strings.TrimPrefix(line, "```"), nil
-		case in && line == "```":
-			if kind == info {
-				blocks = append(blocks, cur)
+	var blocks [][]string
+	for _, sec := range sections {
+		data, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(sec.page)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		level := strings.Index(sec.heading, " ")
+		var (
+			found, inSection, in bool
+			cur                  []string
+			kind                 string
+		)
+		for _, line := range strings.Split(string(data), "\n") {
+			if !in {
+				if line == sec.heading {
+					found, inSection = true, true
+					continue
+				}
+				if h := strings.Index(line, "# "); inSection && h >= 0 && h < level && strings.Trim(line[:h+1], "#") == "" {
+					inSection = false
+				}
 			}
-			in = false
-		case in:
-			cur = append(cur, line)
+			if !inSection {
+				continue
+			}
+			switch {
+			case !in && strings.HasPrefix(line, "```"):
+				in, kind, cur = true, strings.TrimPrefix(line, "```"), nil
+			case in && line == "```":
+				if kind == info {
+					blocks = append(blocks, cur)
+				}
+				in = false
+			case in:
+				cur = append(cur, line)
+			}
+		}
+		if !found {
+			t.Fatalf("%s has no section %q", sec.page, sec.heading)
 		}
 	}
 	if len(blocks) == 0 {
-		t.Fatalf("README section %q has no ```%s blocks", section, info)
+		t.Fatalf("%v: no ```%s blocks", sections, info)
 	}
 	return blocks
 }
 
-// readmeSession is what the README's sh blocks do with one coordinator: the
+// readmeSession is what the documentation's sh blocks do with one coordinator: the
 // variables they export, the processes they start, and the shell lines
 // around them.
 type readmeSession struct {
@@ -138,7 +157,7 @@ func readmeProcess(words []string) bool {
 // by the test (so it can wait until the process is ready and kill it at
 // the end). The other lines run in one bash script before the processes
 // start (setup) or after them (script).
-func readmeSessions(t *testing.T, section string) []*readmeSession {
+func readmeSessions(t *testing.T, section []docSection) []*readmeSession {
 	t.Helper()
 	var out []*readmeSession
 	for _, block := range readmeBlocks(t, section, "sh") {
@@ -169,7 +188,7 @@ func readmeSessions(t *testing.T, section string) []*readmeSession {
 				s.env = append(s.env, words[1])
 			case readmeProcess(words):
 				if len(s.script) > 0 {
-					t.Fatalf("README: %q starts a process after shell commands; start processes first", line)
+					t.Fatalf("docs: %q starts a process after shell commands; start processes first", line)
 				}
 				if words[len(words)-1] == "&" {
 					words = words[:len(words)-1]
@@ -185,20 +204,20 @@ func readmeSessions(t *testing.T, section string) []*readmeSession {
 	}
 	for _, s := range out {
 		if !s.hasCoordinator() {
-			t.Fatalf("README section %q: a session starts no coordinator", section)
+			t.Fatalf("%v: a session starts no coordinator", section)
 		}
 	}
 	return out
 }
 
 // run starts the session's processes with the test's addresses in place of
-// the README's, calls before, then runs its script with bash and returns
+// the documentation's, calls before, then runs its script with bash and returns
 // the script's stdout and the coordinator.
 func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord) {
 	t.Helper()
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the README examples need %s: %v", tool, err)
+			t.Skipf("the documentation's examples need %s: %v", tool, err)
 		}
 	}
 	var c *coord
@@ -213,7 +232,7 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 		// Setup, processes and script share one working directory, as in
 		// one shell, where relative paths (credentials files) resolve.
 		work := t.TempDir()
-		c = &coord{t: t, name: "README coordinator", url: proc.NATSURL(ports[0]), api: "http://" + httpAddr,
+		c = &coord{t: t, name: "docs coordinator", url: proc.NATSURL(ports[0]), api: "http://" + httpAddr,
 			dataDir: dataDir, cwd: work}
 		env := []string{"PATH=" + bin.dir + string(os.PathListSeparator) + os.Getenv("PATH")}
 		baseEnv := len(env)
@@ -225,9 +244,9 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 		}
 		if len(s.setup) > 0 {
 			setup := "set -euxo pipefail\n" + repl.Replace(strings.Join(s.setup, "\n")) + "\n"
-			sh := proc.StartWith(t, proc.Options{Env: env, Dir: work}, "README setup", "bash", "-c", setup)
+			sh := proc.StartWith(t, proc.Options{Env: env, Dir: work}, "docs setup", "bash", "-c", setup)
 			if code := sh.Wait(t, runTimeout); code != 0 {
-				t.Fatalf("the README's setup failed (exit %d)", code)
+				t.Fatalf("the documentation's setup failed (exit %d)", code)
 			}
 		}
 		started := true
@@ -255,27 +274,27 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 			inUse := func(p *proc.Proc, ready string) {
 				if !p.AwaitLog(t, ready, readyTimeout) {
 					if attempt == 3 || !strings.Contains(p.Stderr.String(), "address already in use") {
-						t.Fatalf("README %s %v did not start (%s)", words[0], args, p.Status())
+						t.Fatalf("docs: %s %v did not start (%s)", words[0], args, p.Status())
 					}
 					started = false
 				}
 			}
 			switch words[0] {
 			case "nats-server":
-				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "README nats-server", bin.natsServer, args...)
+				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "docs nats-server", bin.natsServer, args...)
 				procs = append(procs, p)
 				inUse(p, "Server is ready")
 			case "coordinator":
-				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "README coordinator", bin.coordinator, args...)
+				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "docs coordinator", bin.coordinator, args...)
 				procs = append(procs, p)
 				c.p = p
 				inUse(p, "coordinator ready")
 			case "worker":
-				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "README worker", bin.worker, args...)
+				p := proc.StartWith(t, proc.Options{Env: penv, Dir: work}, "docs worker", bin.worker, args...)
 				procs = append(procs, p)
 				p.WaitLog(t, "worker ready", readyTimeout)
 				workers++
-				proc.WaitUntil(t, readyTimeout, "the coordinator lists the README's workers", func() bool {
+				proc.WaitUntil(t, readyTimeout, "the coordinator lists the documentation's workers", func() bool {
 					var ws []struct{ ID string }
 					c.getJSON("/v1/workers", &ws)
 					return len(ws) >= workers
@@ -296,23 +315,23 @@ func (s *readmeSession) run(t *testing.T, before func(c *coord)) (string, *coord
 			before(c)
 		}
 		script := "set -euxo pipefail\n" + repl.Replace(strings.Join(s.script, "\n")) + "\n"
-		sh := proc.StartWith(t, proc.Options{Env: env, Dir: work}, "README script", "bash", "-c", script)
+		sh := proc.StartWith(t, proc.Options{Env: env, Dir: work}, "docs script", "bash", "-c", script)
 		if code := sh.Wait(t, 2*runTimeout); code != 0 {
-			t.Fatalf("the README's examples failed (exit %d); the trace is in the script's stderr below\nstdout:\n%s", code, sh.Stdout.String())
+			t.Fatalf("the documentation's examples failed (exit %d); the trace is in the script's stderr below\nstdout:\n%s", code, sh.Stdout.String())
 		}
 		if strings.Contains(sh.Stdout.String(), `{"error":`) {
 			t.Errorf("an API example answered with an error:\n%s", sh.Stdout.String())
 		}
 		if testing.Verbose() {
-			t.Logf("README session trace:\n%s", proc.Tail(sh.Stderr.String(), 8<<10))
+			t.Logf("docs session trace:\n%s", proc.Tail(sh.Stderr.String(), 8<<10))
 		}
 		return sh.Stdout.String(), c
 	}
 	panic("unreachable")
 }
 
-// TestReadmeExamples runs the sh blocks of the README's section on durable
-// runs, the HTTP API and the CLI against live processes, then checks what
+// TestReadmeExamples runs the sh blocks of the pages on durable runs, the
+// CLI (docs/cli.md) and the HTTP API (docs/api.md) against live processes, then checks what
 // they did: every run they submitted ended as it should, both held approvals
 // were answered (one allowed, one denied), and the token example was
 // refused without its token.
@@ -320,7 +339,7 @@ func TestReadmeExamples(t *testing.T) {
 	t.Parallel()
 	sessions := readmeSessions(t, readmeDurable)
 	if len(sessions) != 2 {
-		t.Fatalf("README: %d sessions (blocks that start a coordinator), want 2", len(sessions))
+		t.Fatalf("%v: %d sessions (blocks that start a coordinator), want 2", readmeDurable, len(sessions))
 	}
 
 	// The main session, with two tool calls held for approval first: the
@@ -377,7 +396,7 @@ func TestReadmeExamples(t *testing.T) {
 	}
 }
 
-// TestReadmeCLIUsage: every flag the README's CLI summary names is one the
+// TestReadmeCLIUsage: every flag the CLI summary of docs/cli.md names is one the
 // command accepts.
 func TestReadmeCLIUsage(t *testing.T) {
 	t.Parallel()
@@ -389,7 +408,7 @@ func TestReadmeCLIUsage(t *testing.T) {
 		}
 	}
 	if block == nil {
-		t.Fatal("README: no CLI summary block")
+		t.Fatal("docs/cli.md: no CLI summary block")
 	}
 	cmd := ""
 	for _, line := range block {
@@ -409,7 +428,7 @@ func TestReadmeCLIUsage(t *testing.T) {
 		help := p.Stderr.String() + p.Stdout.String()
 		for _, flag := range flagRE.FindAllString(synopsis, -1) {
 			if !strings.Contains(help, "-"+strings.TrimPrefix(flag, "--")+" ") && !strings.Contains(help, "-"+strings.TrimPrefix(flag, "--")+"\n") {
-				t.Errorf("README: formica %s %s: not in its help:\n%s", cmd, flag, help)
+				t.Errorf("docs/cli.md: formica %s %s: not in its help:\n%s", cmd, flag, help)
 			}
 		}
 	}
@@ -440,8 +459,8 @@ func readmeRuns(t *testing.T, c *coord, want int, workers ...string) []record.Ru
 	return runs
 }
 
-// TestReadmeClusterExamples runs the sh blocks of the README's "Run a
-// cluster" as written: credentials issued from the data dir before the
+// TestReadmeClusterExamples runs the sh blocks of docs/cluster.md ("Run a
+// cluster") as written: credentials issued from the data dir before the
 // coordinator's first start, a coordinator listening beyond loopback (which
 // it does only with credentials issued), a worker with its own, and
 // `formica run --nats` with the client's. The run is recorded, succeeded,
@@ -450,7 +469,7 @@ func TestReadmeClusterExamples(t *testing.T) {
 	t.Parallel()
 	sessions := readmeSessions(t, readmeCluster)
 	if len(sessions) != 1 || len(sessions[0].procs) != 2 {
-		t.Fatalf("README %q: %d sessions; want 1, with a coordinator and a worker", readmeCluster, len(sessions))
+		t.Fatalf("%v: %d sessions; want 1, with a coordinator and a worker", readmeCluster, len(sessions))
 	}
 	out, c := sessions[0].run(t, nil)
 	runs := readmeRuns(t, c, 1, "w1")
@@ -459,8 +478,8 @@ func TestReadmeClusterExamples(t *testing.T) {
 	}
 }
 
-// TestReadmeSecurityExamples runs the sh blocks of the README's "Security"
-// as written: on the embedded server, credentials handed to a worker and
+// TestReadmeSecurityExamples runs the sh blocks of docs/security.md as
+// written: on the embedded server, credentials handed to a worker and
 // a person, the worker known by its credentials' id; on an external
 // nats-server that includes the trust `coordinator creds --nats-server-conf`
 // wrote, a coordinator, a worker and a client each with credentials of
@@ -469,7 +488,7 @@ func TestReadmeSecurityExamples(t *testing.T) {
 	t.Parallel()
 	sessions := readmeSessions(t, readmeSecurity)
 	if len(sessions) != 2 {
-		t.Fatalf("README %q: %d sessions, want 2 (embedded, external NATS)", readmeSecurity, len(sessions))
+		t.Fatalf("%v: %d sessions, want 2 (embedded, external NATS)", readmeSecurity, len(sessions))
 	}
 	t.Run("embedded", func(t *testing.T) {
 		out, _ := sessions[0].run(t, nil)
