@@ -59,8 +59,10 @@ type Settings struct {
 	// FanoutN helpers of FanoutLatency each over Workers workers of Slots.
 	FanoutN       int           `json:"fanout_n"`
 	FanoutLatency time.Duration `json:"fanout_latency_ns"`
-	Workers       int           `json:"workers"`
-	Slots         int           `json:"slots"`
+	// FanoutSlowLatency is the fan-out's second latency, a slow model's.
+	FanoutSlowLatency time.Duration `json:"fanout_slow_latency_ns"`
+	Workers           int           `json:"workers"`
+	Slots             int           `json:"slots"`
 	// ScalingSizes are the fan-out sizes of the scaling scenario; the ratio
 	// is the last one's cost over 100's. Sizes below ScalingRepeat are run
 	// several times (up to 21, about ScalingRepeat helpers in all) and the
@@ -92,12 +94,12 @@ type Settings struct {
 // Full and Quick are the default settings.
 var (
 	Full = Settings{Samples: 2000, Window: time.Second, Parents: 64, HelpersPerParent: 100,
-		FanoutN: 1000, FanoutLatency: 100 * time.Millisecond, Workers: 4, Slots: 64,
+		FanoutN: 1000, FanoutLatency: 100 * time.Millisecond, FanoutSlowLatency: time.Second, Workers: 4, Slots: 64,
 		ScalingSizes: []int{1, 10, 100, 1000, 10000}, ScalingRepeat: 2000,
 		MemoryHelpers: 10000, MemoryParents: 2000, ParkLatency: 10 * time.Second,
 		QuotaHelpers: 200, QuotaRPM: 600, QuotaLatency: 300 * time.Millisecond}
 	Quick = Settings{Samples: 300, Window: 250 * time.Millisecond, Parents: 64, HelpersPerParent: 5,
-		FanoutN: 300, FanoutLatency: 50 * time.Millisecond, Workers: 4, Slots: 64,
+		FanoutN: 300, FanoutLatency: 50 * time.Millisecond, FanoutSlowLatency: time.Second, Workers: 4, Slots: 64,
 		ScalingSizes: []int{1, 10, 100, 1000}, ScalingRepeat: 1000,
 		MemoryHelpers: 1000, MemoryParents: 200, ParkLatency: 3 * time.Second,
 		QuotaHelpers: 100, QuotaRPM: 3000, QuotaLatency: 60 * time.Millisecond}
@@ -121,6 +123,7 @@ func (s Settings) withDefaults(base Settings) Settings {
 	def(&s.HelpersPerParent, base.HelpersPerParent)
 	def(&s.FanoutN, base.FanoutN)
 	defD(&s.FanoutLatency, base.FanoutLatency)
+	defD(&s.FanoutSlowLatency, base.FanoutSlowLatency)
 	def(&s.Workers, base.Workers)
 	def(&s.Slots, base.Slots)
 	if len(s.ScalingSizes) == 0 {
@@ -142,7 +145,7 @@ func (s Settings) validate() error {
 			return fmt.Errorf("%w: sizes must be positive: %+v", ErrBadConfig, s)
 		}
 	}
-	if s.Window <= 0 || s.FanoutLatency < 0 || s.ParkLatency <= 0 {
+	if s.Window <= 0 || s.FanoutLatency < 0 || s.FanoutSlowLatency < 0 || s.ParkLatency <= 0 {
 		return fmt.Errorf("%w: durations must be positive", ErrBadConfig)
 	}
 	for _, n := range s.ScalingSizes {

@@ -33,7 +33,7 @@ func testChild(args []string) *exec.Cmd {
 
 // tiny are the smallest settings that still exercise every scenario.
 var tiny = Settings{Samples: 20, Window: 50 * time.Millisecond, Parents: 4, HelpersPerParent: 2,
-	FanoutN: 12, FanoutLatency: 20 * time.Millisecond, Workers: 2, Slots: 4,
+	FanoutN: 12, FanoutLatency: 20 * time.Millisecond, FanoutSlowLatency: 200 * time.Millisecond, Workers: 2, Slots: 4,
 	ScalingSizes: []int{1, 100, 120}, ScalingRepeat: 2,
 	MemoryHelpers: 12, MemoryParents: 4, ParkLatency: 3 * time.Second,
 	QuotaHelpers: 12, QuotaRPM: 6000, QuotaLatency: 20 * time.Millisecond}
@@ -57,7 +57,7 @@ func TestSuiteJSONShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"spawn_p50_ratio_inproc", "spawn_p50_ratio_tcp", "spawn_throughput_ratio",
-		"fanout_makespan_ratio", "scaling_ratio", "worker_bytes_per_live_helper", "coordinator_bytes_per_live_helper"} {
+		"fanout_makespan_ratio", "fanout_makespan_ratio_slow", "scaling_ratio", "worker_bytes_per_live_helper", "coordinator_bytes_per_live_helper"} {
 		v, ok := doc[key].(float64)
 		if !ok {
 			t.Errorf("%s = %v, want a number", key, doc[key])
@@ -81,9 +81,12 @@ func TestSuiteJSONShape(t *testing.T) {
 		t.Errorf("quota = %+v", q)
 	}
 	for _, tg := range res.Targets {
-		if tg.Name == "allocations per helper" && (tg.Limit != 183.5 || tg.Value <= 0) {
-			t.Errorf("allocations target = %+v", tg)
+		if tg.Name == "messages published per helper" && (tg.Limit != 6 || tg.Value <= 0) {
+			t.Errorf("messages guard = %+v", tg)
 		}
+	}
+	if res.Throughput.AllocsPerHelper <= 0 {
+		t.Errorf("allocations per helper not reported: %+v", res.Throughput)
 	}
 	if res.Scaling.RatioOf != "120/100" || len(res.Scaling.Points) != 3 {
 		t.Errorf("scaling = %+v", res.Scaling)
@@ -98,7 +101,7 @@ func TestSuiteJSONShape(t *testing.T) {
 	if err := WriteTable(&table, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"floors", "spawn latency", "spawn throughput", "fan-out makespan", "scaling", "memory", "quota", "targets"} {
+	for _, want := range []string{"floors", "spawn latency", "spawn throughput", "fan-out makespan", "scaling", "memory", "quota", "regression guards"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table has no %q:\n%s", want, table.String())
 		}

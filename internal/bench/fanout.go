@@ -31,6 +31,19 @@ func (b *suite) fanout(ctx context.Context, res *Result) error {
 		f.Ratio = round(float64(span)/float64(ideal), 3)
 		res.FanoutMakespanRatio = ptr(f.Ratio)
 	}
+	// The same at a slow model's latency, where the spawn path's own cost
+	// should vanish next to the model's.
+	slow := set.FanoutSlowLatency
+	span, err = c.fanout(ctx, set.FanoutN, slow)
+	if err != nil {
+		return err
+	}
+	ideal = time.Duration(waves) * slow
+	f.SlowLatencyMs, f.SlowIdealMs, f.SlowMakespanMs = ms(slow), ms(ideal), ms(span)
+	if ideal > 0 {
+		f.SlowRatio = round(float64(span)/float64(ideal), 3)
+		res.FanoutMakespanRatioSlow = ptr(f.SlowRatio)
+	}
 	res.Fanout = f
 	return nil
 }

@@ -69,8 +69,11 @@ func WriteTable(w io.Writer, res *Result) error {
 	}
 	if f := res.Fanout; f != nil {
 		fmt.Fprintf(w, "\nfan-out makespan (N=%d, L=%gms, W=%d, S=%d)\n", f.Helpers, f.LatencyMs, f.Workers, f.Slots)
-		p("\tideal\tmakespan\tratio\t")
-		p("\t%s\t%s\t%s\t", msStr(f.IdealMs), msStr(f.MakespanMs), times(f.Ratio))
+		p("\tlatency\tideal\tmakespan\tratio\t")
+		p("\t%s\t%s\t%s\t%s\t", msStr(f.LatencyMs), msStr(f.IdealMs), msStr(f.MakespanMs), times(f.Ratio))
+		if f.SlowLatencyMs > 0 {
+			p("\t%s\t%s\t%s\t%s\t", msStr(f.SlowLatencyMs), msStr(f.SlowIdealMs), msStr(f.SlowMakespanMs), times(f.SlowRatio))
+		}
 		tw.Flush()
 	}
 	if q := res.Quota; q != nil {
@@ -112,15 +115,15 @@ func WriteTable(w io.Writer, res *Result) error {
 		tw.Flush()
 	}
 	if len(res.Targets) > 0 {
-		fmt.Fprintln(w, "\ntargets")
-		p("\ttarget\tvalue\tbound\t\t")
+		fmt.Fprintln(w, "\nregression guards")
+		p("\tguard\tvalue\tbound\t\t")
 		for _, t := range res.Targets {
-			bound, verdict := "≤ ", "met"
+			bound, verdict := "≤ ", "ok"
 			if t.AtLeast {
 				bound = "≥ "
 			}
 			if !t.Met {
-				verdict = "MISSED"
+				verdict = "TRIPPED"
 			}
 			p("\t%s\t%s\t%s%s\t%s\t", t.Name, num(t.Value), bound, num(t.Limit), verdict)
 		}

@@ -30,6 +30,7 @@ func benchCommand(args []string, stdio Stdio) int {
 	)
 	fs.IntVar(&set.FanoutN, "fanout-n", 0, "fan-out helpers (default 1000; quick 300)")
 	fs.DurationVar(&set.FanoutLatency, "fanout-latency", 0, "fan-out helpers' model latency (default 100ms; quick 50ms)")
+	fs.DurationVar(&set.FanoutSlowLatency, "fanout-slow-latency", 0, "the fan-out's second model latency, a slow model's (default 1s)")
 	fs.IntVar(&set.Workers, "workers", 0, "workers of the throughput, fan-out, scaling and memory scenarios (default 4)")
 	fs.BoolVar(&set.Journal, "journal", false, "run the stacks with JetStream and every thread's journal on, as in a cluster")
 	fs.BoolVar(&set.Metrics, "metrics", false, "record Prometheus metrics in the stacks, as the coordinator and worker binaries do")
