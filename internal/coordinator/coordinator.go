@@ -32,7 +32,7 @@ import (
 
 // Defaults.
 const (
-	DefaultHeartbeatInterval = time.Second
+	DefaultHeartbeatInterval = wire.DefaultHeartbeatInterval
 	DefaultPlacementTimeout  = 5 * time.Minute
 	DefaultMaxAttempts       = 3
 	DefaultApprovalTimeout   = 10 * time.Minute
@@ -41,7 +41,7 @@ const (
 	// DefaultRunTimeout is the deadline of a queued run that asks none.
 	DefaultRunTimeout = time.Hour
 	// MissedHeartbeats of silence mean a peer is lost.
-	MissedHeartbeats = 3
+	MissedHeartbeats = wire.MissedHeartbeats
 	// SilencePatience bounds how long a placement may stay silent while its
 	// worker's heartbeats keep coming (see placement.silent).
 	SilencePatience = time.Minute

@@ -26,7 +26,7 @@ import (
 const requestTimeout = 15 * time.Second
 
 // CancelledByUser is the reason recorded for a cancel a person asked for.
-const CancelledByUser = "cancelled by a user"
+const CancelledByUser = wire.CancelledByUser
 
 // handleEnqueue queues a submission: checked here against this
 // coordinator's own ceilings (whatever the client checked), its queued

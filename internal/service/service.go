@@ -16,7 +16,6 @@ import (
 	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/api"
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
@@ -197,7 +196,7 @@ func (s *Service) keptCancel(ctx context.Context, r *record.Run) error {
 		return mapErr(err)
 	}
 	if asked {
-		r.CancelRequested = coordinator.CancelledByUser
+		r.CancelRequested = wire.CancelledByUser
 	}
 	return nil
 }
@@ -263,7 +262,7 @@ func (s *Service) CancelThread(ctx context.Context, runID, threadID string) erro
 	if rec.Status.Final() {
 		return api.Errorf(api.ErrConflict, "run %s already %s", runID, rec.Status)
 	}
-	c := wire.Cancel{RunID: runID, ThreadIDs: []string{threadID}, Reason: coordinator.CancelledByUser}
+	c := wire.Cancel{RunID: runID, ThreadIDs: []string{threadID}, Reason: wire.CancelledByUser}
 	call, err := s.tr.Request(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
 	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)

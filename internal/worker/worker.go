@@ -40,9 +40,9 @@ import (
 // Defaults.
 const (
 	DefaultSlots             = 16
-	DefaultHeartbeatInterval = time.Second
+	DefaultHeartbeatInterval = wire.DefaultHeartbeatInterval
 	// MissedHeartbeats of silence mean a peer is lost.
-	MissedHeartbeats = 3
+	MissedHeartbeats = wire.MissedHeartbeats
 )
 
 // Config configures a Worker; zero values mean defaults.
