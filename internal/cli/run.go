@@ -19,7 +19,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/client"
@@ -40,6 +39,7 @@ import (
 	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 

@@ -10,13 +10,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -102,9 +102,9 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 				continue
 			}
 			switch {
-			case errors.Is(err, actor.ErrNoResponders):
+			case errors.Is(err, transport.ErrNoResponders):
 				return record.Run{}, fmt.Errorf("no coordinator is listening: %w", err)
-			case errors.Is(err, actor.ErrSilent):
+			case errors.Is(err, transport.ErrSilent):
 				return record.Run{}, fmt.Errorf("the coordinator went silent: %w", err)
 			}
 			return record.Run{}, err
@@ -149,8 +149,8 @@ func (c *Client) Cancel(ctx context.Context, runID string, cause error) error {
 	return c.tr.Publish(ctx, wire.SubjectRunCancel, m)
 }
 
-func approvalHandler(a policy.Approver) actor.Handler {
-	return func(ctx context.Context, m wire.Msg, r actor.Replier) {
+func approvalHandler(a policy.Approver) transport.Handler {
+	return func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		var req policy.ApprovalRequest
 		if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &req); err != nil {
 			r.Reply(wire.ErrorMsg(wire.CodeBadMessage, err.Error()))

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -88,7 +88,7 @@ const deniedByUser = "denied by a user"
 // coordinator holds it (that one's watch hands it to the waiting thread).
 // It is the only way a decision enters: the HTTP API and the CLI both ask
 // here, and clients have no write access to the approvals bucket.
-func (c *Coordinator) handleDecide(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleDecide(_ context.Context, m wire.Msg, r transport.Replier) {
 	var d wire.ApprovalDecide
 	if err := wire.DecodeAs(m.Data, wire.TypeApprovalDecide, &d); err != nil {
 		r.Reply(wire.ErrorReply(err))

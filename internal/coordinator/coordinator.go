@@ -20,13 +20,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -138,7 +138,7 @@ type Coordinator struct {
 	alive    keepalive
 	quotas   *quotas
 	buckets  buckets
-	subs     []actor.Subscription
+	subs     []transport.Subscription
 	natsSubs []*nats.Subscription
 	stop     chan struct{}
 	loops    sync.WaitGroup
@@ -273,7 +273,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	type served struct {
 		subject, queue string
-		h              actor.Handler
+		h              transport.Handler
 	}
 	// Before any handler: they may start background work (see admit).
 	c.background, c.stopBg = context.WithCancel(context.Background())
@@ -501,11 +501,11 @@ type keepalive struct {
 // a ping is due, not when the request arrives: most requests are answered
 // before the first ping.
 type alivePing struct {
-	r      actor.Replier
+	r      transport.Replier
 	thread string // the thread the request concerns, if any (under keepalive.mu)
 }
 
-func (k *keepalive) add(r actor.Replier, thread string) *alivePing {
+func (k *keepalive) add(r transport.Replier, thread string) *alivePing {
 	p := &alivePing{r: r, thread: thread}
 	k.mu.Lock()
 	k.repliers[p] = struct{}{}
@@ -528,7 +528,7 @@ func (k *keepalive) remove(p *alivePing) {
 
 func (k *keepalive) ping() {
 	type due struct {
-		r      actor.Replier
+		r      transport.Replier
 		thread string
 	}
 	k.mu.Lock()

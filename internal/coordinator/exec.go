@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -312,7 +312,7 @@ func (p *placement) reply(m wire.Msg, err error) {
 		p.cancelLocked()
 		p.endLocked(thread.Result{Status: event.Cancelled, Error: p.reason}, aborted)
 		return
-	case errors.Is(err, actor.ErrNoResponders):
+	case errors.Is(err, transport.ErrNoResponders):
 		p.endLocked(thread.Result{}, gone)
 		return
 	default:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
@@ -17,12 +16,13 @@ import (
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
 // handleSubmit runs a submitted run to its end: accepted at once, progress
 // while it runs, the run's record as the final reply.
-func (c *Coordinator) handleSubmit(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleSubmit(_ context.Context, m wire.Msg, r transport.Replier) {
 	var sub wire.RunSubmit
 	if err := wire.DecodeAs(m.Data, wire.TypeRunSubmit, &sub); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -88,7 +88,7 @@ func (c *Coordinator) finishDirect(rec record.Run) {
 // the handler returns once the helper's request is sent. The parent hears
 // from this coordinator from the start: admission may take a while under a
 // storm of spawns. Its keep-alive names the helper once admitted.
-func (c *Coordinator) handleSpawn(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleSpawn(_ context.Context, m wire.Msg, r transport.Replier) {
 	ping := c.alive.add(r, "")
 	sp := c.admitSpawn(m, r, ping)
 	if sp == nil {
@@ -115,14 +115,14 @@ type admittedSpawn struct {
 	t      *threadRec
 	slot   *limits.Slot
 	ping   *alivePing
-	reply  actor.Replier // the parent's
+	reply  transport.Replier // the parent's
 }
 
 // admitSpawn decodes and admits a spawn, registers the helper and tells the
 // parent its id; nil means it answered the parent already (refused or bad).
 // The helper is derived from the parent thread held here; the request only
 // names the parent (proved by its placement's token) and the tool's arguments.
-func (c *Coordinator) admitSpawn(m wire.Msg, r actor.Replier, ping *alivePing) *admittedSpawn {
+func (c *Coordinator) admitSpawn(m wire.Msg, r transport.Replier, ping *alivePing) *admittedSpawn {
 	in := time.Now()
 	var req wire.SpawnRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeSpawnRequest, &req); err != nil {
@@ -202,7 +202,7 @@ func (c *Coordinator) spawned(rn *run, th *thread.Thread, callKey string) {
 // refuseSpawn answers a spawn the limits refused (budget names the budget
 // that was spent, for limits.ReasonBudget) and says so to the run's
 // watchers.
-func (c *Coordinator) refuseSpawn(rn *run, th *thread.Thread, callKey string, reason limits.Reason, budget limits.Kind, r actor.Replier) {
+func (c *Coordinator) refuseSpawn(rn *run, th *thread.Thread, callKey string, reason limits.Reason, budget limits.Kind, r transport.Replier) {
 	e := threadEvent(event.ThreadRefused, th)
 	e.ThreadID, e.Reason, e.CallID = "", string(reason), eventCallID(callKey)
 	c.emit(rn, e)
@@ -219,7 +219,7 @@ func eventCallID(callKey string) string {
 
 // attachSpawn answers a parent's spawn with the end of helper t, which an
 // earlier placement of the parent started.
-func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier) {
+func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r transport.Replier) {
 	r.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: t.thread.ID}))
 	ping := c.alive.add(r, t.thread.ID)
 	defer c.alive.remove(ping)
@@ -246,7 +246,7 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r actor.Replier
 // finished in an earlier execution of the run: it is not placed, takes no
 // slot, and its tokens (counted once, in the budget too) come with its result;
 // the parent journals the spawn, as it journals any it is told of.
-func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th *thread.Thread, callKey string, res thread.Result, r actor.Replier) {
+func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th *thread.Thread, callKey string, res thread.Result, r transport.Replier) {
 	if rn.chargeReused(th.ID, parent.lease.Node(), res.Usage) {
 		c.cfg.Metrics.ThreadReused()
 	}
@@ -284,7 +284,7 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 
 // handleApproval asks the run's approver and answers the worker, denying when
 // nobody answers in time.
-func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r transport.Replier) {
 	var wreq wire.ApprovalRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &wreq); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -357,7 +357,7 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 	for {
 		reply, err := call.Next(rn.ctx, c.cfg.ApprovalTimeout)
 		switch {
-		case errors.Is(err, actor.ErrSilent):
+		case errors.Is(err, transport.ErrSilent):
 			return decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
 		case err != nil:
 			return decide(policy.Approval{Reason: "approver: " + err.Error()})
@@ -378,7 +378,7 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 
 // handleBudget settles what a thread spent since its last grant and
 // answers with its next one.
-func (c *Coordinator) handleBudget(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleBudget(_ context.Context, m wire.Msg, r transport.Replier) {
 	var req wire.BudgetRenew
 	if err := wire.DecodeAs(m.Data, wire.TypeBudgetRenew, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -396,7 +396,7 @@ func (c *Coordinator) handleBudget(_ context.Context, m wire.Msg, r actor.Replie
 // handlePlacementCheck answers a worker that asks, before a tool call,
 // whether its placement of a thread is still current: ok, which keeps the
 // placement from being given up for a loss window, or fenced.
-func (c *Coordinator) handlePlacementCheck(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handlePlacementCheck(_ context.Context, m wire.Msg, r transport.Replier) {
 	var req wire.PlacementCheck
 	if err := wire.DecodeAs(m.Data, wire.TypePlacementCheck, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -416,7 +416,7 @@ func (c *Coordinator) handlePlacementCheck(_ context.Context, m wire.Msg, r acto
 
 // handleThreadCancel cancels a helper (and its subtree) at the request of
 // its parent's current placement.
-func (c *Coordinator) handleThreadCancel(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleThreadCancel(_ context.Context, m wire.Msg, r transport.Replier) {
 	var cn wire.ThreadCancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -458,7 +458,7 @@ func (c *Coordinator) ownedRun(runID string) (*run, error) {
 // when the message names threads, only those threads and their subtrees:
 // each cancelled helper's parent gets "Helper <name> failed: ..." and goes
 // on. An unknown thread is answered not_found.
-func (c *Coordinator) handleRunCancel(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleRunCancel(_ context.Context, m wire.Msg, r transport.Replier) {
 	var cn wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
 		r.Reply(wire.ErrorReply(err))

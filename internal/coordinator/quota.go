@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/quota"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -84,7 +84,7 @@ func newQuotas(reg *quota.Registry) *quotas {
 // handleQuotaTake queues a worker's ask for an endpoint's quota and answers
 // with the grant: at once when there is room, else after QuotaWaiting and
 // progress while it waits.
-func (c *Coordinator) handleQuotaTake(ctx context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleQuotaTake(ctx context.Context, m wire.Msg, r transport.Replier) {
 	var req wire.QuotaTake
 	if err := wire.DecodeAs(m.Data, wire.TypeQuotaTake, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -142,7 +142,7 @@ func (c *Coordinator) handleQuotaTake(ctx context.Context, m wire.Msg, r actor.R
 // while it waits.
 type takeWaiting struct {
 	c    *Coordinator
-	r    actor.Replier
+	r    transport.Replier
 	mu   sync.Mutex
 	ping *alivePing
 }
@@ -168,7 +168,7 @@ func (w *takeWaiting) stop() {
 
 // handleQuotaDone ends an ask: the attempt's answer goes to its ticket, or
 // a waiting ask is withdrawn.
-func (c *Coordinator) handleQuotaDone(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleQuotaDone(_ context.Context, m wire.Msg, r transport.Replier) {
 	var req wire.QuotaDone
 	if err := wire.DecodeAs(m.Data, wire.TypeQuotaDone, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -273,7 +273,7 @@ func outcomeOf(d wire.QuotaDone, at time.Time) model.Outcome {
 
 // handleQuota serves both messages of the quota protocol on one subject,
 // so a withdrawal never overtakes its ask on the way.
-func (c *Coordinator) handleQuota(ctx context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleQuota(ctx context.Context, m wire.Msg, r transport.Replier) {
 	switch wire.Type(m.Type) {
 	case wire.TypeQuotaTake:
 		c.handleQuotaTake(ctx, m, r)

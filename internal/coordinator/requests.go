@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/limits"
@@ -14,6 +13,7 @@ import (
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -32,7 +32,7 @@ const CancelledByUser = wire.CancelledByUser
 // coordinator's own ceilings (whatever the client checked), its queued
 // record written and the submission published to the queue. The same id
 // with the same submission is the same run; with another, a conflict.
-func (c *Coordinator) handleEnqueue(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleEnqueue(_ context.Context, m wire.Msg, r transport.Replier) {
 	var sub wire.RunSubmit
 	if err := wire.DecodeAs(m.Data, wire.TypeRunSubmit, &sub); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -62,7 +62,7 @@ func (c *Coordinator) handleEnqueue(_ context.Context, m wire.Msg, r actor.Repli
 // ended before it starts, a running one gets the cancel in its record (so
 // a coordinator that picks it up after its owner died honours it) and its
 // owner is told on SubjectRunCancel.
-func (c *Coordinator) handleCancelRequest(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleCancelRequest(_ context.Context, m wire.Msg, r transport.Replier) {
 	var rc wire.RunCancel
 	if err := wire.DecodeAs(m.Data, wire.TypeRunCancel, &rc); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -109,7 +109,7 @@ func (c *Coordinator) handleCancelRequest(_ context.Context, m wire.Msg, r actor
 // handleResume queues a failed or cancelled run again under its id. The
 // coordinator that takes it reads its journal first, so finished threads
 // are reused and failed ones carry on from their last good turn.
-func (c *Coordinator) handleResume(_ context.Context, m wire.Msg, r actor.Replier) {
+func (c *Coordinator) handleResume(_ context.Context, m wire.Msg, r transport.Replier) {
 	var rr wire.RunResume
 	if err := wire.DecodeAs(m.Data, wire.TypeRunResume, &rr); err != nil {
 		r.Reply(wire.ErrorReply(err))

@@ -13,8 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/api"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
@@ -23,6 +21,8 @@ import (
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/submission"
 	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -105,7 +105,7 @@ func (s *Service) Enqueue(ctx context.Context, sub wire.RunSubmit) error {
 	msg.Header = tracing.Inject(ctx, msg.Header)
 	_, err := s.ask(ctx, wire.SubjectEnqueue, msg, "to queue the run")
 	var u *unanswered
-	if errors.As(err, &u) && errors.Is(u.cause, actor.ErrNoResponders) {
+	if errors.As(err, &u) && errors.Is(u.cause, transport.ErrNoResponders) {
 		u.msg += ": nothing was queued"
 	}
 	if errors.Is(err, api.ErrConflict) {
@@ -270,7 +270,7 @@ func (s *Service) CancelThread(ctx context.Context, runID, threadID string) erro
 	defer call.Close()
 	m, err := call.Next(ctx, 5*time.Second)
 	if err != nil {
-		if errors.Is(err, actor.ErrNoResponders) || errors.Is(err, actor.ErrSilent) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, transport.ErrNoResponders) || errors.Is(err, transport.ErrSilent) || errors.Is(err, context.DeadlineExceeded) {
 			return api.Errorf(api.ErrConflict, "run %s is not running on any coordinator", runID)
 		}
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
@@ -310,7 +310,7 @@ func (s *Service) Decide(ctx context.Context, id string, allow bool) error {
 const askTimeout = 15 * time.Second
 
 // errNoCoordinator: no coordinator answered a request, because none runs
-// (actor.ErrNoResponders) or none answered within askTimeout.
+// (transport.ErrNoResponders) or none answered within askTimeout.
 var errNoCoordinator = errors.New("no coordinator answered")
 
 // unanswered is a request no coordinator answered: unavailable (503),
@@ -339,7 +339,7 @@ func (s *Service) ask(ctx context.Context, subject string, m wire.Msg, doing str
 		if ctx.Err() != nil {
 			return wire.Msg{}, context.Cause(ctx)
 		}
-		if errors.Is(err, actor.ErrNoResponders) {
+		if errors.Is(err, transport.ErrNoResponders) {
 			return wire.Msg{}, &unanswered{"no coordinator is running " + doing, err}
 		}
 		return wire.Msg{}, &unanswered{fmt.Sprintf("no coordinator answered within %v %s: %v", askTimeout, doing, err), err}
@@ -368,7 +368,7 @@ func (s *Service) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
 	defer call.Close()
 	m, err := call.Next(ctx, 5*time.Second)
 	if err != nil {
-		if errors.Is(err, actor.ErrNoResponders) {
+		if errors.Is(err, transport.ErrNoResponders) {
 			return nil, api.Errorf(api.ErrUnavailable, "no coordinator is running")
 		}
 		return nil, api.Errorf(api.ErrUnavailable, "no coordinator answered: %v", err)

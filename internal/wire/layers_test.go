@@ -16,7 +16,7 @@ func TestProtocolLinksNoBehaviour(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"runner", "tools", "actor"} {
+		for _, banned := range []string{"runner", "tools", "transport"} {
 			if dep == mod+banned || strings.HasPrefix(dep, mod+banned+"/") {
 				t.Errorf("wire, store or api depends on %s", dep)
 			}

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -47,7 +47,7 @@ type hosted struct {
 	// progress while the thread runs, then exactly one final result, never
 	// progress after it (ended). It also guards the thread's outbox: the
 	// events waiting for its next message to the coordinator (events.go).
-	reply      actor.Replier
+	reply      transport.Replier
 	sendMu     sync.Mutex
 	ended      bool
 	events     []event.Event
@@ -101,7 +101,7 @@ func modelOf(ref string) (provider, name string) {
 // be sent (too large for the connection and no store to offload it to)
 // becomes a failure that says so, rather than silence that would be taken
 // for a lost worker.
-func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Result, events []event.Event) {
+func (w *Worker) replyResult(r transport.Replier, id, token string, res thread.Result, events []event.Event) {
 	m := wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: id, Worker: w.cfg.ID, Token: token, Result: res, Events: events})
 	if !w.tr.Inline(len(m.Data)) {
 		// A result over the NATS max payload is uploaded before it is sent,
@@ -120,7 +120,7 @@ func (w *Worker) replyResult(r actor.Replier, id, token string, res thread.Resul
 
 // keepAlive sends progress of thread id on r every heartbeat until the
 // returned stop is called.
-func (w *Worker) keepAlive(r actor.Replier, id, token string) (stop func()) {
+func (w *Worker) keepAlive(r transport.Replier, id, token string) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -142,7 +142,7 @@ func (w *Worker) keepAlive(r actor.Replier, id, token string) (stop func()) {
 }
 
 // handleExec takes a placed thread if a slot is free, else answers busy.
-func (w *Worker) handleExec(_ context.Context, m wire.Msg, r actor.Replier) {
+func (w *Worker) handleExec(_ context.Context, m wire.Msg, r transport.Replier) {
 	var req wire.ExecRequest
 	if err := wire.DecodeAs(m.Data, wire.TypeExecRequest, &req); err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -226,7 +226,7 @@ func (w *Worker) finish(id string) {
 
 // handleCancel cancels the named threads; unknown ids are ignored, since the
 // thread may have just ended.
-func (w *Worker) handleCancel(_ context.Context, m wire.Msg, r actor.Replier) {
+func (w *Worker) handleCancel(_ context.Context, m wire.Msg, r transport.Replier) {
 	var c wire.Cancel
 	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &c); err != nil {
 		r.Reply(wire.ErrorReply(err))

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
@@ -15,6 +14,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model/providers"
@@ -17,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
@@ -13,6 +12,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 

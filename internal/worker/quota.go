@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -46,7 +46,7 @@ func (g remoteGate) Take(ctx context.Context, ask model.Ask) (model.Ticket, erro
 			if err == nil {
 				return t, nil
 			}
-			if ctx.Err() != nil || !(errors.Is(err, actor.ErrSilent) || errors.Is(err, actor.ErrNoResponders)) {
+			if ctx.Err() != nil || !(errors.Is(err, transport.ErrSilent) || errors.Is(err, transport.ErrNoResponders)) {
 				if n := model.QuotaNoticeFrom(ctx); n != nil && told && ctx.Err() == nil {
 					_ = n.Resumed(ctx) // the call fails, and its thread goes on with its slot
 				}

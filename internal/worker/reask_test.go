@@ -7,10 +7,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
@@ -16,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -154,7 +154,7 @@ func (sc *spawnCall) silent(now time.Time) {
 	if sc.askAgainLocked() || w.patient(sc.coord, sc.heard) {
 		return
 	}
-	sc.failedLocked(fmt.Errorf("spawn %s: no reply for %v: %w", sc.subject, now.Sub(sc.heard).Round(time.Millisecond), actor.ErrSilent))
+	sc.failedLocked(fmt.Errorf("spawn %s: no reply for %v: %w", sc.subject, now.Sub(sc.heard).Round(time.Millisecond), transport.ErrSilent))
 }
 
 // failedLocked ends a call its coordinator did not answer (err), or a
@@ -371,7 +371,7 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 		m, err := call.Next(ctx, w.silence(coord))
 		// The coordinator answers the same call asked again with the same
 		// decision.
-		if err != nil && ctx.Err() == nil && errors.Is(err, actor.ErrSilent) && req.CallID != "" &&
+		if err != nil && ctx.Err() == nil && errors.Is(err, transport.ErrSilent) && req.CallID != "" &&
 			w.askAgain(ctx, subject, msg, &call, &sentAt) {
 			continue
 		}
@@ -404,7 +404,7 @@ func (w *Worker) coordinatorFailed(thread, coord string, err error) error {
 	err = peerError("coordinator "+coord, err)
 	disowned := errors.Is(err, wire.ErrNotFound) // a coordinator that restarted
 	fenced := fencedReply(err)
-	if fenced || disowned || errors.Is(err, actor.ErrSilent) || errors.Is(err, actor.ErrNoResponders) {
+	if fenced || disowned || errors.Is(err, transport.ErrSilent) || errors.Is(err, transport.ErrNoResponders) {
 		w.mu.Lock()
 		h := w.threads[thread]
 		w.mu.Unlock()
@@ -421,9 +421,9 @@ func (w *Worker) coordinatorFailed(thread, coord string, err error) error {
 // peerError names what went wrong with a peer in words a tool result can carry.
 func peerError(peer string, err error) error {
 	switch {
-	case errors.Is(err, actor.ErrNoResponders):
+	case errors.Is(err, transport.ErrNoResponders):
 		return fmt.Errorf("%s is not answering: %w", peer, err)
-	case errors.Is(err, actor.ErrSilent):
+	case errors.Is(err, transport.ErrSilent):
 		return fmt.Errorf("%s went silent: %w", peer, err)
 	}
 	return err
@@ -447,7 +447,7 @@ func (n noScripted) Open(ref string) (model.Model, error) {
 // may have gone with the old server. What was heard since does not count:
 // a keep-alive the old server delivered may be read only after the move.
 // False means it did not ask: the silence is the peer's.
-func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, call *actor.Call, sentAt *uint64) bool {
+func (w *Worker) askAgain(ctx context.Context, subject string, msg wire.Msg, call *transport.Call, sentAt *uint64) bool {
 	now := w.reconnects()
 	if now == *sentAt {
 		return false

@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -49,7 +49,7 @@ func place(t *testing.T, ctx context.Context, coord *natstransport.Transport, re
 
 // awaitResult reads a placement's replies until its result, waiting at
 // most idle for each.
-func awaitResult(t *testing.T, ctx context.Context, call actor.Call, idle time.Duration) wire.ExecResult {
+func awaitResult(t *testing.T, ctx context.Context, call transport.Call, idle time.Duration) wire.ExecResult {
 	t.Helper()
 	for {
 		m, err := call.Next(ctx, idle)

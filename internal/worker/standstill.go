@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -115,7 +115,7 @@ func (w *Worker) askPlacement(ctx context.Context, th *thread.Thread, coord, tok
 	defer call.Close()
 	m, err := call.Next(ctx, wait)
 	switch {
-	case errors.Is(err, actor.ErrNoResponders):
+	case errors.Is(err, transport.ErrNoResponders):
 		answered = true
 	case err == nil:
 		answered = true

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
@@ -16,6 +14,8 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -65,7 +65,7 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 		checks  []wire.PlacementCheck
 		answers []string
 	)
-	sub, err := coord.Serve(wire.SubjectPlacement("c1", wire.AnyWorker), "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
+	sub, err := coord.Serve(wire.SubjectPlacement("c1", wire.AnyWorker), "", 0, func(_ context.Context, m wire.Msg, r transport.Replier) {
 		var pc wire.PlacementCheck
 		if err := wire.DecodeAs(m.Data, wire.TypePlacementCheck, &pc); err != nil {
 			t.Errorf("check: %v", err)
@@ -122,7 +122,7 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 	defer stopBeats()
 
 	// Two slow threads placed on the worker.
-	calls := map[string]actor.Call{}
+	calls := map[string]transport.Call{}
 	threads := map[string]*thread.Thread{}
 	for _, id := range []string{"t1", "t2"} {
 		a := spec.Agent{Name: "slow", Model: providers.Sim, ModelArgs: model.Args{"latency_ms": 60_000}}

@@ -28,12 +28,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/natstransport"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -103,7 +103,7 @@ type Worker struct {
 
 	draining atomic.Bool
 	started  time.Time
-	subs     []actor.Subscription
+	subs     []transport.Subscription
 	natsSubs []*nats.Subscription
 	svc      micro.Service
 	stop     chan struct{}
@@ -230,7 +230,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		exec.Stop()
 		return err
 	}
-	w.subs = []actor.Subscription{exec, cancel}
+	w.subs = []transport.Subscription{exec, cancel}
 	hb, err := w.cfg.Conn.Subscribe(wire.SubjectCoordHeartbeats, w.handleCoordHeartbeat)
 	if err != nil {
 		w.stopSubs()

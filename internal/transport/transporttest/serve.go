@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -26,7 +26,7 @@ func newGate() *gate {
 	return &gate{started: make(chan struct{}, 1000), release: make(chan struct{})}
 }
 
-func (g *gate) handle(ctx context.Context, m wire.Msg, r actor.Replier) {
+func (g *gate) handle(ctx context.Context, m wire.Msg, r transport.Replier) {
 	n := g.now.Add(1)
 	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
 	}
@@ -40,7 +40,7 @@ func (g *gate) handle(ctx context.Context, m wire.Msg, r actor.Replier) {
 }
 
 // final reads past progress to the first other reply.
-func final(t *testing.T, ctx context.Context, call actor.Call) wire.Msg {
+func final(t *testing.T, ctx context.Context, call transport.Call) wire.Msg {
 	t.Helper()
 	for {
 		m, err := call.Next(ctx, 5*time.Second)
@@ -60,7 +60,7 @@ func testBoundedConcurrency(t *testing.T, newPair NewPair) {
 	g := newGate()
 	serve(t, ctx, server, subj, 2, g.handle)
 
-	var calls []actor.Call
+	var calls []transport.Call
 	for range 2 {
 		calls = append(calls, request(t, ctx, client, subj, wire.Msg{Type: "exec"}))
 		recv(t, g.started, "a handler to start")
@@ -71,7 +71,7 @@ func testBoundedConcurrency(t *testing.T, newPair NewPair) {
 	}
 	over := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	m := final(t, ctx, over)
-	if err := wire.MsgError(m); !errors.Is(err, actor.ErrOverloaded) {
+	if err := wire.MsgError(m); !errors.Is(err, transport.ErrOverloaded) {
 		t.Fatalf("fifth request got %+v (error %v), want an overloaded error reply", m, err)
 	}
 	if string(m.Data) != string(wire.CodeOverloaded) {
@@ -95,12 +95,12 @@ func testUnboundedConcurrency(t *testing.T, newPair NewPair) {
 	subj := subject(t)
 	var barrier sync.WaitGroup
 	barrier.Add(n)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		barrier.Done()
 		barrier.Wait() // only returns if all n run at once
 		_ = r.Reply(wire.Msg{Type: "done"})
 	})
-	calls := make([]actor.Call, n)
+	calls := make([]transport.Call, n)
 	for i := range calls {
 		calls[i] = request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	}
@@ -117,7 +117,7 @@ func testStop(t *testing.T, newPair NewPair) {
 	subj := subject(t)
 	cause := make(chan error, 1)
 	started := make(chan struct{}, 1)
-	sub := serve(t, ctx, server, subj, 1, func(hctx context.Context, m wire.Msg, r actor.Replier) {
+	sub := serve(t, ctx, server, subj, 1, func(hctx context.Context, m wire.Msg, r transport.Replier) {
 		started <- struct{}{}
 		select {
 		case <-hctx.Done():
@@ -149,12 +149,12 @@ func testStop(t *testing.T, newPair NewPair) {
 		t.Errorf("running request got %+v", m)
 	}
 	m := final(t, ctx, queued)
-	if err := wire.MsgError(m); !errors.Is(err, actor.ErrClosed) {
+	if err := wire.MsgError(m); !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("queued request got %+v (error %v), want a closed error reply", m, err)
 	}
 	// Nobody serves the subject any more.
 	after := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
-	if _, err := after.Next(ctx, 5*time.Second); !errors.Is(err, actor.ErrNoResponders) {
+	if _, err := after.Next(ctx, 5*time.Second); !errors.Is(err, transport.ErrNoResponders) {
 		t.Errorf("request after Stop: %v, want ErrNoResponders", err)
 	}
 }
@@ -169,7 +169,7 @@ func testPublish(t *testing.T, newPair NewPair) {
 		ReplyErr error
 	}
 	got := make(chan seen, 1)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		got <- seen{Msg: m, NoReply: r.NoReply(), ReplyErr: r.Reply(wire.Msg{Type: "ignored"})}
 	})
 	sent := wire.Msg{Type: "event", Header: map[string]string{"Run": "r1", "Traceparent": "00-abc-def-01"}, Data: []byte("x")}
@@ -195,7 +195,7 @@ func testHandlerPanic(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 1, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 1, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		if string(m.Data) == "boom" {
 			panic("boom")
 		}

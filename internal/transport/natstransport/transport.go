@@ -1,4 +1,4 @@
-// Package natstransport implements actor.Transport over a core NATS
+// Package natstransport implements transport.Transport over a core NATS
 // connection (no JetStream).
 //
 // Requests share one wildcard subscription per Transport on
@@ -26,7 +26,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -80,7 +80,7 @@ type Config struct {
 	Recipient func(subject string) string
 }
 
-// Transport is an actor.Transport over one NATS connection. It does not own
+// Transport is an transport.Transport over one NATS connection. It does not own
 // the connection: Close releases the transport's subscriptions, not nc.
 type Transport struct {
 	nc     *nats.Conn
@@ -96,18 +96,18 @@ type Transport struct {
 	closed bool
 }
 
-var _ actor.Transport = (*Transport)(nil)
+var _ transport.Transport = (*Transport)(nil)
 
 // New subscribes the transport's reply inbox on nc.
 func New(nc *nats.Conn, cfg Config) (*Transport, error) {
 	if nc == nil {
-		return nil, fmt.Errorf("natstransport: %w: nil connection", actor.ErrInvalidConfig)
+		return nil, fmt.Errorf("natstransport: %w: nil connection", transport.ErrInvalidConfig)
 	}
 	if cfg.MaxPending < 0 || cfg.ReplyBuffer < 0 || cfg.StopTimeout < 0 {
-		return nil, fmt.Errorf("natstransport: %w: negative limit", actor.ErrInvalidConfig)
+		return nil, fmt.Errorf("natstransport: %w: negative limit", transport.ErrInvalidConfig)
 	}
 	if p := cfg.InboxPrefix; p != "" && (strings.ContainsAny(p, "*> \t\r\n") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..")) {
-		return nil, fmt.Errorf("natstransport: %w: inbox prefix %q is not a literal subject", actor.ErrInvalidConfig, p)
+		return nil, fmt.Errorf("natstransport: %w: inbox prefix %q is not a literal subject", transport.ErrInvalidConfig, p)
 	}
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = DefaultMaxPending
@@ -167,7 +167,7 @@ func (t *Transport) Flush(ctx context.Context) error {
 }
 
 // Close stops every Serve subscription, ends every open Call (their Next
-// returns actor.ErrClosed) and unsubscribes the inbox. The connection stays
+// returns transport.ErrClosed) and unsubscribes the inbox. The connection stays
 // open. Safe to call twice.
 func (t *Transport) Close() error {
 	t.mu.Lock()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -81,7 +81,7 @@ func BenchmarkTransportRequest(b *testing.B) {
 				srv := newTransport(b, connect(b, ns, l), Config{})
 				cli := newTransport(b, connect(b, ns, l), Config{})
 				ctx := context.Background()
-				if _, err := srv.Serve("bench", "", bc.max, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+				if _, err := srv.Serve("bench", "", bc.max, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 					_ = r.Reply(wire.Msg{Type: "result", Data: m.Data})
 				}); err != nil {
 					b.Fatal(err)
@@ -116,7 +116,7 @@ func BenchmarkTransportRequestFunc(b *testing.B) {
 			srv := newTransport(b, connect(b, ns, l), Config{})
 			cli := newTransport(b, connect(b, ns, l), Config{})
 			ctx := context.Background()
-			if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+			if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 				_ = r.Reply(wire.Msg{Type: "result", Data: m.Data})
 			}); err != nil {
 				b.Fatal(err)
@@ -149,7 +149,7 @@ func BenchmarkTransportRequestParallel(b *testing.B) {
 	srv := newTransport(b, connect(b, ns, inProcess), Config{})
 	cli := newTransport(b, connect(b, ns, inProcess), Config{})
 	ctx := context.Background()
-	if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	if _, err := srv.Serve("bench", "", 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		_ = r.Reply(wire.Msg{Type: "result", Data: m.Data})
 	}); err != nil {
 		b.Fatal(err)

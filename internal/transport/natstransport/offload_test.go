@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
 	"github.com/formica-run/formica/internal/broker/brokertest"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -62,7 +62,7 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 	}
 	server, client := conn("server"), conn("client")
 	big := bytes.Repeat([]byte("formica "), 3<<20/8) // 3 MiB, over the 1 MiB default
-	sub, err := server.Serve("big.echo", "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
+	sub, err := server.Serve("big.echo", "", 0, func(_ context.Context, m wire.Msg, r transport.Replier) {
 		r.Reply(wire.Msg{Type: "echo", Data: append(m.Data, '!')})
 	})
 	if err != nil {
@@ -95,7 +95,7 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 	}
 
 	// A reference on a subject whose sender may send none is refused unread.
-	other, err := server.Serve("big.other", "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
+	other, err := server.Serve("big.other", "", 0, func(_ context.Context, m wire.Msg, r transport.Replier) {
 		r.Reply(wire.Msg{Type: "echo", Data: m.Data})
 	})
 	if err != nil {

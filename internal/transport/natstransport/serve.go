@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/internal/ring"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/internal/ring"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -21,21 +21,21 @@ import (
 // is refused with wire.ErrorMsg(wire.CodeOverloaded, "overloaded"), or
 // logged when it has no reply subject. A handler that panics is logged and
 // its request answered with wire.CodeInternal.
-func (t *Transport) Serve(subject, queue string, maxConcurrent int, h actor.Handler) (actor.Subscription, error) {
+func (t *Transport) Serve(subject, queue string, maxConcurrent int, h transport.Handler) (transport.Subscription, error) {
 	if h == nil || maxConcurrent < 0 {
-		return nil, fmt.Errorf("natstransport: serve %s: %w: need a handler and maxConcurrent >= 0", subject, actor.ErrInvalidConfig)
+		return nil, fmt.Errorf("natstransport: serve %s: %w: need a handler and maxConcurrent >= 0", subject, transport.ErrInvalidConfig)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &serveSub{t: t, subject: subject, h: h, max: maxConcurrent, ctx: ctx, cancel: cancel}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		cancel(actor.ErrClosed)
-		return nil, fmt.Errorf("natstransport: serve %s: transport %w", subject, actor.ErrClosed)
+		cancel(transport.ErrClosed)
+		return nil, fmt.Errorf("natstransport: serve %s: transport %w", subject, transport.ErrClosed)
 	}
 	sub, err := t.nc.QueueSubscribe(subject, queue, s.dispatch)
 	if err != nil {
-		cancel(actor.ErrClosed)
+		cancel(transport.ErrClosed)
 		return nil, fmt.Errorf("natstransport: serve %s: %w", subject, err)
 	}
 	s.sub = sub
@@ -53,7 +53,7 @@ func (t *Transport) Serve(subject, queue string, maxConcurrent int, h actor.Hand
 type serveSub struct {
 	t       *Transport
 	subject string
-	h       actor.Handler
+	h       transport.Handler
 	max     int // 0: unbounded
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -218,7 +218,7 @@ func (s *serveSub) Stop() error {
 		queued = append(queued, m)
 	}
 	s.mu.Unlock()
-	s.cancel(actor.ErrClosed)
+	s.cancel(transport.ErrClosed)
 	for _, m := range queued {
 		s.refuse(m, wire.CodeClosed, "closed: subscription stopping")
 	}

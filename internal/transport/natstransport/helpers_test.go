@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/transporttest"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/transporttest"
 )
 
 // link is how a test reaches the embedded server.
@@ -71,7 +71,7 @@ func newTransport(tb testing.TB, nc *nats.Conn, cfg Config) *Transport {
 // pair is the suite's factory: client and server on separate connections,
 // as in production where they are separate processes.
 func pair(l link) transporttest.NewPair {
-	return func(t *testing.T, lim transporttest.Limits) (client, srv actor.Transport) {
+	return func(t *testing.T, lim transporttest.Limits) (client, srv transport.Transport) {
 		ns := startServer(t, l)
 		cfg := Config{MaxPending: lim.MaxPending, ReplyBuffer: lim.ReplyBuffer, StopTimeout: 5 * time.Second}
 		return newTransport(t, connect(t, ns, l), cfg), newTransport(t, connect(t, ns, l), cfg)

@@ -9,16 +9,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
 // Request publishes m to subject with a reply subject under this
 // transport's inbox and returns at once. It never waits for a reply: when
 // nobody listens, the server's no-responders status arrives within a round
-// trip and the first Next returns actor.ErrNoResponders. ctx is only
+// trip and the first Next returns transport.ErrNoResponders. ctx is only
 // checked before sending; Next takes the ctx that bounds the wait.
-func (t *Transport) Request(ctx context.Context, subject string, m wire.Msg) (actor.Call, error) {
+func (t *Transport) Request(ctx context.Context, subject string, m wire.Msg) (transport.Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (t *Transport) Request(ctx context.Context, subject string, m wire.Msg) (ac
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, fmt.Errorf("natstransport: request %s: transport %w", subject, actor.ErrClosed)
+		return nil, fmt.Errorf("natstransport: request %s: transport %w", subject, transport.ErrClosed)
 	}
 	t.calls[token] = c
 	t.mu.Unlock()
@@ -39,7 +39,7 @@ func (t *Transport) Request(ctx context.Context, subject string, m wire.Msg) (ac
 }
 
 // RequestFunc publishes m like Request and hands every reply to f; see
-// actor.Transport. f runs on the connection's read loop, so a reply costs
+// transport.Transport. f runs on the connection's read loop, so a reply costs
 // no goroutine hand-off; only a body sent by reference is fetched, and
 // handed to f, on a goroutine of its own.
 func (t *Transport) RequestFunc(ctx context.Context, subject string, m wire.Msg, f func(wire.Msg, error)) (func(), error) {
@@ -51,7 +51,7 @@ func (t *Transport) RequestFunc(ctx context.Context, subject string, m wire.Msg,
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, fmt.Errorf("natstransport: request %s: transport %w", subject, actor.ErrClosed)
+		return nil, fmt.Errorf("natstransport: request %s: transport %w", subject, transport.ErrClosed)
 	}
 	t.calls[token] = c
 	t.mu.Unlock()
@@ -116,10 +116,10 @@ func (c *call) deliver(m *nats.Msg) {
 	c.overflow = append(c.overflow, m)
 }
 
-// Next returns the next reply; see actor.Call.
+// Next returns the next reply; see transport.Call.
 func (c *call) Next(ctx context.Context, idle time.Duration) (wire.Msg, error) {
 	if c.closed.Load() {
-		return wire.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
+		return wire.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, transport.ErrClosed)
 	}
 	if c.err != nil {
 		return wire.Msg{}, c.err
@@ -156,9 +156,9 @@ func (c *call) Next(ctx context.Context, idle time.Duration) (wire.Msg, error) {
 		return c.received(m, ok)
 	case <-expired:
 		if c.t.nc.IsClosed() {
-			return wire.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w (%w)", c.subject, idle, actor.ErrSilent, nats.ErrConnectionClosed)
+			return wire.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w (%w)", c.subject, idle, transport.ErrSilent, nats.ErrConnectionClosed)
 		}
-		return wire.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w", c.subject, idle, actor.ErrSilent)
+		return wire.Msg{}, fmt.Errorf("natstransport: call %s: no reply for %v: %w", c.subject, idle, transport.ErrSilent)
 	case <-ctx.Done():
 		return wire.Msg{}, context.Cause(ctx)
 	}
@@ -166,10 +166,10 @@ func (c *call) Next(ctx context.Context, idle time.Duration) (wire.Msg, error) {
 
 func (c *call) received(m *nats.Msg, ok bool) (wire.Msg, error) {
 	if !ok {
-		return wire.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, actor.ErrClosed)
+		return wire.Msg{}, fmt.Errorf("natstransport: call %s: %w", c.subject, transport.ErrClosed)
 	}
 	if isNoResponders(m) {
-		c.err = fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders)
+		c.err = fmt.Errorf("natstransport: request %s: %w", c.subject, transport.ErrNoResponders)
 		return wire.Msg{}, c.err
 	}
 	return c.t.receive(m, c.subject)
@@ -181,7 +181,7 @@ func (c *call) dispatch(m *nats.Msg) {
 	if isNoResponders(m) {
 		if c.closed.CompareAndSwap(false, true) {
 			c.forget()
-			c.handOver(wire.Msg{}, fmt.Errorf("natstransport: request %s: %w", c.subject, actor.ErrNoResponders), true)
+			c.handOver(wire.Msg{}, fmt.Errorf("natstransport: request %s: %w", c.subject, transport.ErrNoResponders), true)
 		}
 		return
 	}
@@ -240,7 +240,7 @@ func (c *call) shut() {
 	c.dropBody()
 	if c.fn != nil {
 		if c.closed.CompareAndSwap(false, true) {
-			c.handOver(wire.Msg{}, fmt.Errorf("natstransport: call %s: transport %w", c.subject, actor.ErrClosed), true)
+			c.handOver(wire.Msg{}, fmt.Errorf("natstransport: call %s: transport %w", c.subject, transport.ErrClosed), true)
 		}
 		return
 	}

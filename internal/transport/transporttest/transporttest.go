@@ -1,4 +1,4 @@
-// Package transporttest is the conformance suite every actor.Transport
+// Package transporttest is the conformance suite every transport.Transport
 // runs: one set of cases, so each implementation (NATS over TCP, NATS
 // in-process, any later one) gives multi-reply requests, no-responders,
 // silence detection and bounded serving the same meaning.
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -30,7 +30,7 @@ type Limits struct {
 // NewPair returns two connected transports with the given limits: the
 // suite requests on client and serves on server. They may share one
 // connection or use two. The factory registers its own cleanup.
-type NewPair func(t *testing.T, l Limits) (client, server actor.Transport)
+type NewPair func(t *testing.T, l Limits) (client, server transport.Transport)
 
 // wait bounds every case.
 const wait = 10 * time.Second
@@ -74,7 +74,7 @@ func bounded(t *testing.T) context.Context {
 }
 
 // serve registers h, flushes so the server knows, and stops it at cleanup.
-func serve(t *testing.T, ctx context.Context, tr actor.Transport, subj string, max int, h actor.Handler) actor.Subscription {
+func serve(t *testing.T, ctx context.Context, tr transport.Transport, subj string, max int, h transport.Handler) transport.Subscription {
 	t.Helper()
 	sub, err := tr.Serve(subj, "", max, h)
 	if err != nil {
@@ -87,7 +87,7 @@ func serve(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m
 	return sub
 }
 
-func request(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m wire.Msg) actor.Call {
+func request(t *testing.T, ctx context.Context, tr transport.Transport, subj string, m wire.Msg) transport.Call {
 	t.Helper()
 	call, err := tr.Request(ctx, subj, m)
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package actor is how Formica's processes talk.
+// Package transport is how Formica's processes talk.
 //
 // It defines Transport: publish, multi-reply requests (a worker answers a
 // spawn with progress heartbeats, then the result) and bounded serving. The
@@ -7,4 +7,4 @@
 // holds every implementation to the same contract. What travels, the
 // message (wire.Msg) and its error replies (wire.ErrorMsg, one code list),
 // belongs to the protocol, package wire.
-package actor
+package transport

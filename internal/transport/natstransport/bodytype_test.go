@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -31,7 +31,7 @@ func TestTypeFromBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan wire.Msg, 4)
-	sub, err := tr.Serve("served", "", 0, func(_ context.Context, m wire.Msg, _ actor.Replier) { got <- m })
+	sub, err := tr.Serve("served", "", 0, func(_ context.Context, m wire.Msg, _ transport.Replier) { got <- m })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/natstransport"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -44,7 +44,7 @@ func Example() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = tr.Serve("worker.w1.exec", "", 4, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	_, err = tr.Serve("worker.w1.exec", "", 4, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		_ = r.Reply(wire.Msg{Type: "result", Data: append([]byte("did "), m.Data...)})
 	})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -19,7 +19,7 @@ func testProgressThenFinal(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		for range 3 {
 			_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		}
@@ -49,11 +49,11 @@ func testConcurrentCalls(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{MaxPending: n}) // 64 at a time, the rest queued
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 64, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 64, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		_ = r.Reply(wire.Msg{Type: "echo", Header: map[string]string{"Seq": m.Header["Seq"]}, Data: m.Data})
 	})
-	calls := make([]actor.Call, n)
+	calls := make([]transport.Call, n)
 	for i := range calls {
 		seq := strconv.Itoa(i)
 		calls[i] = request(t, ctx, client, subj, wire.Msg{Type: "ask", Header: map[string]string{"Seq": seq}, Data: []byte("body-" + seq)})
@@ -91,13 +91,13 @@ func testNoResponders(t *testing.T, newPair NewPair) {
 	start := time.Now()
 	call := request(t, ctx, client, subject(t), wire.Msg{Type: "exec"})
 	_, err := call.Next(ctx, 5*time.Second)
-	if !errors.Is(err, actor.ErrNoResponders) {
+	if !errors.Is(err, transport.ErrNoResponders) {
 		t.Fatalf("Next = %v, want ErrNoResponders", err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("no responders took %v; want it at once, not after the idle window", d)
 	}
-	if _, err := call.Next(ctx, 100*time.Millisecond); !errors.Is(err, actor.ErrNoResponders) {
+	if _, err := call.Next(ctx, 100*time.Millisecond); !errors.Is(err, transport.ErrNoResponders) {
 		t.Errorf("second Next = %v, want ErrNoResponders again", err)
 	}
 }
@@ -106,7 +106,7 @@ func testSilent(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		<-ctx.Done() // then goes quiet, like a lost worker
 	})
@@ -117,7 +117,7 @@ func testSilent(t *testing.T, newPair NewPair) {
 	const idle = 100 * time.Millisecond
 	start := time.Now()
 	_, err := call.Next(ctx, idle)
-	if !errors.Is(err, actor.ErrSilent) {
+	if !errors.Is(err, transport.ErrSilent) {
 		t.Fatalf("Next = %v, want ErrSilent", err)
 	}
 	if d := time.Since(start); d < idle || d > 2*time.Second {
@@ -135,7 +135,7 @@ func testCallClose(t *testing.T, newPair NewPair) {
 	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) { <-ctx.Done() })
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r transport.Replier) { <-ctx.Done() })
 	call := request(t, ctx, client, subj, wire.Msg{Type: "exec"})
 	res := make(chan error, 1)
 	go func() {
@@ -145,10 +145,10 @@ func testCallClose(t *testing.T, newPair NewPair) {
 	time.Sleep(20 * time.Millisecond) // let Next block; the test holds either way
 	call.Close()
 	call.Close()
-	if err := recv(t, res, "Next to return after Close"); !errors.Is(err, actor.ErrClosed) {
+	if err := recv(t, res, "Next to return after Close"); !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("blocked Next = %v, want ErrClosed", err)
 	}
-	if _, err := call.Next(ctx, time.Second); !errors.Is(err, actor.ErrClosed) {
+	if _, err := call.Next(ctx, time.Second); !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("Next after Close = %v, want ErrClosed", err)
 	}
 }
@@ -161,7 +161,7 @@ func testFinalNeverDropped(t *testing.T, newPair NewPair) {
 	ctx := bounded(t)
 	subj := subject(t)
 	sent := make(chan struct{})
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		for range flood {
 			_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		}

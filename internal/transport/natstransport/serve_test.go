@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -61,7 +61,7 @@ func TestServeReusesIdleWorker(t *testing.T) {
 	for _, max := range []int{0, 1} {
 		var mu sync.Mutex
 		var ids []string
-		sub, err := tr.Serve("reuse", "", max, func(_ context.Context, m wire.Msg, r actor.Replier) {
+		sub, err := tr.Serve("reuse", "", max, func(_ context.Context, m wire.Msg, r transport.Replier) {
 			mu.Lock()
 			ids = append(ids, goroutineID())
 			mu.Unlock()
@@ -110,7 +110,7 @@ func TestServeIdleWorkersBounded(t *testing.T) {
 	var arrived sync.WaitGroup
 	arrived.Add(burst)
 	release := make(chan struct{})
-	sub, err := tr.Serve("burst", "", 0, func(_ context.Context, m wire.Msg, r actor.Replier) {
+	sub, err := tr.Serve("burst", "", 0, func(_ context.Context, m wire.Msg, r transport.Replier) {
 		arrived.Done()
 		<-release
 		r.Reply(wire.Msg{Type: "pong"})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -33,7 +33,7 @@ func header(m wire.Msg) (nats.Header, error) {
 	h := make(nats.Header, len(m.Header)+1)
 	for k, v := range m.Header {
 		if reserved(k) {
-			return nil, fmt.Errorf("natstransport: %w: header %q is reserved", actor.ErrInvalidMsg, k)
+			return nil, fmt.Errorf("natstransport: %w: header %q is reserved", transport.ErrInvalidMsg, k)
 		}
 		h[k] = []string{v}
 	}

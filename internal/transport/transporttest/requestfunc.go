@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/formica-run/formica/internal/actor"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -37,7 +37,7 @@ func (r *replies) f(m wire.Msg, err error) {
 	r.got <- m
 }
 
-func requestFunc(t *testing.T, ctx context.Context, tr actor.Transport, subj string, m wire.Msg, f func(wire.Msg, error)) func() {
+func requestFunc(t *testing.T, ctx context.Context, tr transport.Transport, subj string, m wire.Msg, f func(wire.Msg, error)) func() {
 	t.Helper()
 	stop, err := tr.RequestFunc(ctx, subj, m, f)
 	if err != nil {
@@ -54,7 +54,7 @@ func testRequestFunc(t *testing.T, newPair NewPair) {
 	ctx := bounded(t)
 	subj := subject(t)
 	more, lateSent := make(chan struct{}), make(chan struct{})
-	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r actor.Replier) {
+	serve(t, ctx, server, subj, 0, func(ctx context.Context, m wire.Msg, r transport.Replier) {
 		for range 40 {
 			_ = r.Reply(wire.Msg{Type: string(wire.TypeProgress)})
 		}
@@ -108,7 +108,7 @@ func testRequestFuncNoResponders(t *testing.T, newPair NewPair) {
 	ctx := bounded(t)
 	rs := newReplies(t)
 	requestFunc(t, ctx, client, subject(t), wire.Msg{Type: "exec"}, rs.f)
-	if err := recv(t, rs.errs, "no responders"); !errors.Is(err, actor.ErrNoResponders) {
+	if err := recv(t, rs.errs, "no responders"); !errors.Is(err, transport.ErrNoResponders) {
 		t.Fatalf("got %v, want ErrNoResponders", err)
 	}
 	if err := client.Flush(ctx); err != nil {

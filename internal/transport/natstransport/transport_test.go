@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/actor"
-	"github.com/formica-run/formica/internal/actor/transporttest"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/transporttest"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -74,11 +74,11 @@ func TestInboxPrefix(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	nc := connect(t, startServer(t, inProcess), inProcess)
 	for _, cfg := range []Config{{InboxPrefix: "a.*"}, {InboxPrefix: "a."}, {InboxPrefix: "a b"}, {MaxPending: -1}} {
-		if _, err := New(nc, cfg); !errors.Is(err, actor.ErrInvalidConfig) {
+		if _, err := New(nc, cfg); !errors.Is(err, transport.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
-	if _, err := New(nil, Config{}); !errors.Is(err, actor.ErrInvalidConfig) {
+	if _, err := New(nil, Config{}); !errors.Is(err, transport.ErrInvalidConfig) {
 		t.Errorf("New(nil) = %v, want ErrInvalidConfig", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestReservedHeadersRefused(t *testing.T) {
 	ctx := bounded(t)
 	for _, k := range []string{"Status", "Description", "Nats-Msg-Id", "nats-expected-stream", TypeHeader} {
 		err := tr.Publish(ctx, "x", wire.Msg{Header: map[string]string{k: "v"}})
-		if !errors.Is(err, actor.ErrInvalidMsg) {
+		if !errors.Is(err, transport.ErrInvalidMsg) {
 			t.Errorf("header %q: Publish = %v, want ErrInvalidMsg", k, err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestCloseEndsCallsAndRefusesNewOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := bounded(t)
-	sub, err := tr.Serve("slow", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) { <-ctx.Done() })
+	sub, err := tr.Serve("slow", "", 0, func(ctx context.Context, m wire.Msg, r transport.Replier) { <-ctx.Done() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,16 +193,16 @@ func TestCloseEndsCallsAndRefusesNewOnes(t *testing.T) {
 	}
 	select {
 	case err := <-res:
-		if !errors.Is(err, actor.ErrClosed) {
+		if !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("Next = %v, want ErrClosed", err)
 		}
 	case <-ctx.Done():
 		t.Fatal("Next did not return after Close")
 	}
-	if _, err := tr.Request(ctx, "slow", wire.Msg{}); !errors.Is(err, actor.ErrClosed) {
+	if _, err := tr.Request(ctx, "slow", wire.Msg{}); !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("Request after Close = %v, want ErrClosed", err)
 	}
-	if _, err := tr.Serve("x", "", 0, func(context.Context, wire.Msg, actor.Replier) {}); !errors.Is(err, actor.ErrClosed) {
+	if _, err := tr.Serve("x", "", 0, func(context.Context, wire.Msg, transport.Replier) {}); !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("Serve after Close = %v, want ErrClosed", err)
 	}
 }
@@ -214,7 +214,7 @@ func TestSilentOnClosedConnection(t *testing.T) {
 	nc := connect(t, ns, inProcess)
 	srv := newTransport(t, connect(t, ns, inProcess), Config{})
 	ctx := bounded(t)
-	if _, err := srv.Serve("quiet", "", 0, func(ctx context.Context, m wire.Msg, r actor.Replier) { <-ctx.Done() }); err != nil {
+	if _, err := srv.Serve("quiet", "", 0, func(ctx context.Context, m wire.Msg, r transport.Replier) { <-ctx.Done() }); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Flush(ctx); err != nil {
@@ -227,7 +227,7 @@ func TestSilentOnClosedConnection(t *testing.T) {
 	}
 	nc.Close()
 	_, err = call.Next(ctx, 50*time.Millisecond)
-	if !errors.Is(err, actor.ErrSilent) || !errors.Is(err, nats.ErrConnectionClosed) {
+	if !errors.Is(err, transport.ErrSilent) || !errors.Is(err, nats.ErrConnectionClosed) {
 		t.Errorf("Next = %v, want ErrSilent and ErrConnectionClosed", err)
 	}
 }
