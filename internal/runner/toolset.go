@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/formica-run/formica/internal/sandbox"
 	"path"
 	"slices"
 	"strings"
@@ -198,7 +199,7 @@ func (r *Runner) baseTools(cwd string, sb spec.Sandbox) ([]tools.Tool, error) {
 		PassEnv:        r.cfg.Harness.PassEnv,
 		Sandbox:        r.cfg.Harness.Sandbox,
 		Network:        sb.Network,
-		Limits:         limits,
+		Limits:         sandbox.Limits(limits),
 	})
 	if err != nil {
 		return nil, err

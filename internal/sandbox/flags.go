@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"github.com/formica-run/formica/internal/bytesize"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -29,7 +31,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 
 func sizeFlag(dst *int64) func(string) error {
 	return func(s string) error {
-		n, err := ParseSize(s)
+		n, err := bytesize.Parse(s)
 		if err != nil {
 			return err
 		}

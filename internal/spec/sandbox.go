@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/formica-run/formica/internal/sandbox"
+	"github.com/formica-run/formica/internal/bytesize"
 )
 
 // Sandbox is what an agent asks of the sandbox its bash calls run in. Every
@@ -28,8 +28,17 @@ type Sandbox struct {
 	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty" msgpack:"timeout,omitempty"`
 }
 
+// SandboxLimits are a Sandbox's limits parsed: the sandbox's own Limits,
+// field for field, which the runner hands it.
+type SandboxLimits struct {
+	CPU       time.Duration
+	Memory    int64
+	Processes int
+	FileSize  int64
+}
+
 // Limits parses the sandbox's limits and bash timeout (zero where unset).
-func (s Sandbox) Limits() (l sandbox.Limits, timeout time.Duration, err error) {
+func (s Sandbox) Limits() (l SandboxLimits, timeout time.Duration, err error) {
 	var errs []error
 	field := func(name string, err error) {
 		if err != nil {
@@ -38,9 +47,9 @@ func (s Sandbox) Limits() (l sandbox.Limits, timeout time.Duration, err error) {
 	}
 	l.CPU, err = duration(s.CPU)
 	field("cpu", err)
-	l.Memory, err = sandbox.ParseSize(s.Memory)
+	l.Memory, err = bytesize.Parse(s.Memory)
 	field("memory", err)
-	l.FileSize, err = sandbox.ParseSize(s.FileSize)
+	l.FileSize, err = bytesize.Parse(s.FileSize)
 	field("file_size", err)
 	timeout, err = duration(s.Timeout)
 	field("timeout", err)

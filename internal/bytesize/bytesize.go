@@ -1,4 +1,7 @@
-package sandbox
+// Package bytesize reads byte counts as people write them in flags and
+// specs ("512M", "2GiB"), for the sandbox's limits and the agent specs
+// that lower them.
+package bytesize
 
 import (
 	"fmt"
@@ -6,9 +9,9 @@ import (
 	"strings"
 )
 
-// ParseSize reads a byte count: digits, optionally followed by a binary unit
+// Parse reads a byte count: digits, optionally followed by a binary unit
 // K, M, G or T (also written Ki/KiB/KB, ...; all powers of 1024). Empty is 0.
-func ParseSize(s string) (int64, error) {
+func Parse(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
