@@ -129,13 +129,16 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 // flush makes sure they are here, and draining hands them to the sink.
 func (c *Client) drainEvents(s *nats.Subscription) {
 	c.nc.FlushTimeout(2 * time.Second)
+	closed := s.StatusChanged(nats.SubscriptionClosed) // before Drain, so the close is not missed
 	if s.Drain() != nil {
 		s.Unsubscribe()
 		return
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for s.IsValid() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
 	}
 }
 

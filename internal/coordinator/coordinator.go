@@ -355,10 +355,12 @@ func (c *Coordinator) Stop() error {
 	if c.stopBg != nil {
 		c.stopBg()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.liveRuns() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	t := time.NewTimer(10 * time.Second)
+	select {
+	case <-c.idleSignal():
+	case <-t.C:
 	}
+	t.Stop()
 	close(c.stop)
 	c.loops.Wait()
 	c.events.flush(flushTimeout)

@@ -23,19 +23,12 @@ func (c *Coordinator) Drain(grace time.Duration) error {
 	if c.stopTaking != nil {
 		c.stopTaking()
 	}
-	c.mu.Lock()
-	n := len(c.runs)
-	var idle chan struct{}
-	if n > 0 {
-		c.idle = make(chan struct{})
-		idle = c.idle
-	}
-	c.mu.Unlock()
+	n := c.liveRuns()
 	c.cfg.Logger.Info("coordinator draining", "id", c.cfg.ID, "runs", n, "grace", grace)
-	if idle != nil {
+	if n > 0 {
 		t := time.NewTimer(grace)
 		select {
-		case <-idle:
+		case <-c.idleSignal():
 			c.cfg.Logger.Info("drained: every run finished", "id", c.cfg.ID)
 		case <-t.C:
 			c.cfg.Logger.Warn("drain grace over: handing the remaining runs back to the queue", "id", c.cfg.ID, "runs", c.liveRuns())
@@ -43,6 +36,21 @@ func (c *Coordinator) Drain(grace time.Duration) error {
 		t.Stop()
 	}
 	return c.Stop()
+}
+
+// idleSignal is closed once the coordinator holds no run.
+func (c *Coordinator) idleSignal() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.runs) == 0 {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	return c.idle
 }
 
 // Draining reports whether Drain has begun: the coordinator takes no new

@@ -238,7 +238,6 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 	t.done, t.result = true, res
 	started := t.started
 	r.mu.Unlock()
-	close(t.ended)
 	t.cancel(nil)
 	t.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
 	e := threadEvent(event.ThreadFinished, &t.thread)
@@ -248,6 +247,7 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 	}
 	r.rec.Emit(e)
 	r.rec.ThreadUsage(t.thread.ID, res.Own)
+	close(t.ended) // last: whoever waits on it finds the thread recorded
 	return e
 }
 
@@ -268,22 +268,27 @@ const settleTimeout = 10 * time.Second
 
 // settle waits, at most timeout, until every thread of the run has finished.
 func (r *run) settle(timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for r.unfinished() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for _, ended := range r.ends() {
+		select {
+		case <-ended:
+		case <-t.C:
+			return
+		}
 	}
 }
 
-func (r *run) unfinished() int {
+// ends are the ended signals of the run's threads (closed for those
+// finished and recorded).
+func (r *run) ends() []<-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
+	out := make([]<-chan struct{}, 0, len(r.threads))
 	for _, t := range r.threads {
-		if !t.done {
-			n++
-		}
+		out = append(out, t.ended)
 	}
-	return n
+	return out
 }
 
 func threadEvent(typ event.Type, th *thread.Thread) event.Event {

@@ -213,6 +213,10 @@ func (w *Worker) finish(id string) {
 	h, ok := w.threads[id]
 	if ok {
 		delete(w.threads, id)
+		if len(w.threads) == 0 && w.idle != nil {
+			close(w.idle)
+			w.idle = nil
+		}
 		if h.hasSlot {
 			h.hasSlot = false
 			<-w.slots

@@ -93,6 +93,7 @@ type Worker struct {
 
 	mu      sync.Mutex
 	threads map[string]*hosted    // by thread id
+	idle    chan struct{}         // closed when the last hosted thread goes (idleSignal)
 	coords  map[string]*coordSeen // coordinator id -> liveness
 	// alive is the latest time the process was noted running; stoodStill
 	// is when the latest standstill was noticed, and gaps the standstills
@@ -257,12 +258,29 @@ func (w *Worker) Start(ctx context.Context) error {
 func (w *Worker) Drain(grace time.Duration) error {
 	w.draining.Store(true)
 	w.heartbeat(context.Background())
-	deadline := time.Now().Add(grace)
-	for w.Hosted() > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	w.waitIdle(grace)
 	w.cancelAll(errors.New("worker draining: grace period over"))
 	return w.Stop()
+}
+
+// waitIdle waits, at most timeout, until no thread is hosted here.
+func (w *Worker) waitIdle(timeout time.Duration) {
+	w.mu.Lock()
+	if len(w.threads) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	if w.idle == nil {
+		w.idle = make(chan struct{})
+	}
+	idle := w.idle
+	w.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
 }
 
 // Stop cancels every hosted thread, waits (bounded) for their final replies,
@@ -273,10 +291,7 @@ func (w *Worker) Stop() error {
 	}
 	w.draining.Store(true)
 	w.cancelAll(errors.New("worker stopping"))
-	deadline := time.Now().Add(5 * time.Second)
-	for w.Hosted() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	w.waitIdle(5 * time.Second)
 	close(w.stop)
 	w.loops.Wait()
 	var errs []error
