@@ -1,7 +1,8 @@
 // Package service is what users ask of a Formica cluster — submit, list, get,
 // follow, cancel, approve, list workers — implemented over the run store and
 // NATS. The HTTP API serves it (it satisfies api.Backend) and the CLI calls it
-// directly, so both behave alike.
+// directly, so both behave alike. A run that goes around the queue, started
+// and followed on one connection, is package client's.
 package service
 
 import (
