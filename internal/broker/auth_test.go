@@ -12,7 +12,7 @@ import (
 )
 
 // Auth is tested over TCP: over the in-process pipe a refusal surfaces as
-// "read/write on closed pipe" instead of the authorization error (NATS.md).
+// "read/write on closed pipe" instead of the authorization error (docs/nats.md).
 func TestTokenAuth(t *testing.T) {
 	s := brokertest.Start(t, brokertest.WithToken("s3cret"), brokertest.WithoutJetStream())
 	url := []string{s.ClientURL()}

@@ -5,7 +5,7 @@
 // starts an embedded server with no TCP listener for one-shot runs, so a run
 // on a laptop opens no port.
 //
-// The package encodes the lessons in NATS.md so callers need not relearn
+// The package encodes the lessons in docs/nats.md so callers need not relearn
 // them: the embedded server never installs signal handlers (NoSigs), its logs
 // go through slog, clustered nodes always listen, every wait is bounded,
 // asynchronous client errors (slow consumers, permission violations, which

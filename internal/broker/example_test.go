@@ -12,7 +12,7 @@ import (
 )
 
 // The one-shot CLI's setup: an in-process server with JetStream on disk, no
-// TCP port, and the shutdown order from NATS.md.
+// TCP port, and the shutdown order from docs/nats.md.
 func ExampleStartServer() {
 	dir, err := os.MkdirTemp("", "formica-example")
 	if err != nil {

@@ -73,7 +73,7 @@ func (s *serverLogger) levels() (debug, trace bool) {
 
 // connHandlers returns the connection callbacks every Formica connection
 // gets. Asynchronous errors are the only place a permission violation or a
-// slow consumer shows up (NATS.md), so they are logged at error/warn level.
+// slow consumer shows up (docs/nats.md), so they are logged at error/warn level.
 func connHandlers(l *slog.Logger, name string) []nats.Option {
 	log := orDiscard(l).With("component", "nats", "conn", name)
 	return []nats.Option{

@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultJetStreamWait bounds WaitJetStreamReady when its context has no
-// deadline. A loopback cluster elects its meta leader in 0.4–7 s (NATS.md).
+// deadline. A loopback cluster elects its meta leader in 0.4–7 s (docs/nats.md).
 const DefaultJetStreamWait = 30 * time.Second
 
 // Server is a running embedded NATS server.
@@ -177,7 +177,7 @@ func (s *Server) InterestOf(nc *nats.Conn) (func(subject string) bool, error) {
 
 // Connect opens a client connection over the in-process pipe, always, even
 // when the server listens on TCP: it skips the network stack (about 3x lower
-// latency, NATS.md) and cannot be refused by a firewall. The configured
+// latency, docs/nats.md) and cannot be refused by a firewall. The configured
 // Token or User/Password is supplied, and async errors are logged to the
 // server's Logger. opts are applied last and may override any of this.
 //

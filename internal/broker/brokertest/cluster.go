@@ -12,7 +12,7 @@ import (
 )
 
 // ClusterTimeout bounds cluster formation: full routes and a JetStream
-// meta leader. NATS.md saw 0.4 s to 7 s on loopback; -race and a busy CI
+// meta leader. docs/nats.md saw 0.4 s to 7 s on loopback; -race and a busy CI
 // machine need headroom.
 const ClusterTimeout = 30 * time.Second
 
