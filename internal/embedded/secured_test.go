@@ -33,7 +33,10 @@ func startSecured(t *testing.T) (*Stack, *client.Client) {
 		t.Fatal(err)
 	}
 	s, err := Start(context.Background(), Config{Workers: 2, Slots: 4, Authority: a, Durable: true,
-		Server: brokerDurable(t), Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond,
+		// The default heartbeat: these tests are about credentials and large
+		// bodies, and a 1.5 MiB body under -race on a loaded machine can
+		// hold a coordinator's heartbeat past a short loss window.
+		Server: brokerDurable(t), Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: time.Second,
 		AllowScripted: true, Coordinator: coordinator.Config{Cwd: os.TempDir(), AllowScripted: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +150,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 	}
 	for _, subj := range []string{
 		wire.SubjectExec(victim), wire.SubjectWorkerHeartbeat(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim),
+		wire.SubjectQuota(s.Coordinator.ID(), victim), // another's quota asks: its shares to end or hold
 		wire.SubjectEvents("r1") + ".run.finished", store.SubjectEventLog("r1"), "$KV." + store.RunsBucket + ".r1", "$KV." + store.ApprovalsBucket + ".a1",
 		"$JS.API.STREAM.DELETE." + store.EventsStream, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket, wire.SubjectSubmit,
 		// A consumer of what it wrote, delivering onto another's subject.
@@ -170,7 +174,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := 6 + 29
+	want := 6 + 30
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
