@@ -27,7 +27,8 @@
 //   - fanout: one root fans out to N helpers of latency L over W workers of
 //     S slots, agent_max_threads = N; makespan from the root's first
 //     tool.call to its last tool.result. Ratio: makespan /
-//     (ceil(N / (W*S)) * L).
+//     (ceil(N / (W*S)) * L), at L and again at a slow model's latency
+//     (FanoutSlowLatency, 1 s), where the path's own cost should vanish.
 //   - scaling: one root fans out to 1, 10, 100, 1,000 and 10,000 zero-latency
 //     helpers; cost per helper is the fan-out makespan divided by the helper
 //     count (median of repeats at small sizes). Ratio: cost at the largest
@@ -49,6 +50,13 @@
 //     the costs just measured. The figures include each helper's
 //     conversation (a system prompt and a one-line task, about 300 bytes
 //     with sim).
+//   - quota: one root fans out to QuotaHelpers helpers over W workers
+//     against a local OpenAI-compatible server (package quotaserver) that
+//     allows QuotaRPM requests a minute (burst 10, 16 in flight,
+//     QuotaLatency an answer), once learning the quota from its headers
+//     and once with it declared. Ratio: makespan / the quota's ideal
+//     ((calls - burst) at the quota's pace, plus three answers); also the
+//     requests it refused and the helpers that failed.
 //
 // Times are wall-clock and the machine is shared: Result records the load
 // average before and after, and nothing here asserts on times.

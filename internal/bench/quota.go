@@ -63,8 +63,9 @@ func (b *suite) quota(ctx context.Context, res *Result) error {
 
 func (b *suite) quotaCase(ctx context.Context, q *Quota, declared bool) (QuotaCase, error) {
 	set := b.set
-	srv, err := quotaserver.Start(quotaserver.Config{Format: quotaserver.OpenAI, RequestsPerMinute: q.RequestsPerMinute,
-		Burst: q.Burst, MaxInFlight: q.InFlight, Latency: set.QuotaLatency, Signals: quotaserver.SignalHeaders})
+	srvCfg := quotaserver.Config{Format: quotaserver.OpenAI, RequestsPerMinute: q.RequestsPerMinute,
+		Burst: q.Burst, MaxInFlight: q.InFlight, Latency: set.QuotaLatency, Signals: quotaserver.SignalHeaders}
+	srv, err := quotaserver.Start(srvCfg)
 	if err != nil {
 		return QuotaCase{}, err
 	}
@@ -101,11 +102,7 @@ func (b *suite) quotaCase(ctx context.Context, q *Quota, declared bool) (QuotaCa
 	}
 	st := srv.Stats()
 	c.Requests, c.Refused = st.Requests, st.Refused
-	// The quota's ideal: the root's first call, the helpers' calls as the
-	// bucket allows them after its burst, the root's last call.
-	calls := c.Helpers + 2
-	perCall := time.Minute / time.Duration(q.RequestsPerMinute)
-	ideal := time.Duration(max(calls-q.Burst, 0))*perCall + 3*set.QuotaLatency
+	ideal := srvCfg.FanoutIdeal(c.Helpers)
 	c.IdealMs, c.MakespanMs = ms(ideal), ms(span)
 	c.Ratio = round(float64(span)/float64(ideal), 3)
 	return c, nil

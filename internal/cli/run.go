@@ -103,26 +103,6 @@ func runCommand(args []string, stdio Stdio) int {
 	return code
 }
 
-// checkModels refuses a run whose agents name a model this process could
-// not open: an unknown endpoint, or one whose credentials are missing.
-func checkModels(o *providers.Opener, sub wire.RunSubmit) error {
-	agents := []spec.Agent{sub.Agent}
-	for _, a := range sub.Agents {
-		agents = append(agents, a)
-	}
-	for _, a := range agents {
-		for _, ref := range []string{a.Model, a.Helper.Model} {
-			if ref == "" {
-				continue
-			}
-			if err := o.Check(ref); err != nil {
-				return fmt.Errorf("agent %s: %w", a.Name, err)
-			}
-		}
-	}
-	return nil
-}
-
 // fromEnvironment moves a --model that came from $FORMICA_MODEL, not the
 // command line, below the spec's own model.
 func (f *runFlags) fromEnvironment(fs *flag.FlagSet) {
@@ -199,20 +179,16 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	}
 	var opt submission.Options
 	if len(f.nats.URLs) == 0 {
-		opt.Getenv = os.Getenv // the models are called from this process
-	}
-	if err := submission.Check(sub, opt); err != nil {
-		return 0, err
-	}
-	if len(f.nats.URLs) == 0 {
+		// The models are called from this process, over its providers file.
 		if f.endpoints, err = providers.LoadFile(f.providers); err != nil {
 			return 0, usageError{err}
 		}
-		if err := checkModels(&providers.Opener{Endpoints: f.endpoints}, sub); err != nil {
-			return 0, usageError{err}
-		}
+		opt.Models = &providers.Opener{Endpoints: f.endpoints}
 	} else if f.providers != "" {
 		return 0, usagef("--providers configures the embedded run; with --nats, give it to the workers")
+	}
+	if err := submission.Check(sub, opt); err != nil {
+		return 0, err
 	}
 
 	ctx, stop := signalContext(f.timeout)

@@ -237,7 +237,7 @@ func New(cfg Config) (*Coordinator, error) {
 	c.events = newPublisher(maxQueuedEvents, publishDelay, es.send, es.stored)
 	cfg.Metrics.FleetLoad(c.fleetLoad)
 	cfg.Metrics.Quotas(c.quotaMetrics)
-	c.quotas.reg.SetOnWait(func(key string, d time.Duration) { cfg.Metrics.QuotaWaited(endpointName(key), d) })
+	c.quotas.reg.SetOnWait(func(key string, d time.Duration) { cfg.Metrics.QuotaWaited(c.quotas.name(key), d) })
 	if cfg.Store != nil {
 		cfg.Metrics.QueueDepth(func(ctx context.Context) (metrics.Queue, error) {
 			p, ap, err := cfg.Store.QueueDepth(ctx)

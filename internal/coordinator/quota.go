@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,9 +23,9 @@ type quotas struct {
 	reg   *quota.Registry
 	mu    sync.Mutex
 	asks  map[string]*quotaAsk
-	owned map[string]int  // asks by worker
-	keys  map[string]bool // endpoints with a limiter
-	swept time.Time       // when the ends of unseen asks were last swept
+	owned map[string]int    // asks by worker
+	names map[string]string // endpoint key -> name, of those with a limiter
+	swept time.Time         // when the ends of unseen asks were last swept
 }
 
 // maxAsksPerWorker bounds the asks one worker may have open at once (each
@@ -39,7 +38,7 @@ const maxEndpoints = 256
 
 // limiter is the limiter of the endpoint req names, made on its first ask.
 func (q *quotas) limiter(req wire.QuotaTake) (*quota.Limiter, error) {
-	lim := limitsOf(req.Limits)
+	lim := req.Limits
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
@@ -47,12 +46,12 @@ func (q *quotas) limiter(req wire.QuotaTake) (*quota.Limiter, error) {
 		return nil, errors.New("quota ask names no endpoint, or one too long")
 	}
 	q.mu.Lock()
-	if !q.keys[req.Key] {
-		if len(q.keys) >= maxEndpoints {
+	if _, ok := q.names[req.Key]; !ok {
+		if len(q.names) >= maxEndpoints {
 			q.mu.Unlock()
 			return nil, fmt.Errorf("quota: this coordinator already holds the quotas of %d endpoints", maxEndpoints)
 		}
-		q.keys[req.Key] = true
+		q.names[req.Key] = req.Endpoint
 	}
 	q.mu.Unlock()
 	return q.reg.Limiter(req.Key, lim), nil
@@ -78,7 +77,7 @@ func newQuotas(reg *quota.Registry) *quotas {
 	if reg == nil {
 		reg = quota.NewRegistry()
 	}
-	return &quotas{reg: reg, asks: map[string]*quotaAsk{}, owned: map[string]int{}, keys: map[string]bool{}}
+	return &quotas{reg: reg, asks: map[string]*quotaAsk{}, owned: map[string]int{}, names: map[string]string{}}
 }
 
 // handleQuotaTake queues a worker's ask for an endpoint's quota and answers
@@ -254,11 +253,6 @@ func (q *quotas) sweepLocked(now time.Time) {
 	}
 }
 
-func limitsOf(l wire.QuotaLimits) quota.Limits {
-	return quota.Limits{RequestsPerMinute: l.RequestsPerMinute, Burst: l.Burst, TokensPerMinute: l.TokensPerMinute,
-		InputTokensPerMinute: l.InputTokensPerMinute, OutputTokensPerMinute: l.OutputTokensPerMinute, InFlight: l.InFlight}
-}
-
 func outcomeOf(d wire.QuotaDone, at time.Time) model.Outcome {
 	o := model.Outcome{Status: d.Status, At: at,
 		Usage: model.Usage{InputTokens: max(d.InputTokens, 0), OutputTokens: max(d.OutputTokens, 0)}}
@@ -289,7 +283,7 @@ func (c *Coordinator) quotaMetrics() []metrics.EndpointQuota {
 	snaps := c.quotas.reg.Snapshots()
 	out := make([]metrics.EndpointQuota, 0, len(snaps))
 	for _, s := range snaps {
-		q := metrics.EndpointQuota{Endpoint: endpointName(s.Name), InFlight: int64(s.InFlight), Queued: int64(s.Queued),
+		q := metrics.EndpointQuota{Endpoint: c.quotas.name(s.Name), InFlight: int64(s.InFlight), Queued: int64(s.Queued),
 			Grants: s.Grants, Refusals: s.Refusals, Waits: s.Waits}
 		add := func(kind, source string, v float64) {
 			if v > 0 {
@@ -311,9 +305,9 @@ func (c *Coordinator) quotaMetrics() []metrics.EndpointQuota {
 	return out
 }
 
-// endpointName is the name part of an endpoint's quota key
-// (providers.Endpoint.Key: name, space, base URL), the metrics' label.
-func endpointName(key string) string {
-	name, _, _ := strings.Cut(key, " ")
-	return name
+// name is the endpoint whose quota key is key, the metrics' label.
+func (q *quotas) name(key string) string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.names[key]
 }

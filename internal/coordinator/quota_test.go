@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formica-run/formica/internal/quota"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -43,7 +44,7 @@ func quotaCoordinator() *Coordinator {
 func take(c *Coordinator, worker, id string, inFlight int64) replies {
 	r := make(replies, 16)
 	msg := wire.Message(wire.TypeQuotaTake, wire.QuotaTake{ID: id, Endpoint: "e", Key: "e http://x",
-		Limits: wire.QuotaLimits{InFlight: inFlight}, RunID: "run", ThreadID: id})
+		Limits: quota.Limits{InFlight: inFlight}, RunID: "run", ThreadID: id})
 	msg.Subject = wire.SubjectQuota("c1", worker)
 	go c.handleQuota(context.Background(), msg, r)
 	return r
@@ -120,7 +121,7 @@ func TestQuotaBadAsks(t *testing.T) {
 	c.handleQuota(context.Background(), wire.Msg{Type: string(wire.TypeQuotaTake), Data: []byte{0xc1}, Subject: wire.SubjectQuota("c1", "w1")}, r)
 	r.next(t, wire.TypeError)
 	r = make(replies, 1)
-	msg := wire.Message(wire.TypeQuotaTake, wire.QuotaTake{ID: "x", Key: "e", Limits: wire.QuotaLimits{RequestsPerMinute: -5}})
+	msg := wire.Message(wire.TypeQuotaTake, wire.QuotaTake{ID: "x", Key: "e", Limits: quota.Limits{RequestsPerMinute: -5}})
 	msg.Subject = wire.SubjectQuota("c1", "w1")
 	c.handleQuota(context.Background(), msg, r)
 	r.next(t, wire.TypeError)

@@ -29,8 +29,14 @@ const runTimeout = 60 * time.Second
 // client on its own connection; both go at cleanup.
 func startStack(t *testing.T, workers, slots int) (*Stack, *client.Client) {
 	t.Helper()
+	return startStackWith(t, workers, slots, runner.ModelOpenerFunc(providers.Open))
+}
+
+// startStackWith is startStack with the workers' models opened by models.
+func startStackWith(t *testing.T, workers, slots int, models runner.ModelOpener) (*Stack, *client.Client) {
+	t.Helper()
 	s, err := Start(context.Background(), Config{Workers: workers, Slots: slots,
-		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond,
+		Models: models, HeartbeatInterval: 200 * time.Millisecond,
 		Coordinator: coordinator.Config{Cwd: os.TempDir()}}) // the runs' t.TempDir()s
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package embedded
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/formica-run/formica/internal/client"
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
@@ -48,21 +46,7 @@ func quotaStack(t *testing.T, cfg quotaserver.Config, limits string) (*quotaserv
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(context.Background(), Config{Workers: 2, Slots: 16, Models: &providers.Opener{Endpoints: eps},
-		HeartbeatInterval: 200 * time.Millisecond, Coordinator: coordinator.Config{Cwd: os.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
-	nc, err := s.Connect("test-client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(nc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	_, cl := startStackWith(t, 2, 16, &providers.Opener{Endpoints: eps})
 	return srv, cl
 }
 
@@ -95,11 +79,15 @@ func allSucceeded(t *testing.T, rec record.Run, n int) {
 	}
 }
 
-// ideal is the quota's own bound on a fan-out of n: the root's first call,
-// the helpers' calls as the bucket allows them after its burst, the root's
-// last call.
-func ideal(n int) time.Duration {
-	return time.Duration(max(n+2-quotaBurst, 0))*(time.Minute/quotaRPM) + 3*quotaLatency
+// logFigures logs what the provider saw of a fan-out of n that took took,
+// against the quota's ideal, and returns it.
+func logFigures(t *testing.T, srv *quotaserver.Server, took time.Duration, n int) quotaserver.Stats {
+	t.Helper()
+	st := srv.Stats()
+	ideal := quotaserver.Config{RequestsPerMinute: quotaRPM, Burst: quotaBurst, Latency: quotaLatency}.FanoutIdeal(n)
+	t.Logf("%d requests, %d refused; %v against the quota's ideal %v (%.2f×)", st.Requests, st.Refused,
+		took.Round(time.Millisecond), ideal, float64(took)/float64(ideal))
+	return st
 }
 
 // TestQuotaLearnedFromHeaders: 200 helpers at once against a provider
@@ -116,9 +104,7 @@ func TestQuotaLearnedFromHeaders(t *testing.T) {
 			rec := runAsync(t, context.Background(), cl, fanoutRun(t, n), nil)()
 			took := time.Since(start)
 			allSucceeded(t, rec, n)
-			st := srv.Stats()
-			t.Logf("%d requests, %d refused; %v against the quota's ideal %v (%.2f×)", st.Requests, st.Refused,
-				took.Round(time.Millisecond), ideal(n), float64(took)/float64(ideal(n)))
+			st := logFigures(t, srv, took, n)
 			if st.Refused*20 > st.Requests {
 				t.Errorf("%d of %d requests refused, want at most 5%%", st.Refused, st.Requests)
 			}
@@ -136,9 +122,7 @@ func TestQuotaDeclared(t *testing.T) {
 	rec := runAsync(t, context.Background(), cl, fanoutRun(t, n), nil)()
 	took := time.Since(start)
 	allSucceeded(t, rec, n)
-	st := srv.Stats()
-	t.Logf("%d requests, %d refused; %v against the quota's ideal %v (%.2f×)", st.Requests, st.Refused,
-		took.Round(time.Millisecond), ideal(n), float64(took)/float64(ideal(n)))
+	st := logFigures(t, srv, took, n)
 	if st.Refused != 0 {
 		t.Errorf("%d of %d requests refused, want none", st.Refused, st.Requests)
 	}

@@ -28,6 +28,14 @@ func (s signals) any() bool {
 	return s.requests.any() || s.tokens.any() || s.input.any() || s.output.any()
 }
 
+// IsSignal reports whether the header called name (any case) is one that
+// parseSignals reads, so a caller passing headers along can keep only those.
+func IsSignal(name string) bool {
+	n := strings.ToLower(name)
+	return strings.HasPrefix(n, "x-ratelimit-") || strings.HasPrefix(n, "anthropic-ratelimit-") ||
+		n == "retry-after" || n == "retry-after-ms" || n == "date"
+}
+
 // parseSignals reads OpenAI's x-ratelimit-{limit,remaining}-{requests,tokens},
 // Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
 // output-tokens}-{limit,remaining}, and retry-after-ms or retry-after

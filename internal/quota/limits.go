@@ -5,24 +5,26 @@ import (
 	"fmt"
 )
 
-// Limits is an endpoint's quota as its operator declared it. Zero fields
-// are not declared: the limiter learns them from the provider's answers.
+// Limits is an endpoint's quota as its operator declared it (in a providers
+// file, by these YAML names) and as a worker's quota asks carry it (by the
+// msgpack names). Zero fields are not declared: the limiter learns them
+// from the provider's answers.
 type Limits struct {
 	// RequestsPerMinute refills the request bucket continuously, at
 	// RequestsPerMinute/60 a second.
-	RequestsPerMinute int64 `json:"requests_per_minute,omitempty" yaml:"requests_per_minute,omitempty"`
+	RequestsPerMinute int64 `json:"requests_per_minute,omitempty" yaml:"requests_per_minute,omitempty" msgpack:"rpm,omitempty"`
 	// Burst is the request bucket's capacity: how many requests may go at
 	// once. Zero means RequestsPerMinute, as providers replenish a whole
 	// minute's quota continuously.
-	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty"`
+	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty" msgpack:"burst,omitempty"`
 	// TokensPerMinute bounds input plus output tokens, as OpenAI counts.
-	TokensPerMinute int64 `json:"tokens_per_minute,omitempty" yaml:"tokens_per_minute,omitempty"`
+	TokensPerMinute int64 `json:"tokens_per_minute,omitempty" yaml:"tokens_per_minute,omitempty" msgpack:"tpm,omitempty"`
 	// InputTokensPerMinute and OutputTokensPerMinute bound each kind
 	// apart, as Anthropic counts.
-	InputTokensPerMinute  int64 `json:"input_tokens_per_minute,omitempty" yaml:"input_tokens_per_minute,omitempty"`
-	OutputTokensPerMinute int64 `json:"output_tokens_per_minute,omitempty" yaml:"output_tokens_per_minute,omitempty"`
+	InputTokensPerMinute  int64 `json:"input_tokens_per_minute,omitempty" yaml:"input_tokens_per_minute,omitempty" msgpack:"itpm,omitempty"`
+	OutputTokensPerMinute int64 `json:"output_tokens_per_minute,omitempty" yaml:"output_tokens_per_minute,omitempty" msgpack:"otpm,omitempty"`
 	// InFlight bounds the calls under way at once.
-	InFlight int64 `json:"in_flight,omitempty" yaml:"in_flight,omitempty"`
+	InFlight int64 `json:"in_flight,omitempty" yaml:"in_flight,omitempty" msgpack:"in_flight,omitempty"`
 }
 
 // ErrLimits reports declared limits that cannot be used.

@@ -2,6 +2,7 @@ package submission
 
 import (
 	"errors"
+	"github.com/formica-run/formica/internal/model/providers"
 	"strings"
 	"testing"
 
@@ -67,6 +68,9 @@ func TestCheck(t *testing.T) {
 		{"missing key unknown", func(s *wire.RunSubmit) { s.Agent.Model = "openai:gpt-4o" }, Options{}, ""},
 		{"local server", func(s *wire.RunSubmit) { s.Agent.Model = "openai:llama" }, Options{Getenv: env("OPENAI_BASE_URL=http://x/v1")}, ""},
 		{"anthropic key", func(s *wire.RunSubmit) { s.Agent.Model = "anthropic:claude" }, Options{Getenv: env("OPENAI_API_KEY=k")}, "needs ANTHROPIC_API_KEY"},
+		{"unknown endpoint", func(s *wire.RunSubmit) { s.Agent.Helper.Model = "slow/m" }, Options{Models: &providers.Opener{}},
+			`helper.model: unknown model endpoint "slow" in "slow/m"`},
+		{"declared endpoint", func(s *wire.RunSubmit) { s.Agent.Model = "fast/m" }, Options{Models: &providers.Opener{Endpoints: fastEndpoint(t)}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sub := ok()
@@ -85,4 +89,14 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fastEndpoint declares one endpoint, fast, on a local server.
+func fastEndpoint(t *testing.T) *providers.Endpoints {
+	t.Helper()
+	eps, err := providers.Parse([]byte("endpoints:\n  fast: {format: openai, base_url: 'http://127.0.0.1:1/v1'}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps
 }

@@ -1,5 +1,7 @@
 package wire
 
+import "github.com/formica-run/formica/internal/quota"
+
 // The quota protocol (worker → the coordinator that holds the quotas, on
 // SubjectQuota): a model call's attempt asks for its share with QuotaTake
 // and waits; the coordinator answers QuotaWaiting as soon as the ask has to
@@ -9,26 +11,17 @@ package wire
 // granted withdraws it. Asks are keyed by ID, so a QuotaDone that overtakes
 // its grant, or comes twice, is harmless.
 
-// QuotaLimits are the limits a worker's providers file declares for an
-// endpoint (zero: not declared); the coordinator keeps the lowest declared.
-type QuotaLimits struct {
-	RequestsPerMinute     int64 `msgpack:"rpm,omitempty"`
-	Burst                 int64 `msgpack:"burst,omitempty"`
-	TokensPerMinute       int64 `msgpack:"tpm,omitempty"`
-	InputTokensPerMinute  int64 `msgpack:"itpm,omitempty"`
-	OutputTokensPerMinute int64 `msgpack:"otpm,omitempty"`
-	InFlight              int64 `msgpack:"in_flight,omitempty"`
-}
-
 // QuotaTake asks for one attempt's share of an endpoint's quota.
 type QuotaTake struct {
 	// ID names the ask; a fresh UUID per attempt.
 	ID string `msgpack:"id"`
 	// Endpoint is the endpoint's name; Key tells it from another of the
 	// same name pointing elsewhere (providers.Endpoint.Key).
-	Endpoint string      `msgpack:"endpoint"`
-	Key      string      `msgpack:"key"`
-	Limits   QuotaLimits `msgpack:"limits"`
+	Endpoint string `msgpack:"endpoint"`
+	Key      string `msgpack:"key"`
+	// Limits are what the worker's providers file declares for the
+	// endpoint; the coordinator keeps the lowest declared.
+	Limits quota.Limits `msgpack:"limits"`
 	// RunID and ThreadID order waiting asks fairly.
 	RunID        string `msgpack:"run_id"`
 	ThreadID     string `msgpack:"thread_id"`

@@ -207,6 +207,14 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r transport.Replier) 
 	go w.run(ctx, h)
 }
 
+// freeSlotLocked gives back h's slot if it holds one; under w.mu.
+func (w *Worker) freeSlotLocked(h *hosted) {
+	if h.hasSlot {
+		h.hasSlot = false
+		<-w.slots
+	}
+}
+
 // finish forgets a thread and frees its slot if it holds one.
 func (w *Worker) finish(id string) {
 	w.mu.Lock()
@@ -217,10 +225,7 @@ func (w *Worker) finish(id string) {
 			close(w.idle)
 			w.idle = nil
 		}
-		if h.hasSlot {
-			h.hasSlot = false
-			<-w.slots
-		}
+		w.freeSlotLocked(h)
 		if h.stopCalls != nil {
 			h.stopCalls()
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/quota"
 	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -74,7 +75,7 @@ func (g remoteGate) Take(ctx context.Context, ask model.Ask) (model.Ticket, erro
 // caller has been told that it waits (and so must hear that it resumes).
 func (g remoteGate) take(ctx context.Context, coord string, ask model.Ask, told *bool) (model.Ticket, error) {
 	w := g.w
-	req := wire.QuotaTake{ID: uuid.NewString(), Endpoint: g.ep.Name, Key: g.ep.Key(), Limits: wireLimits(g.ep),
+	req := wire.QuotaTake{ID: uuid.NewString(), Endpoint: g.ep.Name, Key: g.ep.Key(), Limits: g.ep.Limits,
 		RunID: ask.Run, ThreadID: ask.Thread, InputTokens: ask.InputTokens, OutputTokens: ask.OutputTokens}
 	subject := wire.SubjectQuota(coord, w.cfg.ID)
 	call, err := w.tr.Request(ctx, subject, wire.Message(wire.TypeQuotaTake, req))
@@ -117,12 +118,6 @@ func (g remoteGate) take(ctx context.Context, coord string, ask model.Ask, told 
 			return nil, fmt.Errorf("quota: unexpected answer %s from coordinator %s", m.Type, coord)
 		}
 	}
-}
-
-func wireLimits(ep providers.Endpoint) wire.QuotaLimits {
-	l := ep.Limits
-	return wire.QuotaLimits{RequestsPerMinute: l.RequestsPerMinute, Burst: l.Burst, TokensPerMinute: l.TokensPerMinute,
-		InputTokensPerMinute: l.InputTokensPerMinute, OutputTokensPerMinute: l.OutputTokensPerMinute, InFlight: l.InFlight}
 }
 
 // quotaHolder is the live coordinator with the lowest id, or "" when none
@@ -194,15 +189,13 @@ func (t *remoteTicket) ask(m wire.Msg) error {
 func rateHeaders(h http.Header) map[string]string {
 	var out map[string]string
 	for k, v := range h {
-		lk := strings.ToLower(k)
-		if len(v) == 0 || !(strings.HasPrefix(lk, "x-ratelimit-") || strings.HasPrefix(lk, "anthropic-ratelimit-") ||
-			lk == "retry-after" || lk == "retry-after-ms") {
+		if len(v) == 0 || !quota.IsSignal(k) {
 			continue
 		}
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[lk] = v[0]
+		out[strings.ToLower(k)] = v[0]
 	}
 	return out
 }
@@ -219,9 +212,8 @@ func (l slotLender) Waiting(context.Context, string, string) {
 	w := l.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if h, ok := w.threads[l.thread]; ok && h.hasSlot {
-		h.hasSlot = false
-		<-w.slots
+	if h, ok := w.threads[l.thread]; ok {
+		w.freeSlotLocked(h)
 	}
 }
 

@@ -258,10 +258,7 @@ func (w *Worker) park(sc *spawnCall) bool {
 	if !ok {
 		return false
 	}
-	if h.hasSlot {
-		h.hasSlot = false
-		<-w.slots
-	}
+	w.freeSlotLocked(h)
 	if h.calls == nil {
 		h.calls = make(map[*spawnCall]struct{})
 		h.stopCalls = context.AfterFunc(h.ctx, func() { w.cancelCalls(h) })

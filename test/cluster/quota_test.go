@@ -18,8 +18,9 @@ import (
 // (no rate-limit headers): the workers share what they learn through the
 // coordinator, so every helper succeeds and few requests are refused.
 func TestQuotaSharedAcrossWorkerProcesses(t *testing.T) {
-	srv, err := quotaserver.Start(quotaserver.Config{Format: quotaserver.OpenAI, RequestsPerMinute: 600, Burst: 10,
-		MaxInFlight: 16, Latency: latencyQuota, Signals: quotaserver.SignalRetryAfter})
+	quota := quotaserver.Config{Format: quotaserver.OpenAI, RequestsPerMinute: 600, Burst: 10,
+		MaxInFlight: 16, Latency: latencyQuota, Signals: quotaserver.SignalRetryAfter}
+	srv, err := quotaserver.Start(quota)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +48,7 @@ func TestQuotaSharedAcrossWorkerProcesses(t *testing.T) {
 		t.Errorf("output %q, want it to say %q", rec.Output, want)
 	}
 	st := srv.Stats()
-	// The quota's ideal: the calls past the burst at its pace, and the
-	// root's first call, one helper's and the root's last one.
-	ideal := time.Duration(n+2-10)*(time.Minute/600) + 3*latencyQuota
+	ideal := quota.FanoutIdeal(n)
 	took := st.Last.Sub(st.First) + latencyQuota
 	t.Logf("%d requests, %d refused (%.1f%%); %v against the quota's ideal %v (%.2f×)", st.Requests, st.Refused,
 		100*float64(st.Refused)/float64(st.Requests), took.Round(time.Millisecond), ideal, float64(took)/float64(ideal))
@@ -65,7 +64,12 @@ const latencyQuota = 300 * time.Millisecond
 // endpoint's only place in flight gives the place back once it is found
 // lost, so the thread placed again on another worker gets it.
 func TestQuotaOfKilledWorkerComesBack(t *testing.T) {
-	srv, err := quotaserver.Start(quotaserver.Config{Format: quotaserver.OpenAI, Latency: 4 * time.Second})
+	called := make(chan struct{}, 8) // each accepted call, as it starts its answer
+	srv, err := quotaserver.Start(quotaserver.Config{Format: quotaserver.OpenAI, Latency: 4 * time.Second,
+		Respond: func(r quotaserver.Request) quotaserver.Reply {
+			called <- struct{}{}
+			return quotaserver.DefaultReply(r)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +82,10 @@ func TestQuotaOfKilledWorkerComesBack(t *testing.T) {
 	s := startStack(t, "c1")
 	w1 := s.startWorker("w1", 4, "--providers", providersFile)
 	run := s.run("--model", "q/model", "hello")
-	deadline := time.Now().Add(runTimeout)
-	for srv.Stats().InFlight == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the run's call never reached the provider")
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-called:
+	case <-time.After(runTimeout):
+		t.Fatal("the run's call never reached the provider")
 	}
 	w1.kill(t)
 	s.startWorker("w2", 4, "--providers", providersFile)

@@ -44,27 +44,19 @@ type Endpoint struct {
 	Limits      quota.Limits
 }
 
-// endpointFile is one endpoint as a providers file writes it.
+// endpointFile is one endpoint as a providers file writes it; its limits
+// are quota.Limits' fields, by their YAML names.
 type endpointFile struct {
-	Format                string        `yaml:"format"`
-	BaseURL               string        `yaml:"base_url"`
-	KeyEnv                string        `yaml:"key_env"`
-	IdleTimeout           time.Duration `yaml:"idle_timeout"`
-	RequestsPerMinute     int64         `yaml:"requests_per_minute"`
-	Burst                 int64         `yaml:"burst"`
-	TokensPerMinute       int64         `yaml:"tokens_per_minute"`
-	InputTokensPerMinute  int64         `yaml:"input_tokens_per_minute"`
-	OutputTokensPerMinute int64         `yaml:"output_tokens_per_minute"`
-	InFlight              int64         `yaml:"in_flight"`
+	Format       string        `yaml:"format"`
+	BaseURL      string        `yaml:"base_url"`
+	KeyEnv       string        `yaml:"key_env"`
+	IdleTimeout  time.Duration `yaml:"idle_timeout"`
+	quota.Limits `yaml:",inline"`
 }
 
 func (f endpointFile) endpoint(name string) Endpoint {
 	return Endpoint{Name: name, Format: f.Format, BaseURL: strings.TrimSpace(f.BaseURL), KeyEnv: f.KeyEnv,
-		IdleTimeout: f.IdleTimeout, Limits: quota.Limits{
-			RequestsPerMinute: f.RequestsPerMinute, Burst: f.Burst, TokensPerMinute: f.TokensPerMinute,
-			InputTokensPerMinute: f.InputTokensPerMinute, OutputTokensPerMinute: f.OutputTokensPerMinute,
-			InFlight: f.InFlight,
-		}}
+		IdleTimeout: f.IdleTimeout, Limits: f.Limits}
 }
 
 // Key identifies the endpoint's quota across the cluster: its name and
@@ -127,11 +119,21 @@ func Parse(data []byte, getenv func(string) string) (*Endpoints, error) {
 	return e, nil
 }
 
+// checkEndpointName is the rule for an endpoint's name, in a providers file
+// and in a ref: one subject token (it names the endpoint's quota on the
+// wire) without the ':' and '/' that split a ref.
+func checkEndpointName(name string) error {
+	if err := ids.CheckToken(name); err != nil || strings.ContainsAny(name, ":/") {
+		return errors.New("a name is one word without '.', ':', '/' or spaces")
+	}
+	return nil
+}
+
 // check refuses what would only fail at the first call: a bad name,
 // format, URL or limit, or a key variable that is not set.
 func (e *Endpoints) check(ep Endpoint) error {
-	if err := ids.CheckToken(ep.Name); err != nil || strings.ContainsAny(ep.Name, ":/") {
-		return errors.New("a name is one word without '.', ':', '/' or spaces")
+	if err := checkEndpointName(ep.Name); err != nil {
+		return err
 	}
 	if ep.Format != FormatOpenAI && ep.Format != FormatAnthropic {
 		return fmt.Errorf("format %q: want %s or %s", ep.Format, FormatOpenAI, FormatAnthropic)

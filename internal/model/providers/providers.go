@@ -41,8 +41,8 @@ func CheckRef(ref string) error {
 		return err
 	}
 	if r.Endpoint {
-		if strings.ContainsAny(r.Provider, " \t.*>") {
-			return fmt.Errorf("%w: endpoint %q in %q is not one word", model.ErrBadRef, r.Provider, ref)
+		if err := checkEndpointName(r.Provider); err != nil {
+			return fmt.Errorf("%w: endpoint %q in %q: %w", model.ErrBadRef, r.Provider, ref, err)
 		}
 		return nil
 	}

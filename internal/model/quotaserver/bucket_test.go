@@ -162,3 +162,13 @@ func checkHeaders(t *testing.T, h http.Header, want map[string]string) {
 		}
 	}
 }
+
+func TestFanoutIdeal(t *testing.T) {
+	cfg := Config{RequestsPerMinute: 600, Burst: 10, Latency: 300 * time.Millisecond}
+	if got, want := cfg.FanoutIdeal(200), 20100*time.Millisecond; got != want {
+		t.Errorf("FanoutIdeal(200) = %v, want %v", got, want)
+	}
+	if got, want := cfg.FanoutIdeal(3), 900*time.Millisecond; got != want {
+		t.Errorf("FanoutIdeal(3) = %v, want %v (inside the burst)", got, want)
+	}
+}

@@ -189,3 +189,15 @@ type Stats struct {
 	// First and Last are when the first and the latest request arrived.
 	First, Last time.Time
 }
+
+// FanoutIdeal is the least time a fan-out of n helpers can take against
+// this quota, as DefaultReply plays it: n+2 calls (the root's first, the
+// helpers', the root's last) as the bucket allows them after its burst,
+// and three answers in sequence (the root's, one helper's, the root's).
+func (cfg Config) FanoutIdeal(n int) time.Duration {
+	var pace time.Duration
+	if cfg.RequestsPerMinute > 0 {
+		pace = time.Minute / time.Duration(cfg.RequestsPerMinute)
+	}
+	return time.Duration(max(n+2-cfg.Burst, 0))*pace + 3*cfg.Latency
+}
