@@ -134,7 +134,7 @@ func (s *stack) checkTrust() {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compose run cli runs (client credentials): %v\n%s", err, proc.Tail(string(out), 4<<10))
 	}
-	out, err := exec.CommandContext(s.ctx, "podman", "exec", "-e", "FORMICA_NATS_CREDS=", "-e", "FORMICA_CONNECT_TIMEOUT=6s",
+	out, err := exec.CommandContext(s.ctx, "podman", "exec", "-e", "FORMICA_NATS_CREDS=", "-e", "FORMICA_CONNECT_TIMEOUT=30s", // a refusal ends it at once; the bound is for a loaded machine
 		s.container("coordinator-1", 1), "formica", "runs").CombinedOutput()
 	if err == nil || !strings.Contains(strings.ToLower(string(out)), "authorization violation") {
 		t.Fatalf("formica runs without credentials: %v, want an authorization violation\n%s", err, proc.Tail(string(out), 4<<10))
