@@ -38,10 +38,9 @@ type hosted struct {
 	// hasSlot says whether it holds an execution slot (not while it waits
 	// on helpers).
 	hasSlot bool
-	// calls are the thread's spawns in flight, waiting on their helpers,
-	// cancelled when its context ends by a hook that stopCalls stops (park).
-	calls     map[*spawnCall]struct{}
-	stopCalls func() bool
+	// spawning counts the thread's spawns in flight, waiting on their
+	// helpers (park).
+	spawning int
 
 	// reply is the placement's inbox. sendMu orders what goes there:
 	// progress while the thread runs, then exactly one final result, never
@@ -226,9 +225,6 @@ func (w *Worker) finish(id string) {
 			w.idle = nil
 		}
 		w.freeSlotLocked(h)
-		if h.stopCalls != nil {
-			h.stopCalls()
-		}
 	}
 	w.mu.Unlock()
 }

@@ -129,7 +129,7 @@ func (w *Worker) fenceThread(id string, attempt int, reason string) {
 	var cancel context.CancelCauseFunc
 	first, helpers, run := false, 0, ""
 	if h != nil && (attempt == 0 || h.attempt <= attempt) {
-		first, helpers, run = !h.fenced, len(h.calls), h.thread.RunID
+		first, helpers, run = !h.fenced, h.spawning, h.thread.RunID
 		h.fenced = true
 		cancel = h.cancel
 	}

@@ -326,8 +326,8 @@ func (w *Worker) Hosted() int {
 // Running is the number of threads holding a slot.
 func (w *Worker) Running() int { return len(w.slots) }
 
-// tick sends heartbeats, progress on every hosted thread, stops threads
-// whose coordinator went silent, and looks for spawn calls gone silent.
+// tick sends heartbeats, progress on every hosted thread, and stops
+// threads whose coordinator went silent.
 func (w *Worker) tick() {
 	defer w.loops.Done()
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
@@ -352,23 +352,16 @@ func (w *Worker) tick() {
 			helpers int
 		}
 		var orphans []orphan
-		var calls []*spawnCall
 		for _, h := range w.threads {
 			live = append(live, h)
-			for sc := range h.calls {
-				calls = append(calls, sc)
-			}
 			if c := w.coords[h.coord]; c != nil && !c.fresh(now) {
-				orphans = append(orphans, orphan{h: h, first: !h.fenced, helpers: len(h.calls)})
+				orphans = append(orphans, orphan{h: h, first: !h.fenced, helpers: h.spawning})
 				h.fenced = true
 			}
 		}
 		w.mu.Unlock()
 		for _, h := range live {
 			h.progress()
-		}
-		for _, sc := range calls {
-			sc.silent(now)
 		}
 		for _, o := range orphans {
 			// Logged once per placement, with the helpers it waits on.
