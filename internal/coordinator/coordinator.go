@@ -107,11 +107,18 @@ type Config struct {
 	Cwd string
 }
 
+// ownTransport is a transport the coordinator made and closes when it
+// stops.
+type ownTransport interface {
+	transport.Transport
+	Close() error
+}
+
 // Coordinator runs the control plane on one NATS connection.
 type Coordinator struct {
 	cfg      Config
-	tr       *natstransport.Transport
-	execTr   *natstransport.Transport // placements' requests
+	tr       ownTransport
+	execTr   ownTransport // placements' requests
 	registry *registry
 
 	// epoch names this incarnation; born is its start on the monotonic clock.

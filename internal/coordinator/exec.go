@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
@@ -28,9 +27,7 @@ const (
 // A thread being executed is held as data, not by a goroutine waiting for
 // it: an execution records where the thread is placed and how its
 // placements went; the registry's queue holds it while no worker has room
-// (reserve), the transport hands a placement's replies to it
-// (RequestFunc), a timer wakes it when the placement has been silent too
-// long, and its context's AfterFunc when the thread is cancelled. A
+// (reserve), and each placement is a long request (transport.Long). A
 // goroutine runs only for a step (placing, and what follows the end of a
 // placement, which may block) and ends with it, so a live or queued helper
 // costs this coordinator its records, not a stack.
@@ -47,8 +44,6 @@ type execution struct {
 	attempts, placements int
 	reread               bool      // an earlier placement may have journaled more
 	waitFrom             time.Time // when the placement in progress began to look for a slot
-
-	mu sync.Mutex // guards every placement's fields
 }
 
 // execThread places a thread and waits for its end (a run's root, whose
@@ -185,8 +180,9 @@ func (c *Coordinator) waiting(r *run, t *threadRec, workers int) {
 	c.emit(r, e)
 }
 
-// placement is one attempt of a thread on worker wid, until its outcome.
-// Its fields after the first block are guarded by execution.mu.
+// placement is one attempt of a thread on worker wid, until its outcome:
+// a long request (transport.Long) whose keep-alives are the thread's
+// progress, carrying its events, and whose answer is its result.
 type placement struct {
 	e        *execution
 	wid, tok string
@@ -194,218 +190,131 @@ type placement struct {
 	attempt  int
 	ctx      context.Context // the attempt's: cancelled, the worker is told to cancel
 	replays  bool            // it reuses journaled work
-	// withSpec: the request carried the thread's spec, not only its hash.
-	withSpec bool
+	// withSpec: the request carries the thread's spec, not only its hash.
+	withSpec    bool
+	interval    time.Duration
+	incarnation time.Time
+	long        transport.Long
 
-	interval, idle time.Duration
-	incarnation    time.Time
-	// Only the placement's own messages prove the thread alive: silence
-	// is measured from the last of them (heard), whatever else arrives.
-	heard      time.Time
-	timer      *time.Timer // wakes silent
-	stopReq    func()      // ends the request
-	stopCancel func() bool // ends the wait for ctx
-	// cancelling: the worker was told to cancel; its final result is
-	// awaited until due, then the thread counts as cancelled (reason).
-	cancelling bool
-	due        time.Time
-	reason     string
-	over       bool // the outcome is decided
+	// Set by the replies, one at a time, before the request's end.
+	res thread.Result
+	out outcome
 }
 
-// start sends the placement's request; its replies go to reply.
+// start sends the placement's request. Only the placement's own messages
+// prove the thread alive: silence is measured from the last of them,
+// whatever else arrives. A cancelled attempt tells the worker, which
+// answers with the thread's end; it is awaited for a loss window, then
+// the thread counts as cancelled.
 func (p *placement) start() {
 	c, t := p.e.c, p.e.t
-	p.e.mu.Lock()
-	defer p.e.mu.Unlock()
-	if !p.sendLocked(!c.registry.holdsSpec(p.wid, t.spec.hash)) {
-		return
-	}
+	p.withSpec = !c.registry.holdsSpec(p.wid, t.spec.hash)
 	p.interval = c.registry.interval(p.wid)
-	p.idle = MissedHeartbeats * p.interval
 	p.incarnation = c.registry.incarnation(p.wid)
-	p.heard = time.Now()
-	p.timer = time.AfterFunc(p.idle, p.silent)
-	p.stopCancel = context.AfterFunc(p.ctx, p.cancelled)
+	idle := MissedHeartbeats * p.interval
+	p.long = transport.Long{
+		Subject:  wire.SubjectExec(p.wid),
+		Request:  func() wire.Msg { return c.execRequest(t, p.attempt, p.tok, p.proof, p.withSpec) },
+		Reply:    p.reply,
+		End:      p.end,
+		Idle:     func() time.Duration { return idle },
+		Tolerate: p.tolerate,
+		Cancel:   p.cancel,
+		Grace:    idle,
+	}
+	p.long.Start(p.ctx, c.execTr)
 }
 
-// sendLocked sends the placement's request, with the thread's spec or
-// only its hash; false means it could not, and the placement has ended.
-func (p *placement) sendLocked(withSpec bool) bool {
-	c, t := p.e.c, p.e.t
-	stop, err := c.execTr.RequestFunc(p.ctx, wire.SubjectExec(p.wid), c.execRequest(t, p.attempt, p.tok, p.proof, withSpec), p.reply)
-	if err != nil {
-		if p.ctx.Err() != nil {
-			p.endLocked(thread.Cancelled(p.ctx), aborted)
-		} else {
-			p.endLocked(thread.Result{}, gone)
-		}
-		return false
-	}
-	p.stopReq, p.withSpec = stop, withSpec
-	return true
-}
-
-// specMissingLocked answers a worker that holds no spec of the request's
-// hash (restarted, or it let the spec go): the request goes again, once,
-// with the spec.
-func (p *placement) specMissingLocked() {
-	e := p.e
-	if p.withSpec {
-		p.endLocked(thread.Failed(fmt.Sprintf("worker %s did not take the thread's spec", p.wid)), aborted)
-		return
-	}
-	e.c.registry.heldSpec(p.wid, e.t.spec.hash, false)
-	p.stopReq()
-	if p.sendLocked(true) {
-		p.heard = time.Now()
-	}
-}
-
-// endLocked decides the placement's outcome, once; what follows runs on a
-// goroutine of its own, since it may block (journal, placing again).
-func (p *placement) endLocked(res thread.Result, out outcome) {
-	if p.over {
-		return
-	}
-	p.over = true
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	if p.stopCancel != nil {
-		p.stopCancel()
-	}
-	if p.stopReq != nil {
-		p.stopReq()
-	}
-	go p.e.ended(p, res, out)
-}
-
-// reply takes one of the worker's replies, on the transport's delivery
-// goroutine: it decides quickly and never blocks.
-func (p *placement) reply(m wire.Msg, err error) {
+// reply judges one of the worker's replies.
+func (p *placement) reply(m wire.Msg) transport.Verdict {
 	e := p.e
 	c := e.c
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case p.over:
-		return
-	case p.cancelling:
-		if err != nil {
-			p.endLocked(thread.Result{Status: event.Cancelled, Error: p.reason}, aborted)
-			return
-		}
-		switch wire.Type(m.Type) {
-		case wire.TypeProgress:
-			c.progressOf(m, e.t, p.wid, p.tok)
-		case wire.TypeExecResult:
-			var er wire.ExecResult
-			if wire.DecodeAs(m.Data, wire.TypeExecResult, &er) == nil && er.Token == p.tok {
-				c.relay(e.t, er.Events, wire.SubjectExec(p.wid)+" reply")
-				p.endLocked(er.Result, ended) // the worker has ended the thread
-			}
-		}
-		return
-	case err == nil:
-	case p.ctx.Err() != nil:
-		p.cancelLocked()
-		p.endLocked(thread.Result{Status: event.Cancelled, Error: p.reason}, aborted)
-		return
-	case errors.Is(err, transport.ErrNoResponders):
-		p.endLocked(thread.Result{}, gone)
-		return
-	default:
-		p.endLocked(thread.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
-		return
-	}
 	switch wire.Type(m.Type) {
 	case wire.TypeExecAccepted:
-		p.heard = time.Now()
 		if p.withSpec {
 			c.registry.heldSpec(p.wid, e.t.spec.hash, true)
 		}
 		c.recordStarted(e.r, e.t, p.wid)
+		return transport.Alive
 	case wire.TypeExecSpecMissing:
-		p.specMissingLocked()
+		// The worker holds no spec of the request's hash (restarted, or it
+		// let the spec go): the request goes again, once, with the spec.
+		if p.withSpec {
+			p.res, p.out = thread.Failed(fmt.Sprintf("worker %s did not take the thread's spec", p.wid)), aborted
+			return transport.Final
+		}
+		c.registry.heldSpec(p.wid, e.t.spec.hash, false)
+		p.withSpec = true
+		return transport.Again
 	case wire.TypeProgress:
 		if c.progressOf(m, e.t, p.wid, p.tok) {
-			p.heard = time.Now()
+			return transport.Alive
 		}
+		return transport.Ignore
 	case wire.TypeExecBusy:
-		p.endLocked(thread.Result{}, busy)
+		p.out = busy
+		return transport.Final
 	case wire.TypeExecResult:
-		if res, out, ok := c.execResult(m, e.t, p.wid, p.tok); ok {
-			p.endLocked(res, out)
+		res, out, ok := c.execResult(m, e.t, p.wid, p.tok)
+		if !ok {
+			return transport.Ignore
 		}
+		p.res, p.out = res, out
+		return transport.Final
+	}
+	if err := wire.MsgError(m); err != nil {
+		p.res, p.out = thread.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted
+		return transport.Final
+	}
+	return transport.Ignore
+}
+
+// end takes the placement's outcome.
+func (p *placement) end(err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, transport.ErrCancelled):
+		reason := "cancelled"
+		if cause := context.Cause(p.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			reason = cause.Error()
+		}
+		p.res, p.out = thread.Result{Status: event.Cancelled, Error: reason}, aborted
+	case errors.Is(err, transport.ErrNoResponders):
+		p.res, p.out = thread.Result{}, gone
+	case errors.Is(err, transport.ErrSilent):
+		p.res, p.out = thread.Result{}, lost
 	default:
-		if err := wire.MsgError(m); err != nil {
-			p.endLocked(thread.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted)
-		}
+		p.res, p.out = thread.Failed(fmt.Sprintf("worker %s: %v", p.wid, err)), aborted
 	}
+	p.e.ended(p, p.res, p.out)
 }
 
-// silent runs when the placement may have been silent for its loss
-// window. A silent placement on a worker whose own heartbeats keep coming
-// (same incarnation) is given SilencePatience before it is presumed lost:
-// a worker hosting thousands of threads on a busy machine sends their
-// progress late, and is not lost.
-func (p *placement) silent() {
+// tolerate bears a placement's silence while its worker's own heartbeats
+// keep coming (same incarnation), up to SilencePatience: a worker hosting
+// thousands of threads on a busy machine sends their progress late, and is
+// not lost. Past that, a placement check that vouched for it within the
+// loss window keeps it (run.lapse).
+func (p *placement) tolerate(heard, now time.Time) time.Time {
 	e := p.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p.over {
-		return
+	idle := MissedHeartbeats * p.interval
+	if now.Sub(heard) < SilencePatience && e.c.registry.alive(p.wid, p.incarnation, MissedHeartbeats) {
+		return now.Add(p.interval)
 	}
-	now := time.Now()
-	if p.cancelling {
-		if left := p.due.Sub(now); left > 0 {
-			p.timer.Reset(left) // woken early, by the timer set before
-			return
-		}
-		p.endLocked(thread.Result{Status: event.Cancelled, Error: p.reason}, aborted)
-		return
+	if v, lapsed := e.r.lapse(e.t, idle, now); !lapsed {
+		return v.Add(idle)
 	}
-	if left := p.idle - now.Sub(p.heard); left > 0 {
-		p.timer.Reset(left)
-		return
-	}
-	if p.ctx.Err() == nil && now.Sub(p.heard) < SilencePatience && e.c.registry.alive(p.wid, p.incarnation, MissedHeartbeats) {
-		p.timer.Reset(p.interval)
-		return
-	}
-	if v, lapsed := e.r.lapse(e.t, p.idle, now); !lapsed {
-		p.heard = v
-		p.timer.Reset(max(time.Millisecond, p.idle-now.Sub(v)))
-		return
-	}
-	p.endLocked(thread.Result{}, lost)
+	return time.Time{}
 }
 
-// cancelled runs when the attempt's context ends.
-func (p *placement) cancelled() {
-	p.e.mu.Lock()
-	defer p.e.mu.Unlock()
-	if !p.over && !p.cancelling {
-		p.cancelLocked()
-	}
-}
-
-// cancelLocked tells the worker to cancel the thread and waits, up to the
-// loss window, for the final result it then sends.
-func (p *placement) cancelLocked() {
+// cancel tells the worker to cancel the thread.
+func (p *placement) cancel(cause error) {
 	t := p.e.t
-	p.reason = "cancelled"
-	if cause := context.Cause(p.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		p.reason = cause.Error()
+	reason := "cancelled"
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = cause.Error()
 	}
-	p.cancelling = true
-	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: p.reason}
+	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: reason}
 	p.e.c.tr.Publish(context.Background(), wire.SubjectCancel(p.wid), wire.Message(wire.TypeCancel, cancel))
-	p.due = time.Now().Add(p.idle)
-	if p.timer != nil {
-		p.timer.Reset(p.idle)
-	}
 }
 
 // execRequest is the message placing t on a worker, with its spec or only
