@@ -349,31 +349,31 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 	case rn.approver == "":
 		return decide(policy.Approval{Reason: "no approver for this run"})
 	}
-	call, err := c.tr.Request(rn.ctx, rn.approver, wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID))
-	if err != nil {
-		return decide(policy.Approval{Reason: "approver unreachable: " + err.Error()})
-	}
-	defer call.Close()
-	for {
-		reply, err := call.Next(rn.ctx, c.cfg.ApprovalTimeout)
-		switch {
-		case errors.Is(err, transport.ErrSilent):
-			return decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
-		case err != nil:
-			return decide(policy.Approval{Reason: "approver: " + err.Error()})
-		}
-		switch wire.Type(reply.Type) {
-		case wire.TypeProgress:
-			continue
-		case wire.TypeApprovalDecision:
-			var a policy.Approval
-			if err := wire.DecodeAs(reply.Data, wire.TypeApprovalDecision, &a); err != nil {
-				a = policy.Approval{Reason: "bad answer from the approver"}
+	msg := wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID)
+	a := policy.Approval{Reason: "unexpected answer from the approver"}
+	long := transport.Long{
+		Subject: rn.approver,
+		Request: func() wire.Msg { return msg },
+		Reply: func(m wire.Msg) transport.Verdict {
+			switch wire.Type(m.Type) {
+			case wire.TypeProgress:
+				return transport.Alive
+			case wire.TypeApprovalDecision:
+				if err := wire.DecodeAs(m.Data, wire.TypeApprovalDecision, &a); err != nil {
+					a = policy.Approval{Reason: "bad answer from the approver"}
+				}
 			}
-			return decide(a)
-		}
-		return decide(policy.Approval{Reason: "unexpected answer from the approver"})
+			return transport.Final
+		},
+		Idle: func() time.Duration { return c.cfg.ApprovalTimeout },
 	}
+	switch err := long.Ask(rn.ctx, c.tr); {
+	case errors.Is(err, transport.ErrSilent):
+		return decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
+	case err != nil:
+		return decide(policy.Approval{Reason: "approver: " + err.Error()})
+	}
+	return decide(a)
 }
 
 // handleBudget settles what a thread spent since its last grant and
