@@ -12,46 +12,17 @@ import (
 )
 
 // eventSender sends events for the publisher's one draining goroutine: each
-// live, as its JSON (event.AppendJSON) on formica.events.<run>.<type>, when
+// live, as its JSON (event.Marshal) on formica.events.<run>.<type>, when
 // anybody listens; and, with a store, into its run's log, the events
 // stream, where the events a batch of the publisher brings for one run are
 // stored as one message (store.AppendEvents), acked before the next batch
-// is taken (stored). Its buffers serve event after event, since a publish
-// copies what it sends.
+// is taken (stored).
 type eventSender struct {
-	c   *Coordinator
-	buf []byte
+	c *Coordinator
 	// logs are the runs' log batches being filled, in the order they began.
 	logs    []*runLog
 	byRun   map[string]*runLog
 	pending []jetstream.PubAckFuture
-	// subjects are the event subjects built so far: every event needs its
-	// subject to ask whether anybody listens, and a run's few types repeat.
-	subjects map[subjectKey]string
-}
-
-// subjectKey names an event subject by its parts.
-type subjectKey struct {
-	run string
-	typ event.Type
-}
-
-// maxSubjects bounds the subjects kept: past it they are all dropped and
-// built again as they come.
-const maxSubjects = 4096
-
-// subject is wire.EventSubject(*e), built once per run and type.
-func (s *eventSender) subject(e *event.Event) string {
-	k := subjectKey{e.RunID, e.Type}
-	if sub, ok := s.subjects[k]; ok {
-		return sub
-	}
-	if len(s.subjects) >= maxSubjects {
-		clear(s.subjects)
-	}
-	sub := wire.EventSubject(*e)
-	s.subjects[k] = sub
-	return sub
 }
 
 // runLog is the batch of one run's events being filled: JSON lines.
@@ -60,9 +31,6 @@ type runLog struct {
 	lines []byte
 	n     int
 }
-
-// maxKeptEvent bounds the buffer kept for the next event.
-const maxKeptEvent = 64 << 10
 
 // storedWait bounds how long one batch of the publisher waits for the
 // events stream's acks: past it, the batch is left to be acked or reported
@@ -77,17 +45,17 @@ const storedWait = 2 * time.Second
 const storeWindow = 16
 
 func newEventSender(c *Coordinator) *eventSender {
-	return &eventSender{c: c, byRun: map[string]*runLog{}, subjects: map[subjectKey]string{}}
+	return &eventSender{c: c, byRun: map[string]*runLog{}}
 }
 
 func (s *eventSender) send(e *event.Event) {
-	subject := s.subject(e)
+	subject := wire.EventSubject(*e)
 	live := s.c.cfg.Interest == nil || s.c.cfg.Interest(subject)
 	keep := s.c.cfg.Store != nil
 	if !live && !keep {
 		return // nobody listens and nothing keeps it: NATS would drop it
 	}
-	data, err := event.AppendJSON(s.buf[:0], e)
+	data, err := event.Marshal(*e)
 	if err != nil {
 		s.c.cfg.Logger.Warn("publish event", "type", e.Type, "err", err)
 		return
@@ -103,11 +71,6 @@ func (s *eventSender) send(e *event.Event) {
 			run = wire.ClusterRun
 		}
 		s.log(run, data)
-	}
-	if cap(data) <= maxKeptEvent {
-		s.buf = data[:0]
-	} else {
-		s.buf = nil
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // TestEventLogBatchesPerRun: a durable coordinator stores the events of
@@ -162,26 +161,4 @@ func durable(t *testing.T, ctx context.Context, nc *nats.Conn, interest func(str
 		t.Fatal(err)
 	}
 	return c, st
-}
-
-// An event's subject is built once per run and type, and the subjects kept
-// stay bounded however many runs pass.
-func TestEventSubjectsAreKeptBounded(t *testing.T) {
-	s := newEventSender(nil)
-	for i := range maxSubjects + 10 {
-		for _, typ := range []event.Type{event.ModelCall, event.ThreadFinished} {
-			e := event.Event{Type: typ, RunID: fmt.Sprint("run-", i)}
-			if got, want := s.subject(&e), wire.EventSubject(e); got != want {
-				t.Fatalf("subject %q, want %q", got, want)
-			}
-		}
-		if len(s.subjects) > maxSubjects {
-			t.Fatalf("%d subjects kept, bound %d", len(s.subjects), maxSubjects)
-		}
-	}
-	e := event.Event{Type: event.ToolCall, RunID: "run-x"}
-	s.subject(&e)
-	if n := testing.AllocsPerRun(100, func() { s.subject(&e) }); n != 0 {
-		t.Fatalf("%v allocations for a subject built before", n)
-	}
 }

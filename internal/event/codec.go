@@ -17,12 +17,11 @@ var ErrBadEvent = errors.New("event: not an event")
 
 // Marshal encodes e as one line of JSON (strings escape newlines). It is
 // the one encoding of events: publishers on NATS and the SSE stream both
-// call it (or AppendJSON, its form into a buffer of the caller's), so a
-// consumer sees the same object wherever it reads.
+// call it, so a consumer sees the same object wherever it reads.
 func Marshal(e Event) ([]byte, error) {
-	b, err := AppendJSON(make([]byte, 0, 256), &e)
+	b, err := json.Marshal(e)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("event: encode %s: %w", e.Type, err)
 	}
 	return b, nil
 }

@@ -25,9 +25,9 @@ func EventSubject(e event.Event) string {
 // publish only reads it.
 var eventHeader = map[string]string{HeaderContentType: event.ContentType}
 
-// EventMessage is the message publishing an event whose JSON (event.Marshal
-// or event.AppendJSON) is data. Its one header is the content type: what
-// the event says is all in its JSON and its subject, so it carries no run,
+// EventMessage is the message publishing an event whose JSON
+// (event.Marshal) is data. Its one header is the content type: what the
+// event says is all in its JSON and its subject, so it carries no run,
 // thread or type header, which the publisher would encode and the server
 // and the events stream parse and keep with every event.
 func EventMessage(data []byte) Msg {
