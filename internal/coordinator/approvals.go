@@ -6,11 +6,106 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
+
+// handleApproval asks the run's approver and answers the worker, denying when
+// nobody answers in time.
+func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r transport.Replier) {
+	var wreq wire.ApprovalRequest
+	if err := wire.DecodeAs(m.Data, wire.TypeApprovalRequest, &wreq); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	rn, t, err := c.placedThread(wreq.RunID, wreq.ThreadID, wire.SenderOf(m.Subject), wreq.Token)
+	if err != nil {
+		c.refuse(m.Subject, err)
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
+	c.relay(t, wreq.Events, m.Subject)
+	req := wreq.ApprovalRequest
+	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
+	ping := c.alive.add(r, req.ThreadID)
+	defer c.alive.remove(ping)
+	r.Reply(wire.Message(wire.TypeApprovalDecision, c.approval(rn, req)))
+}
+
+// approval is the decision of req, asked once per tool call: a request
+// for a call already asked about (sent again after its worker's connection
+// moved, its first or its answer maybe lost) waits for the same decision,
+// or has it at once.
+func (c *Coordinator) approval(rn *run, req policy.ApprovalRequest) policy.Approval {
+	if req.CallID == "" {
+		return c.ask(rn, req)
+	}
+	d, first := rn.decisionOf(req.ThreadID, req.CallID)
+	if first {
+		d.a = c.ask(rn, req)
+		close(d.done)
+		return d.a
+	}
+	select {
+	case <-d.done:
+		return d.a
+	case <-rn.ctx.Done():
+		return policy.Approval{Reason: "the run ended"}
+	}
+}
+
+// ask asks the run's approver, or holds the approval for a person to
+// decide, denying when nobody answers in time.
+func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
+	asked := time.Now()
+	c.cfg.Metrics.ApprovalAsked()
+	decideAs := func(a policy.Approval, timedOut bool) policy.Approval {
+		decision := metrics.DecisionDeny
+		switch {
+		case a.Allow:
+			decision = metrics.DecisionAllow
+		case timedOut:
+			decision = metrics.DecisionTimeout
+		}
+		c.cfg.Metrics.ApprovalAnswered(decision, time.Since(asked))
+		return a
+	}
+	decide := func(a policy.Approval) policy.Approval { return decideAs(a, false) }
+	switch {
+	case rn.approver == "" && c.cfg.Store != nil:
+		return decideAs(c.holdApproval(rn.ctx, req))
+	case rn.approver == "":
+		return decide(policy.Approval{Reason: "no approver for this run"})
+	}
+	msg := wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID)
+	a := policy.Approval{Reason: "unexpected answer from the approver"}
+	long := transport.Long{
+		Subject: rn.approver,
+		Request: func() wire.Msg { return msg },
+		Reply: func(m wire.Msg) transport.Verdict {
+			switch wire.Type(m.Type) {
+			case wire.TypeProgress:
+				return transport.Alive
+			case wire.TypeApprovalDecision:
+				if err := wire.DecodeAs(m.Data, wire.TypeApprovalDecision, &a); err != nil {
+					a = policy.Approval{Reason: "bad answer from the approver"}
+				}
+			}
+			return transport.Final
+		},
+		Idle: func() time.Duration { return c.cfg.ApprovalTimeout },
+	}
+	switch err := long.Ask(rn.ctx, c.tr); {
+	case errors.Is(err, transport.ErrSilent):
+		return decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
+	case err != nil:
+		return decide(policy.Approval{Reason: "approver: " + err.Error()})
+	}
+	return decide(a)
+}
 
 // holdApproval keeps an `ask` of a queued run (nobody is attached to answer
 // it) in the approvals bucket for a person to decide through the HTTP API or
