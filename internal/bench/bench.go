@@ -35,6 +35,9 @@ type Config struct {
 	Quick bool
 	// Scenarios to run, by name; nil runs them all.
 	Scenarios []string
+	// Rounds runs the chosen scenarios that many times, one whole round
+	// after another, and combines them (see Result.Rounds); 0 means 1.
+	Rounds int
 	// Settings override the defaults field by field (zero: default).
 	Settings Settings
 	// Child builds the command of a memory-scenario role process from the
@@ -172,7 +175,9 @@ func ParseScenarios(list string) ([]string, error) {
 	return out, nil
 }
 
-// Run runs the chosen scenarios in order and returns their figures.
+// Run runs the chosen scenarios in order, Rounds times, and returns their
+// figures: one round's result, or with several the medians over the rounds
+// (see medians).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	base := Full
 	if cfg.Quick {
@@ -191,10 +196,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("%w: unknown scenario %q", ErrBadConfig, name)
 		}
 	}
+	if cfg.Rounds < 0 {
+		return nil, fmt.Errorf("%w: rounds must be at least 1", ErrBadConfig)
+	}
 	b := &suite{set: set, cfg: cfg, progress: cfg.Progress}
 	if b.progress == nil {
 		b.progress = io.Discard
 	}
+	if cfg.Rounds <= 1 {
+		return b.round(ctx, want)
+	}
+	var rounds []*Result
+	for i := range cfg.Rounds {
+		b.logf("=== round %d of %d", i+1, cfg.Rounds)
+		res, err := b.round(ctx, want)
+		if err != nil {
+			return res, fmt.Errorf("round %d: %w", i+1, err)
+		}
+		rounds = append(rounds, res)
+	}
+	return medians(rounds), nil
+}
+
+// round runs the chosen scenarios once.
+func (b *suite) round(ctx context.Context, want []string) (*Result, error) {
+	set := b.set
 	res := &Result{Machine: machine(), Settings: set, Started: time.Now()}
 	if set.Trace {
 		sink, stop, err := startTracing(ctx)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,9 @@ func TestBadConfig(t *testing.T) {
 	if _, err := Run(context.Background(), Config{Settings: bad}); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("negative slots: %v", err)
 	}
+	if _, err := Run(context.Background(), Config{Settings: tiny, Rounds: -1}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("negative rounds: %v", err)
+	}
 }
 
 // TestMetricsAndTracing runs the spawn scenario with metrics recorded and
@@ -161,5 +165,66 @@ func TestMetricsAndTracing(t *testing.T) {
 	WriteTable(&table, res)
 	if !strings.Contains(table.String(), "metrics on, tracing on") {
 		t.Errorf("the table does not say what was on:\n%s", table.String())
+	}
+}
+
+// TestMedians combines rounds by hand: each guard figure is the median over
+// the rounds that have it, and a verdict is taken on the median.
+func TestMedians(t *testing.T) {
+	round := func(inproc, tcp *float64, msgs float64) *Result {
+		r := &Result{SpawnP50RatioInproc: inproc, SpawnP50RatioTCP: tcp, Seconds: 1}
+		r.Targets = r.targets()
+		if msgs > 0 {
+			r.Targets = append(r.Targets, Target{Name: "messages published per helper", Value: msgs, Limit: 6})
+			r.Targets[len(r.Targets)-1].check()
+		}
+		return r
+	}
+	// Odd: in-process 9, 5, 7 (one round over the bound of 8, the median
+	// under it). Even: TCP 2, 5 and absent in the last round, so the median
+	// of two, over its bound of 3.
+	rounds := []*Result{round(ptr(9), ptr(2), 7), round(ptr(5), ptr(5), 0), round(ptr(7), nil, 5)}
+	res := medians(rounds)
+	if res.SpawnP50RatioInproc == nil || *res.SpawnP50RatioInproc != 7 {
+		t.Errorf("in-process median = %v, want 7", res.SpawnP50RatioInproc)
+	}
+	if res.SpawnP50RatioTCP == nil || *res.SpawnP50RatioTCP != 3.5 {
+		t.Errorf("TCP median = %v, want 3.5 (of 2 and 5; nil in round 3)", res.SpawnP50RatioTCP)
+	}
+	if res.ScalingRatio != nil {
+		t.Errorf("scaling ratio = %v, want nil: no round had it", *res.ScalingRatio)
+	}
+	if len(res.Rounds) != 3 || res.Seconds != 3 {
+		t.Errorf("rounds %d, seconds %v", len(res.Rounds), res.Seconds)
+	}
+	want := map[string]struct {
+		value  float64
+		met    bool
+		rounds []float64
+	}{
+		"spawn p50 / 2 raw round trips, in-process": {7, true, []float64{9, 5, 7}},
+		"spawn p50 / 2 raw round trips, TCP":        {3.5, false, []float64{2, 5}},
+		"messages published per helper":             {6, true, []float64{7, 5}},
+	}
+	if len(res.Targets) != len(want) {
+		t.Fatalf("targets = %+v", res.Targets)
+	}
+	for _, tg := range res.Targets {
+		w, ok := want[tg.Name]
+		if !ok || tg.Value != w.value || tg.Met != w.met || !slices.Equal(tg.RoundValues, w.rounds) {
+			t.Errorf("target %+v, want %+v", tg, w)
+		}
+	}
+	var table bytes.Buffer
+	WriteTable(&table, res)
+	for _, s := range []string{"=== round 3 of 3", "7.00 (5.00–9.00 over 3 rounds)", "3.50 (2.00–5.00 over 2 rounds)", "TRIPPED"} {
+		if !strings.Contains(table.String(), s) {
+			t.Errorf("table has no %q:\n%s", s, table.String())
+		}
+	}
+	// One round: the same shape as ever, no per-round values.
+	b, _ := json.Marshal(round(ptr(7), ptr(2), 5))
+	if bytes.Contains(b, []byte(`"rounds"`)) || bytes.Contains(b, []byte(`"round_values"`)) {
+		t.Errorf("one round's JSON has rounds: %s", b)
 	}
 }

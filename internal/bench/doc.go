@@ -58,6 +58,15 @@
 //     ((calls - burst) at the quota's pace, plus three answers); also the
 //     requests it refused and the helpers that failed.
 //
+// With Config.Rounds (`--rounds N`) the chosen scenarios run N times, one
+// whole round after another, and Run returns their medians: each top-level
+// ratio and each target's value is the median over the rounds that have it
+// (the mean of the middle two for an even count), a target's verdict is
+// taken on its median and its RoundValues (JSON "round_values") keep each
+// round's value, and Rounds (JSON "rounds") holds each round's whole result,
+// the scenarios' figures included. One round, the default, writes neither:
+// its JSON is what it has always been.
+//
 // Times are wall-clock and the machine is shared: Result records the load
 // average before and after, and nothing here asserts on times.
 package bench

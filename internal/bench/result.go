@@ -1,9 +1,15 @@
 package bench
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Result is one run of the suite. The ratios the targets are stated in sit
 // at the top level; a scenario that did not run leaves its figures nil.
+// With several rounds (Config.Rounds) the ratios and targets are the
+// medians over the rounds, the scenarios' figures are nil, and Rounds holds
+// each round's whole result; one round has no Rounds.
 type Result struct {
 	SpawnP50RatioInproc      *float64 `json:"spawn_p50_ratio_inproc"`
 	SpawnP50RatioTCP         *float64 `json:"spawn_p50_ratio_tcp"`
@@ -33,6 +39,9 @@ type Result struct {
 
 	// Targets are the goals of BENCHMARKS.md checked against this run.
 	Targets []Target `json:"targets"`
+
+	// Rounds are the rounds' own results, with more than one round.
+	Rounds []*Result `json:"rounds,omitempty"`
 }
 
 // Machine describes where the suite ran.
@@ -211,9 +220,86 @@ type Target struct {
 	Limit   float64 `json:"limit"`
 	AtLeast bool    `json:"at_least,omitempty"`
 	Met     bool    `json:"met"`
+	// RoundValues are Value in each round that had it, in order, when
+	// Value is their median (more than one round).
+	RoundValues []float64 `json:"round_values,omitempty"`
+}
+
+// check sets Met from Value and the bound.
+func (t *Target) check() {
+	t.Met = t.Value <= t.Limit
+	if t.AtLeast {
+		t.Met = t.Value >= t.Limit
+	}
 }
 
 func ptr(f float64) *float64 { return &f }
+
+// ratios are the guard figures at the top level of r.
+func (r *Result) ratios() []**float64 {
+	return []**float64{&r.SpawnP50RatioInproc, &r.SpawnP50RatioTCP, &r.SpawnThroughputRatio,
+		&r.FanoutMakespanRatio, &r.FanoutMakespanRatioSlow, &r.ScalingRatio,
+		&r.WorkerBytesPerLiveHelper, &r.CoordBytesPerLiveHelper, &r.QuotaLearnedRatio, &r.QuotaDeclaredRatio}
+}
+
+// medians combines several rounds into one result: each top-level ratio and
+// each target's value is the median over the rounds that have it (nil when
+// none does), a target's verdict is taken on its median, and its per-round
+// values are kept in RoundValues. Machine, Settings and Started are the
+// first round's (with the last round's LoadAfter), Seconds and Trace the
+// rounds' sums; the scenarios' own figures are only in Rounds.
+func medians(rounds []*Result) *Result {
+	first, last := rounds[0], rounds[len(rounds)-1]
+	res := &Result{Machine: first.Machine, Settings: first.Settings, Started: first.Started, Rounds: rounds}
+	res.Machine.LoadAfter = last.Machine.LoadAfter
+	for i, f := range res.ratios() {
+		var vs []float64
+		for _, r := range rounds {
+			if v := *r.ratios()[i]; v != nil {
+				vs = append(vs, *v)
+			}
+		}
+		if len(vs) > 0 {
+			*f = ptr(median(vs))
+		}
+	}
+	byName := map[string]int{}
+	for _, r := range rounds {
+		res.Seconds += r.Seconds
+		if r.Trace != nil {
+			if res.Trace == nil {
+				res.Trace = &TraceSink{}
+			}
+			res.Trace.Exports += r.Trace.Exports
+			res.Trace.Bytes += r.Trace.Bytes
+		}
+		for _, t := range r.Targets {
+			i, ok := byName[t.Name]
+			if !ok {
+				i = len(res.Targets)
+				byName[t.Name] = i
+				res.Targets = append(res.Targets, Target{Name: t.Name, Limit: t.Limit, AtLeast: t.AtLeast})
+			}
+			res.Targets[i].RoundValues = append(res.Targets[i].RoundValues, t.Value)
+		}
+	}
+	for i := range res.Targets {
+		t := &res.Targets[i]
+		t.Value = median(t.RoundValues)
+		t.check()
+	}
+	return res
+}
+
+// median is the middle of vs, or the mean of the two middle values.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
 
 // targets checks the guards against what ran. Allocation counts are
 // reported (Throughput), not guarded.
@@ -223,11 +309,9 @@ func (r *Result) targets() []Target {
 		if v == nil {
 			return
 		}
-		met := *v <= limit
-		if atLeast {
-			met = *v >= limit
-		}
-		ts = append(ts, Target{Name: name, Value: *v, Limit: limit, AtLeast: atLeast, Met: met})
+		t := Target{Name: name, Value: *v, Limit: limit, AtLeast: atLeast}
+		t.check()
+		ts = append(ts, t)
 	}
 	add("spawn p50 / 2 raw round trips, in-process", r.SpawnP50RatioInproc, 8, false)
 	add("spawn p50 / 2 raw round trips, TCP", r.SpawnP50RatioTCP, 3, false)

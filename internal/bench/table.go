@@ -3,12 +3,14 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 )
 
-// WriteTable prints res as aligned tables, one per scenario, then the targets.
+// WriteTable prints res as aligned tables, one per scenario (per round, with
+// several), then the targets.
 func WriteTable(w io.Writer, res *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	p := func(format string, a ...any) { fmt.Fprintf(tw, format+"\n", a...) }
@@ -28,7 +30,39 @@ func WriteTable(w io.Writer, res *Result) error {
 		}
 		fmt.Fprintln(w)
 	}
+	if len(res.Rounds) == 0 {
+		writeScenarios(w, res)
+	}
+	for i, r := range res.Rounds {
+		fmt.Fprintf(w, "\n=== round %d of %d: %.1f s, load average after %s\n", i+1, len(res.Rounds), r.Seconds, loads(r.Machine.LoadAfter))
+		writeScenarios(w, r)
+	}
+	if len(res.Targets) > 0 {
+		fmt.Fprintln(w, "\nregression guards")
+		p("\tguard\tvalue\tbound\t\t")
+		for _, t := range res.Targets {
+			bound, verdict := "≤ ", "ok"
+			if t.AtLeast {
+				bound = "≥ "
+			}
+			if !t.Met {
+				verdict = "TRIPPED"
+			}
+			value := num(t.Value)
+			if n := len(t.RoundValues); n > 1 {
+				value += fmt.Sprintf(" (%s–%s over %d rounds)", num(slices.Min(t.RoundValues)), num(slices.Max(t.RoundValues)), n)
+			}
+			p("\t%s\t%s\t%s%s\t%s\t", t.Name, value, bound, num(t.Limit), verdict)
+		}
+		tw.Flush()
+	}
+	return nil
+}
 
+// writeScenarios prints one round's scenario tables.
+func writeScenarios(w io.Writer, res *Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	p := func(format string, a ...any) { fmt.Fprintf(tw, format+"\n", a...) }
 	if f := res.Floors; f != nil {
 		fmt.Fprintln(w, "\nfloors (128 B request-reply)")
 		p("\tpath\tp50\tp99\treq/s, 64 in flight\tCPU/req\t")
@@ -114,22 +148,6 @@ func WriteTable(w io.Writer, res *Result) error {
 		}
 		tw.Flush()
 	}
-	if len(res.Targets) > 0 {
-		fmt.Fprintln(w, "\nregression guards")
-		p("\tguard\tvalue\tbound\t\t")
-		for _, t := range res.Targets {
-			bound, verdict := "≤ ", "ok"
-			if t.AtLeast {
-				bound = "≥ "
-			}
-			if !t.Met {
-				verdict = "TRIPPED"
-			}
-			p("\t%s\t%s\t%s%s\t%s\t", t.Name, num(t.Value), bound, num(t.Limit), verdict)
-		}
-		tw.Flush()
-	}
-	return nil
 }
 
 func loads(l []float64) string {

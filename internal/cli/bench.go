@@ -26,6 +26,7 @@ func benchCommand(args []string, stdio Stdio) int {
 		scenarios = fs.String("scenario", "", "run only these scenarios, comma-separated: floors, spawn, throughput, fanout, scaling, memory, quota")
 		cpuFile   = fs.String("cpuprofile", "", "write a CPU profile of this process (not the memory scenario's children) to `file`")
 		memFile   = fs.String("memprofile", "", "write an allocation profile of this process to `file` at the end")
+		rounds    = fs.Int("rounds", 1, "run the scenarios `n` times, one whole round after another; the guards are the medians over the rounds")
 		set       bench.Settings
 	)
 	fs.IntVar(&set.FanoutN, "fanout-n", 0, "fan-out helpers (default 1000; quick 300)")
@@ -40,7 +41,7 @@ func benchCommand(args []string, stdio Stdio) int {
 	fs.IntVar(&set.QuotaRPM, "quota-rpm", 0, "requests a minute the quota scenario's provider allows (default 600; quick 3000)")
 	fs.DurationVar(&set.QuotaLatency, "quota-latency", 0, "the quota scenario's provider's time per answer (default 300ms; quick 60ms)")
 	fs.Usage = func() {
-		fmt.Fprintln(stdio.Err, "Usage: formica bench [--quick] [--json FILE] [--scenario NAME[,NAME]] [fan-out flags]")
+		fmt.Fprintln(stdio.Err, "Usage: formica bench [--quick] [--json FILE] [--scenario NAME[,NAME]] [--rounds N] [fan-out flags]")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -56,6 +57,10 @@ func benchCommand(args []string, stdio Stdio) int {
 	names, err := bench.ParseScenarios(*scenarios)
 	if err != nil {
 		fmt.Fprintln(stdio.Err, "formica bench:", err)
+		return ExitUsage
+	}
+	if *rounds < 1 {
+		fmt.Fprintf(stdio.Err, "formica bench: --rounds must be at least 1, got %d\n", *rounds)
 		return ExitUsage
 	}
 	if set.FanoutN < 0 || set.FanoutLatency < 0 || set.Workers < 0 || set.Slots < 0 {
@@ -75,7 +80,7 @@ func benchCommand(args []string, stdio Stdio) int {
 	}
 	ctx, stop := signalContext(0)
 	defer stop()
-	res, err := bench.Run(ctx, bench.Config{Quick: *quick, Scenarios: names, Settings: set, Progress: stdio.Err})
+	res, err := bench.Run(ctx, bench.Config{Quick: *quick, Scenarios: names, Rounds: *rounds, Settings: set, Progress: stdio.Err})
 	if err != nil {
 		fmt.Fprintln(stdio.Err, "formica bench:", err)
 		if errors.Is(err, bench.ErrBadConfig) {
