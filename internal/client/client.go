@@ -89,7 +89,7 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 	defer span.End()
 	msg := wire.WithIDs(wire.Message(wire.TypeRunSubmit, sub), sub.RunID, "")
 	msg.Header = tracing.Inject(ctx, msg.Header)
-	call, err := c.tr.Request(context.WithoutCancel(ctx), wire.SubjectSubmit, msg)
+	call, err := transport.Request(context.WithoutCancel(ctx), c.tr, wire.SubjectSubmit, msg)
 	if err != nil {
 		return record.Run{}, err
 	}

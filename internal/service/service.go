@@ -264,7 +264,7 @@ func (s *Service) CancelThread(ctx context.Context, runID, threadID string) erro
 		return api.Errorf(api.ErrConflict, "run %s already %s", runID, rec.Status)
 	}
 	c := wire.Cancel{RunID: runID, ThreadIDs: []string{threadID}, Reason: wire.CancelledByUser}
-	call, err := s.tr.Request(ctx, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
+	call, err := transport.Request(ctx, s.tr, wire.SubjectRunCancel, wire.Message(wire.TypeCancel, c))
 	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 	}
@@ -330,7 +330,7 @@ func (e *unanswered) Unwrap() []error { return []error{api.ErrUnavailable, errNo
 // askTimeout is unavailable (503), said with what the request was doing
 // ("to record the decision").
 func (s *Service) ask(ctx context.Context, subject string, m wire.Msg, doing string) (wire.Msg, error) {
-	call, err := s.tr.Request(ctx, subject, m)
+	call, err := transport.Request(ctx, s.tr, subject, m)
 	if err != nil {
 		return wire.Msg{}, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
 	}
@@ -362,7 +362,7 @@ func (s *Service) ask(ctx context.Context, subject string, m wire.Msg, doing str
 
 // Workers asks any coordinator for the live workers.
 func (s *Service) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
-	call, err := s.tr.Request(ctx, wire.SubjectWorkers, wire.Msg{Type: string(wire.TypeWorkersList)})
+	call, err := transport.Request(ctx, s.tr, wire.SubjectWorkers, wire.Msg{Type: string(wire.TypeWorkersList)})
 	if err != nil {
 		return nil, err
 	}

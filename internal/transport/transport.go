@@ -11,14 +11,10 @@ import (
 type Transport interface {
 	// Publish sends one message, fire and forget.
 	Publish(ctx context.Context, subject string, m wire.Msg) error
-	// Request sends m to subject with a reply inbox of the caller's own, so
-	// the responder may answer with any number of messages (progress, then a
-	// final one). It returns at once, without waiting for any reply; read
-	// replies, including ErrNoResponders, from the Call.
-	Request(ctx context.Context, subject string, m wire.Msg) (Call, error)
-	// RequestFunc is Request for a caller that holds its request as data
-	// rather than a goroutine waiting on it: each reply goes to f, one at a
-	// time and in arrival order (a body fetched by reference is handed
+	// RequestFunc sends m to subject with a reply inbox of the caller's
+	// own, so the responder may answer with any number of messages
+	// (progress, then a final one). It returns at once; each reply goes to
+	// f, one at a time and in arrival order (a body fetched by reference is handed
 	// over once fetched), on a goroutine of the transport that must not
 	// block. The call's end comes to f as its last word: an error wrapping
 	// ErrNoResponders when nobody listens, or ErrClosed when the transport
@@ -54,7 +50,7 @@ type Replier interface {
 	NoReply() bool
 }
 
-// Call is one outstanding request. One goroutine reads it.
+// Call is one outstanding request (Request). One goroutine reads it.
 type Call interface {
 	// Next returns the next reply. It fails with an error wrapping ErrSilent
 	// when no message at all arrives for idle (the peer is presumed lost;

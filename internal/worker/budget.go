@@ -6,6 +6,7 @@ import (
 
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -22,7 +23,7 @@ func (w *Worker) meter(req *wire.ExecRequest) runner.Meter {
 	run, thread, coord, token := req.Thread.RunID, req.Thread.ID, req.Coordinator, req.Token
 	renew := func(ctx context.Context, in, out int64) (limits.Grant, error) {
 		msg := wire.Message(wire.TypeBudgetRenew, wire.BudgetRenew{RunID: run, ThreadID: thread, Token: token, InputTokens: in, OutputTokens: out})
-		call, err := w.tr.Request(ctx, wire.SubjectBudget(coord, w.cfg.ID), wire.WithIDs(msg, run, thread))
+		call, err := transport.Request(ctx, w.tr, wire.SubjectBudget(coord, w.cfg.ID), wire.WithIDs(msg, run, thread))
 		if err != nil {
 			return limits.Grant{}, fmt.Errorf("budget: coordinator %s unreachable: %w", coord, err)
 		}

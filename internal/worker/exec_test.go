@@ -14,6 +14,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -81,7 +82,7 @@ func BenchmarkHandOff(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		call, err := coord.Request(ctx, wire.SubjectExec("w1"), msgs[i])
+		call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), msgs[i])
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestCancelRightAfterAcceptedIsNotLost(t *testing.T) {
 	defer stop()
 	for i := range 50 {
 		id := fmt.Sprintf("t%d", i)
-		call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, execRequest(t, id, time.Hour)))
+		call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, execRequest(t, id, time.Hour)))
 		if err != nil {
 			t.Fatal(err)
 		}

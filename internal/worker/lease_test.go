@@ -12,6 +12,7 @@ import (
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/transport/natstransport"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -111,7 +112,7 @@ func TestFencedHeartbeatCancelsThread(t *testing.T) {
 	a := spec.Agent{Name: "slow", Model: providers.Sim, ModelArgs: model.Args{"latency_ms": 30_000}}
 	th := thread.Thread{RunID: "r1", ID: "t1", Path: "root", Name: "slow", Task: "wait", Agent: a, Cwd: t.TempDir()}
 	req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 2, Token: "tok", Uptime: time.Minute}
-	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+	call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func (g remoteGate) take(ctx context.Context, coord string, ask model.Ask, told 
 	req := wire.QuotaTake{ID: uuid.NewString(), Endpoint: g.ep.Name, Key: g.ep.Key(), Limits: g.ep.Limits,
 		RunID: ask.Run, ThreadID: ask.Thread, InputTokens: ask.InputTokens, OutputTokens: ask.OutputTokens}
 	subject := wire.SubjectQuota(coord, w.cfg.ID)
-	call, err := w.tr.Request(ctx, subject, wire.Message(wire.TypeQuotaTake, req))
+	call, err := transport.Request(ctx, w.tr, subject, wire.Message(wire.TypeQuotaTake, req))
 	if err != nil {
 		return nil, fmt.Errorf("quota: coordinator %s unreachable: %w", coord, err)
 	}
@@ -173,7 +173,7 @@ func (t *remoteTicket) send(d wire.QuotaDone) {
 func (t *remoteTicket) ask(m wire.Msg) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	call, err := t.w.tr.Request(ctx, t.subject, m)
+	call, err := transport.Request(ctx, t.w.tr, t.subject, m)
 	if err != nil {
 		return err
 	}

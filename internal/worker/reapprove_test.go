@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -67,7 +68,7 @@ responses:
 	th := thread.Thread{RunID: "r1", ID: "t1", Path: "root", Name: "lead", Task: "look", Agent: a, Cwd: dir,
 		Permissions: policy.Permissions{{Default: policy.Ask}}}
 	req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok", Uptime: time.Minute}
-	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+	call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 	if err != nil {
 		t.Fatal(err)
 	}

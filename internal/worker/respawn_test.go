@@ -14,6 +14,7 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -71,7 +72,7 @@ func spawnAskedAgain(t *testing.T, answerLost bool) {
 	a := spec.Agent{Name: "lead", Model: providers.Sim, Tools: []string{tools.AgentToolName}}
 	th := thread.Thread{RunID: "r1", ID: "t1", Path: "root", Name: "lead", Task: "Plan:\n- a", Agent: a, Cwd: t.TempDir()}
 	req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok", Uptime: time.Minute}
-	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+	call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
+	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -52,7 +53,7 @@ func TestWaitingCallsHoldNoGoroutines(t *testing.T) {
 	th := thread.Thread{RunID: "r1", ID: "t1", Path: "root", Name: "lead", Task: plan.String(), Agent: a, Cwd: t.TempDir()}
 	req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok", Uptime: time.Minute}
 	before := runtime.NumGoroutine()
-	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+	call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 	if err != nil {
 		t.Fatal(err)
 	}

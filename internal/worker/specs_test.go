@@ -31,7 +31,7 @@ func byHash(req wire.ExecRequest, withSpec bool) wire.ExecRequest {
 // the thread, its result.
 func place(t *testing.T, ctx context.Context, coord *natstransport.Transport, req wire.ExecRequest) (first wire.Msg, res *wire.ExecResult) {
 	t.Helper()
-	call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+	call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func BenchmarkHandOffByHash(b *testing.B) {
 		if i == 1 {
 			b.ResetTimer()
 		}
-		call, err := coord.Request(ctx, wire.SubjectExec("w1"), m)
+		call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), m)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -108,7 +108,7 @@ func (w *Worker) askPlacement(ctx context.Context, th *thread.Thread, coord, tok
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	msg := wire.Message(wire.TypePlacementCheck, wire.PlacementCheck{RunID: th.RunID, ThreadID: th.ID, Token: token})
-	call, err := w.tr.Request(ctx, wire.SubjectPlacement(coord, w.cfg.ID), wire.WithIDs(msg, th.RunID, th.ID))
+	call, err := transport.Request(ctx, w.tr, wire.SubjectPlacement(coord, w.cfg.ID), wire.WithIDs(msg, th.RunID, th.ID))
 	if err != nil {
 		return false, fmt.Errorf("%w: coordinator %s could not be asked to confirm the placement: %w", errLapsed, coord, err)
 	}

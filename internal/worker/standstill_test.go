@@ -128,7 +128,7 @@ func TestStandstillConfirmsPlacement(t *testing.T) {
 		a := spec.Agent{Name: "slow", Model: providers.Sim, ModelArgs: model.Args{"latency_ms": 60_000}}
 		th := thread.Thread{RunID: "r1", ID: id, Path: "root", Name: "slow", Task: "wait", Agent: a, Cwd: t.TempDir()}
 		req := wire.ExecRequest{Thread: th, Coordinator: "c1", Epoch: "e1", Attempt: 1, Token: "tok-" + id, Uptime: up}
-		call, err := coord.Request(ctx, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
+		call, err := transport.Request(ctx, coord, wire.SubjectExec("w1"), wire.Message(wire.TypeExecRequest, req))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@
 // simulate a lost peer or a partition.
 //
 // It keeps natstransport's semantics (the transporttest suite holds both to
-// them), except that a message is delivered before Publish, Request or
+// them), except that a message is delivered before Publish, RequestFunc or
 // Reply returns, so Flush has nothing to wait for; a closed Transport sends
 // nothing more, like a process gone; and there is no body by reference, no
 // reserved header check and no type read from the body.
@@ -32,7 +32,6 @@ import (
 // Defaults for zero Config fields, natstransport's.
 const (
 	DefaultMaxPending  = 256
-	DefaultReplyBuffer = 16
 	DefaultStopTimeout = 10 * time.Second
 )
 
@@ -41,9 +40,6 @@ type Config struct {
 	// MaxPending bounds, per Serve subscription, the messages waiting for a
 	// free handler; past it they are refused as overloaded.
 	MaxPending int
-	// ReplyBuffer is how many replies a Call holds for its reader before
-	// progress messages are dropped.
-	ReplyBuffer int
 	// StopTimeout bounds how long Subscription.Stop waits for running
 	// handlers.
 	StopTimeout time.Duration
@@ -92,9 +88,6 @@ func (n *Network) SetDrop(f func(subject string, m wire.Msg) bool) {
 func (n *Network) Transport(cfg Config) *Transport {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
-	}
-	if cfg.ReplyBuffer <= 0 {
-		cfg.ReplyBuffer = DefaultReplyBuffer
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = DefaultStopTimeout

@@ -17,7 +17,7 @@ import (
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T, l transporttest.Limits) (client, server transport.Transport) {
 		n := NewNetwork()
-		cfg := Config{MaxPending: l.MaxPending, ReplyBuffer: l.ReplyBuffer, StopTimeout: 5 * time.Second}
+		cfg := Config{MaxPending: l.MaxPending, StopTimeout: 5 * time.Second}
 		return newTransport(t, n, cfg), newTransport(t, n, cfg)
 	})
 }
@@ -49,7 +49,7 @@ func TestSilentOnFakeClock(t *testing.T) {
 		n := NewNetwork()
 		client, server := newTransport(t, n, Config{}), newTransport(t, n, Config{})
 		serve(t, server, "worker.exec", "", func(ctx context.Context, m wire.Msg, r transport.Replier) { <-ctx.Done() })
-		call, err := client.Request(t.Context(), "worker.exec", wire.Msg{Type: "exec"})
+		call, err := transport.Request(t.Context(), client, "worker.exec", wire.Msg{Type: "exec"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestDrop(t *testing.T) {
 			return m.Type
 		}
 		ask := func() []string {
-			call, err := client.Request(ctx, "worker.exec", wire.Msg{Type: "exec"})
+			call, err := transport.Request(ctx, client, "worker.exec", wire.Msg{Type: "exec"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +226,7 @@ func TestClose(t *testing.T) {
 		n := NewNetwork()
 		client, server := n.Transport(Config{}), newTransport(t, n, Config{})
 		serve(t, server, "slow", "", func(ctx context.Context, m wire.Msg, r transport.Replier) { <-ctx.Done() })
-		call, err := client.Request(ctx, "slow", wire.Msg{})
+		call, err := transport.Request(ctx, client, "slow", wire.Msg{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestClose(t *testing.T) {
 		if err := <-last; !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("RequestFunc's last word = %v, want ErrClosed", err)
 		}
-		if _, err := client.Request(ctx, "slow", wire.Msg{}); !errors.Is(err, transport.ErrClosed) {
+		if _, err := transport.Request(ctx, client, "slow", wire.Msg{}); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("Request after Close = %v, want ErrClosed", err)
 		}
 		if err := client.Publish(ctx, "slow", wire.Msg{}); !errors.Is(err, transport.ErrClosed) {
@@ -271,7 +271,7 @@ func TestClose(t *testing.T) {
 			t.Errorf("Serve after Close = %v, want ErrClosed", err)
 		}
 		// Its subscription is gone from the network.
-		call, err = server.Request(ctx, "mine", wire.Msg{})
+		call, err = transport.Request(ctx, server, "mine", wire.Msg{})
 		if err != nil {
 			t.Fatal(err)
 		}

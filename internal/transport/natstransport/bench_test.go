@@ -92,7 +92,7 @@ func BenchmarkTransportRequest(b *testing.B) {
 				req := wire.Msg{Type: "exec", Data: payload}
 				b.ReportAllocs()
 				for b.Loop() {
-					call, err := cli.Request(ctx, "bench", req)
+					call, err := transport.Request(ctx, cli, "bench", req)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -162,7 +162,7 @@ func BenchmarkTransportRequestParallel(b *testing.B) {
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			call, err := cli.Request(ctx, "bench", req)
+			call, err := transport.Request(ctx, cli, "bench", req)
 			if err != nil {
 				b.Error(err)
 				return

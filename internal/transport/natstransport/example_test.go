@@ -57,7 +57,7 @@ func Example() {
 		return
 	}
 
-	call, err := tr.Request(ctx, "worker.w1.exec", wire.Msg{Type: "exec", Data: []byte("the task")})
+	call, err := transport.Request(ctx, tr, "worker.w1.exec", wire.Msg{Type: "exec", Data: []byte("the task")})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -76,7 +76,7 @@ func Example() {
 	}
 
 	// Nobody serves worker.w2: the caller learns at once.
-	call2, err := tr.Request(ctx, "worker.w2.exec", wire.Msg{Type: "exec"})
+	call2, err := transport.Request(ctx, tr, "worker.w2.exec", wire.Msg{Type: "exec"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -84,15 +84,6 @@ func isNoResponders(m *nats.Msg) bool {
 	return len(m.Data) == 0 && m.Header.Get(statusHeader) == noRespondersStatus
 }
 
-// isProgress reads the type without converting the message.
-func isProgress(m *nats.Msg) bool {
-	t := m.Header.Get(TypeHeader)
-	if t == "" {
-		t = bodyType(m.Data)
-	}
-	return t == string(wire.TypeProgress)
-}
-
 // bodyType is the type a body names itself, or "": a msgpack map whose
 // first entry is "t" with a string of under 32 bytes, which is how every
 // Formica message begins (wire.Encode writes the envelope's type first).

@@ -73,7 +73,7 @@ func newTransport(tb testing.TB, nc *nats.Conn, cfg Config) *Transport {
 func pair(l link) transporttest.NewPair {
 	return func(t *testing.T, lim transporttest.Limits) (client, srv transport.Transport) {
 		ns := startServer(t, l)
-		cfg := Config{MaxPending: lim.MaxPending, ReplyBuffer: lim.ReplyBuffer, StopTimeout: 5 * time.Second}
+		cfg := Config{MaxPending: lim.MaxPending, StopTimeout: 5 * time.Second}
 		return newTransport(t, connect(t, ns, l), cfg), newTransport(t, connect(t, ns, l), cfg)
 	}
 }

@@ -70,7 +70,7 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 	}
 	defer sub.Stop()
 	server.Flush(context.Background())
-	call, err := client.Request(context.Background(), "big.echo", wire.Msg{Type: "req", Data: big})
+	call, err := transport.Request(context.Background(), client, "big.echo", wire.Msg{Type: "req", Data: big})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestBodiesLargerThanMaxPayloadTravelByReference(t *testing.T) {
 	}
 	defer other.Stop()
 	server.Flush(context.Background())
-	call2, err := client.Request(context.Background(), "big.other", wire.Msg{Type: "req", Data: big})
+	call2, err := transport.Request(context.Background(), client, "big.other", wire.Msg{Type: "req", Data: big})
 	if err != nil {
 		t.Fatal(err)
 	}

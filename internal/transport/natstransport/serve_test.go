@@ -23,7 +23,7 @@ func goroutineID() string {
 // ask sends one request to subject and waits for its reply.
 func ask(t *testing.T, ctx context.Context, tr *Transport, subject string) {
 	t.Helper()
-	call, err := tr.Request(ctx, subject, wire.Msg{Type: "ping"})
+	call, err := transport.Request(ctx, tr, subject, wire.Msg{Type: "ping"})
 	if err != nil {
 		t.Fatal(err)
 	}

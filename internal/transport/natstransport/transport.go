@@ -2,12 +2,9 @@
 // connection (no JetStream).
 //
 // Requests share one wildcard subscription per Transport on
-// "<inbox>.*": each Call gets a token under it and a buffered channel, like
-// nats.go's own response mux, but a Call keeps receiving until it is closed,
-// so a worker can send progress heartbeats before its result. The read loop
-// never blocks on a slow reader: when a Call's buffer is full, progress
-// messages are dropped and anything else is parked in an overflow list, so a
-// final reply is never lost.
+// "<inbox>.*": each request gets a token under it, like nats.go's own
+// response mux, but a request keeps receiving until it is stopped, so a
+// worker can send progress heartbeats before its result.
 //
 // Served messages go to handler goroutines, bounded per subscription, with a
 // bounded waiting queue and an explicit "overloaded" reply past it.
@@ -33,7 +30,6 @@ import (
 // Defaults for zero Config fields.
 const (
 	DefaultMaxPending   = 256
-	DefaultReplyBuffer  = 16
 	DefaultStopTimeout  = 10 * time.Second
 	DefaultFlushTimeout = 10 * time.Second
 )
@@ -53,9 +49,6 @@ type Config struct {
 	// free handler once maxConcurrent run; past it they are refused as
 	// overloaded. Default DefaultMaxPending.
 	MaxPending int
-	// ReplyBuffer is how many replies a Call holds for its reader before
-	// progress messages are dropped. Default DefaultReplyBuffer.
-	ReplyBuffer int
 	// StopTimeout bounds how long Subscription.Stop waits for the
 	// subscription to drain and its running handlers to return.
 	// Default DefaultStopTimeout.
@@ -103,7 +96,7 @@ func New(nc *nats.Conn, cfg Config) (*Transport, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("natstransport: %w: nil connection", transport.ErrInvalidConfig)
 	}
-	if cfg.MaxPending < 0 || cfg.ReplyBuffer < 0 || cfg.StopTimeout < 0 {
+	if cfg.MaxPending < 0 || cfg.StopTimeout < 0 {
 		return nil, fmt.Errorf("natstransport: %w: negative limit", transport.ErrInvalidConfig)
 	}
 	if p := cfg.InboxPrefix; p != "" && (strings.ContainsAny(p, "*> \t\r\n") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..")) {
@@ -111,9 +104,6 @@ func New(nc *nats.Conn, cfg Config) (*Transport, error) {
 	}
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = DefaultMaxPending
-	}
-	if cfg.ReplyBuffer == 0 {
-		cfg.ReplyBuffer = DefaultReplyBuffer
 	}
 	if cfg.StopTimeout == 0 {
 		cfg.StopTimeout = DefaultStopTimeout
@@ -248,5 +238,5 @@ func (t *Transport) route(m *nats.Msg) {
 	if c == nil {
 		return // closed call: a late reply has nowhere to go
 	}
-	c.deliver(m)
+	c.dispatch(m)
 }

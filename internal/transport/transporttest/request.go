@@ -157,7 +157,7 @@ func testCallClose(t *testing.T, newPair NewPair) {
 // caller is not reading; the non-progress replies must all arrive, in order.
 func testFinalNeverDropped(t *testing.T, newPair NewPair) {
 	const flood = 5000
-	client, server := newPair(t, Limits{ReplyBuffer: 4})
+	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
 	sent := make(chan struct{})

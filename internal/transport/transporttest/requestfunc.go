@@ -50,7 +50,7 @@ func requestFunc(t *testing.T, ctx context.Context, tr transport.Transport, subj
 // testRequestFunc: every reply reaches the function, in order, one at a
 // time; after stop, nothing more does.
 func testRequestFunc(t *testing.T, newPair NewPair) {
-	client, server := newPair(t, Limits{ReplyBuffer: 4})
+	client, server := newPair(t, Limits{})
 	ctx := bounded(t)
 	subj := subject(t)
 	more, lateSent := make(chan struct{}), make(chan struct{})

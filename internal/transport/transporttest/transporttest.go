@@ -23,8 +23,6 @@ import (
 type Limits struct {
 	// MaxPending: messages a Serve subscription queues beyond maxConcurrent.
 	MaxPending int
-	// ReplyBuffer: replies a Call buffers before dropping progress.
-	ReplyBuffer int
 }
 
 // NewPair returns two connected transports with the given limits: the
@@ -89,7 +87,7 @@ func serve(t *testing.T, ctx context.Context, tr transport.Transport, subj strin
 
 func request(t *testing.T, ctx context.Context, tr transport.Transport, subj string, m wire.Msg) transport.Call {
 	t.Helper()
-	call, err := tr.Request(ctx, subj, m)
+	call, err := transport.Request(ctx, tr, subj, m)
 	if err != nil {
 		t.Fatalf("Request: %v", err)
 	}
