@@ -262,6 +262,13 @@ func openAPISchemas() obj {
 		"Refusals": object(nil, obj{"depth": typ("integer", "Spawns refused by the depth limit."),
 			"threads": typ("integer", "Spawns refused by the thread limit."),
 			"budget":  typ("integer", "Spawns refused because a budget was spent.")}),
+		"Totals": object([]string{"done", "running", "waiting", "failed", "cancelled", "refused", "input_tokens", "output_tokens"}, obj{
+			"done": typ("integer", "Threads that succeeded."), "running": typ("integer", "Threads running (or not yet ended)."),
+			"waiting": typ("integer", "Threads waiting for a worker slot."), "failed": typ("integer", "Threads that failed."),
+			"cancelled": typ("integer", "Threads cancelled."), "refused": typ("integer", "Spawns refused by the depth, thread and budget limits together."),
+			"input_tokens":  typ("integer", "The run's input tokens (its own count once final, else its threads' sum)."),
+			"output_tokens": typ("integer", "The run's output tokens, likewise."),
+		}),
 		"Thread": object([]string{"id", "status"}, obj{
 			"id": typ("string", ""), "parent_id": typ("string", ""), "name": typ("string", ""), "depth": typ("integer", ""),
 			"status": threadStatus, "worker": typ("string", ""), "error": typ("string", ""),
@@ -336,6 +343,7 @@ func openAPISchemas() obj {
 			"cancel_requested": typ("string", "A cancel sent while the run ran; honoured even if its coordinator died."),
 			"trace_id":         typ("string", "The run's OpenTelemetry trace id, when it was traced."),
 			"trace_url":        typ("string", "A link to the trace, from the coordinator's --trace-url template."),
+			"totals":           ref("Totals"),
 			"coordinator":      typ("string", ""), "created_at": timeProp(""), "started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"Event": object([]string{"type", "time", "run_id"}, obj{

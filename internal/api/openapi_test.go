@@ -65,6 +65,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Run":                  reflect.TypeFor[record.Run](),
 		"Thread":               reflect.TypeFor[record.Thread](),
 		"Refusals":             reflect.TypeFor[record.Refusals](),
+		"Totals":               reflect.TypeFor[record.Totals](),
 		"Usage":                reflect.TypeFor[model.Usage](),
 		"Event":                reflect.TypeFor[event.Event](),
 		"Approval":             reflect.TypeFor[Approval](),

@@ -182,6 +182,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	}
 	for i := range runs {
 		runs[i].TraceURL = tracing.URL(s.cfg.TraceURL, runs[i].TraceID)
+		runs[i] = runs[i].Shown()
 	}
 	if next != "" {
 		nq := url.Values{"limit": {strconv.Itoa(limit)}, "page": {next}}
@@ -204,7 +205,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run.TraceURL = tracing.URL(s.cfg.TraceURL, run.TraceID)
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.Shown())
 	return nil
 }
 

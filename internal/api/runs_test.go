@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
 )
@@ -163,11 +164,15 @@ func TestListRuns(t *testing.T) {
 func TestGetRun(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.fake.addRun("r1", event.Succeeded)
+	h.fake.runs["r1"] = record.Run{RunID: "r1", Status: event.Succeeded, Task: "task of r1",
+		Threads:  []record.Thread{{ID: "a", Status: event.Succeeded}, {ID: "b", Status: event.Cancelled}, {ID: "c", Status: event.Failed}},
+		Refusals: record.Refusals{Depth: 1, Budget: 2}, Usage: model.Usage{InputTokens: 10, OutputTokens: 5}}
 	r := h.do("GET", "/v1/runs/r1", nil)
 	if r.status != 200 {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
-	want := record.Run{RunID: "r1", Status: event.Succeeded, Task: "task of r1"}
+	want := h.fake.runs["r1"]
+	want.Totals = &record.Totals{Done: 1, Cancelled: 1, Failed: 1, Refused: 3, InputTokens: 10, OutputTokens: 5}
 	if diff := cmp.Diff(want, decode[record.Run](t, r)); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
 	}

@@ -49,10 +49,10 @@ type cluster struct {
 	traceURL string // --trace-url
 }
 
-// link fills in r's trace link from --trace-url.
+// link fills in r's trace link from --trace-url, and its totals.
 func (c *cluster) link(r record.Run) record.Run {
 	r.TraceURL = tracing.URL(c.traceURL, r.TraceID)
-	return r
+	return r.Shown()
 }
 
 // registerTraceURL adds --trace-url ($FORMICA_TRACE_URL, as every flag).

@@ -226,6 +226,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	view.finish(run)
 	run.TraceURL = tracing.URL(f.traceURL, run.TraceID)
 	if f.json {
+		run := run.Shown()
 		enc := json.NewEncoder(stdio.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(run); err != nil {

@@ -328,41 +328,36 @@ func totals(run record.Run, elapsed time.Duration, width int) []string {
 	return []string{counts, rest}
 }
 
-// totalsLine sums up a run: threads by state, spawns refused, the whole
-// run's tokens, and its time.
+// totalsLine sums up a run (record.Run.Sum): threads by state, spawns
+// refused, the whole run's tokens, and its time.
 func totalsLine(run record.Run, elapsed time.Duration) string {
-	var done, running, failed, waiting int
-	var in, out int64
-	for _, t := range run.Threads {
-		switch {
-		case t.Status == event.Succeeded:
-			done++
-		case t.Status == event.Failed || t.Status == event.Cancelled:
-			failed++
-		case t.Status == event.Waiting:
-			waiting++
-		default:
-			running++
-		}
-		in += t.Usage.InputTokens
-		out += t.Usage.OutputTokens
-	}
-	if u := run.Usage; u.InputTokens+u.OutputTokens > 0 {
-		in, out = u.InputTokens, u.OutputTokens // the run's own count, when it has one
-	}
+	t := run.Sum()
 	if !run.StartedAt.IsZero() && !run.FinishedAt.IsZero() {
 		elapsed = run.FinishedAt.Sub(run.StartedAt)
 	}
-	refused := run.Refusals.Depth + run.Refusals.Threads
-	s := fmt.Sprintf("threads: %d done, %d running, %d failed, %d refused", done, running, failed, refused)
-	if waiting > 0 {
-		s += fmt.Sprintf(", %d waiting for a worker", waiting)
+	s := fmt.Sprintf("threads: %d done, %d running, %d failed, %d cancelled, %d refused", t.Done, t.Running, t.Failed, t.Cancelled, t.Refused)
+	if t.Waiting > 0 {
+		s += fmt.Sprintf(", %d waiting for a worker", t.Waiting)
 	}
-	s += fmt.Sprintf(" · run total %s in, %s out tokens · %s", fmtTokens(in), fmtTokens(out), fmtDur(elapsed))
-	if refused > 0 {
-		s += fmt.Sprintf(" · refused: %d at the depth limit, %d at the thread limit", run.Refusals.Depth, run.Refusals.Threads)
+	s += fmt.Sprintf(" · run total %s in, %s out tokens · %s", fmtTokens(t.InputTokens), fmtTokens(t.OutputTokens), fmtDur(elapsed))
+	if t.Refused > 0 {
+		s += " · refused: " + refusedBy(run.Refusals)
 	}
 	return s
+}
+
+// refusedBy says which limits refused spawns, and how many each.
+func refusedBy(r record.Refusals) string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{r.Depth, "at the depth limit"}, {r.Threads, "at the thread limit"}, {r.Budget, "by the budget"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func mark(s event.Status) string {

@@ -65,6 +65,9 @@ type Run struct {
 	// TraceURL links to the trace: filled in where a --trace-url template
 	// is known (the API, the CLI) as the record is shown, never stored.
 	TraceURL string `json:"trace_url,omitempty"`
+	// Totals sums up the tree (Sum): filled in as the record is shown
+	// (Shown), never stored.
+	Totals *Totals `json:"totals,omitempty"`
 }
 
 // Queued is the status of a submitted run no coordinator has started yet.

@@ -89,7 +89,7 @@ func readAll(t *testing.T, ptmx *os.File, cmd *exec.Cmd) bytes.Buffer {
 var (
 	ansi     = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 	rowRE    = regexp.MustCompile(`^\s*(\S+) (h\d\d|formica)  depth (\d)  ([a-z ]+?)  (\d+ms|\d+\.\ds)  (\d+) tok`)
-	totalsRE = regexp.MustCompile(`threads: (\d+) done, (\d+) running, (\d+) failed, (\d+) refused\n?(?: · )?run total (\d+) in, (\d+) out tokens`)
+	totalsRE = regexp.MustCompile(`threads: (\d+) done, (\d+) running, (\d+) failed, (\d+) cancelled, (\d+) refused\n?(?: · )?run total (\d+) in, (\d+) out tokens`)
 )
 
 // frames splits terminal output into the frames the tree drew: each starts
@@ -166,7 +166,7 @@ func checkTerminalTree(t *testing.T, screen string, cols, helpers int, rec recor
 	if totals == nil {
 		t.Fatalf("no totals line in the final frame:\n%s", strings.Join(final, "\n"))
 	}
-	wantTotals := []string{fmt.Sprint(helpers + 1), "0", "0", "0", fmt.Sprint(rec.Usage.InputTokens), fmt.Sprint(rec.Usage.OutputTokens)}
+	wantTotals := []string{fmt.Sprint(helpers + 1), "0", "0", "0", "0", fmt.Sprint(rec.Usage.InputTokens), fmt.Sprint(rec.Usage.OutputTokens)}
 	if strings.Join(totals[1:], " ") != strings.Join(wantTotals, " ") {
 		t.Errorf("totals %v, want done/running/failed/refused/in/out %v", totals[1:], wantTotals)
 	}

@@ -121,7 +121,7 @@ func TestBackToBackSubmitWait(t *testing.T) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			r := c.cli("submit", "--id", fmt.Sprintf("fast-%d", i), "--wait", "Plan:\n- a\n- b")
-			for _, want := range []string{"✓ formica (depth 0) succeeded", "✓ a (depth 1) succeeded", "✓ b (depth 1) succeeded", "threads: 3 done, 0 running, 0 failed, 0 refused"} {
+			for _, want := range []string{"✓ formica (depth 0) succeeded", "✓ a (depth 1) succeeded", "✓ b (depth 1) succeeded", "threads: 3 done, 0 running, 0 failed, 0 cancelled, 0 refused"} {
 				if r.code != 0 || !strings.Contains(r.stderr, want) {
 					t.Errorf("run %d: exit %d, stderr lacks %q:\n%s", i, r.code, want, r.stderr)
 					return

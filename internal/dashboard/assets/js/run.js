@@ -101,8 +101,8 @@ export function runView(root, runId) {
     const lim = {...DEFAULTS, ...(rec && rec.limits ? rec.limits : {}), ...(rec || {})};
     const maxThreads = lim.agent_max_threads || DEFAULTS.agent_max_threads;
     const maxDepth = lim.agent_max_depth || DEFAULTS.agent_max_depth;
-    const meter = (label, used, max, id) => h('div', {class: 'meter', id},
-      h('span', {class: 'label'}, label), h('span', {class: 'val'}, `${used} / ${max}`),
+    const meter = (label, used, max, id, show = String) => h('div', {class: 'meter', id},
+      h('span', {class: 'label'}, label), h('span', {class: 'val'}, `${show(used)} / ${show(max)}`),
       h('span', {class: 'bar'}, h('span', {class: used >= max ? 'fill full' : 'fill', style: `width:${Math.min(100, max ? (used / max) * 100 : 0)}%`})));
     const parts = [
       meter('Live helpers', s.live, maxThreads, 'limit-threads'),
@@ -111,12 +111,27 @@ export function runView(root, runId) {
         h('span', {class: 'val', id: 'refusals'}, `depth ${tree.refusals.depth} · threads ${tree.refusals.threads}` + (tree.refusals.budget ? ` · budget ${tree.refusals.budget}` : ''))),
       h('div', {class: 'meter'}, h('span', {class: 'label'}, 'Threads'), h('span', {class: 'val', id: 'thread-count'}, String(tree.nodes.size))),
     ];
-    const budget = rec && (rec.budget || (rec.spec && rec.spec.budget));
-    if (budget && typeof budget === 'object') {
-      const used = rec.budget_used || {};
-      for (const [k, v] of Object.entries(budget)) parts.push(meter(`Budget ${k}`, used[k] ?? (k.includes('token') ? s.total : '?'), v, `budget-${k}`));
+    for (const [kind, used, limit] of budgetUse(s)) {
+      parts.push(meter(`Budget ${kind}`, used, limit, `budget-${kind}`, kind === 'duration' ? dur : String));
     }
     fill(limits, parts);
+  };
+
+  // budgetUse lists [kind, used, limit] for each bounded kind of the run's
+  // budget (durations in milliseconds): the record's own account once it
+  // has one (budget: {kind: {used, limit}}), else the limits it was
+  // submitted with against what the tree shows so far.
+  const budgetUse = (s) => {
+    if (!rec) return [];
+    if (rec.budget && typeof rec.budget === 'object') {
+      return Object.entries(rec.budget).filter(([, a]) => a && typeof a === 'object').map(([k, a]) => [k, a.used, a.limit]);
+    }
+    const now = Date.now();
+    const started = tree.startedAt || ms(rec.started_at);
+    const live = {tokens: s.total, input_tokens: s.input, output_tokens: s.output,
+      spawns: Math.max(0, tree.nodes.size - 1), duration: started ? Math.max(0, (tree.finishedAt || now) - started) : 0};
+    return Object.entries(rec.submitted_budget || {}).filter(([k, v]) => v > 0 && k in live)
+      .map(([k, v]) => [k, live[k], k === 'duration' ? Math.round(v / 1e6) : v]);
   };
 
   // --- the tree

@@ -56,7 +56,7 @@ function runRow(r, now) {
     h('td', {class: 'task'}, h('a', {href: link}, firstLine(r.task) || h('span', {class: 'muted'}, '(no task recorded)'))),
     h('td', {class: 'num'}, String(r.attempts || 0)),
     h('td', {class: 'num'}, threads ? String(threads) : '–'),
-    h('td', {class: 'num'}, num(tokens(r.usage))),
+    h('td', {class: 'num'}, num(r.totals ? r.totals.input_tokens + r.totals.output_tokens : tokens(r.usage))),
     h('td', {class: 'num'}, start && end ? dur(end - start) : ''),
     h('td', {class: 'num'}, age(r.created_at, now)));
 }

@@ -206,8 +206,12 @@ export class Tree {
   sums() {
     let deepest = 0;
     let live = 0;
+    let input = 0;
+    let output = 0;
     const walk = (n) => {
       let s = tokens(n.usage);
+      input += (n.usage && n.usage.input_tokens) || 0;
+      output += (n.usage && n.usage.output_tokens) || 0;
       if (n.depth > deepest) deepest = n.depth;
       if (n.depth > 0 && !finalStatus(n.status)) live++;
       for (const c of n.children) s += walk(c);
@@ -216,7 +220,7 @@ export class Tree {
     };
     let total = 0;
     for (const n of this.tops()) total += walk(n);
-    return {deepest, live, total};
+    return {deepest, live, total, input, output};
   }
 
   // tops are the nodes without a known parent: the root, and orphans whose

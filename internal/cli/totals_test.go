@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/record"
+)
+
+// The totals line counts cancelled threads apart from failed ones and the
+// spawns every limit refused, the budget's included, as record.Run.Sum
+// does for `formica get` and the API.
+func TestTotalsLine(t *testing.T) {
+	run := record.Run{
+		Threads: []record.Thread{
+			{Status: event.Succeeded, Usage: model.Usage{InputTokens: 7, OutputTokens: 3}},
+			{Status: event.Succeeded}, {Status: event.Cancelled}, {Status: event.Failed},
+			{Status: event.Running}, {Status: event.Waiting},
+		},
+		Refusals: record.Refusals{Depth: 1, Budget: 2},
+	}
+	got := totalsLine(run, 1500*time.Millisecond)
+	want := "threads: 2 done, 1 running, 1 failed, 1 cancelled, 3 refused, 1 waiting for a worker · " +
+		"run total 7 in, 3 out tokens · 1.5s · refused: 1 at the depth limit, 2 by the budget"
+	if got != want {
+		t.Errorf("totals line\n got %q\nwant %q", got, want)
+	}
+	sum := run.Sum()
+	if sum != (record.Totals{Done: 2, Running: 1, Waiting: 1, Failed: 1, Cancelled: 1, Refused: 3, InputTokens: 7, OutputTokens: 3}) {
+		t.Errorf("Sum %+v", sum)
+	}
+}
