@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -30,5 +31,23 @@ func TestTotalsLine(t *testing.T) {
 	sum := run.Sum()
 	if sum != (record.Totals{Done: 2, Running: 1, Waiting: 1, Failed: 1, Cancelled: 1, Refused: 3, InputTokens: 7, OutputTokens: 3}) {
 		t.Errorf("Sum %+v", sum)
+	}
+}
+
+// On a narrow terminal the totals wrap at their separators, never cut.
+func TestTotalsWrap(t *testing.T) {
+	run := record.Run{Threads: make([]record.Thread, 51)}
+	for i := range run.Threads {
+		run.Threads[i].Status = event.Succeeded
+	}
+	run.Usage = model.Usage{InputTokens: 26762, OutputTokens: 300}
+	got := totals(run, 5*time.Second, 50)
+	want := []string{"threads: 51 done, 0 running, 0 failed,", "0 cancelled, 0 refused",
+		"run total 26762 in, 300 out tokens · 5.0s"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("at 50 columns:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := totals(run, 5*time.Second, 120); len(got) != 1 {
+		t.Errorf("at 120 columns: %q, want one line", got)
 	}
 }

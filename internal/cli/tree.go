@@ -318,14 +318,42 @@ func treeLines(run record.Run, now time.Time) []string {
 	return lines
 }
 
-// totals is the totals line, in two when the terminal is too narrow for
-// one (cut, it would lose the numbers).
+// totals is the totals line wrapped to the terminal's width at its
+// separators (cut, it would lose the numbers): between its parts first,
+// within a part that is wider than the terminal at its commas.
 func totals(run record.Run, elapsed time.Duration, width int) []string {
-	counts, rest, _ := strings.Cut(totalsLine(run, elapsed), " · ")
-	if utf8.RuneCountInString(counts)+3+utf8.RuneCountInString(rest) < width {
-		return []string{counts + " · " + rest}
+	type piece struct{ text, sep string }
+	var pieces []piece
+	parts := strings.Split(totalsLine(run, elapsed), " · ")
+	for i, part := range parts {
+		sep := " · "
+		if i == len(parts)-1 {
+			sep = ""
+		}
+		if utf8.RuneCountInString(part) < width {
+			pieces = append(pieces, piece{part, sep})
+			continue
+		}
+		items := strings.Split(part, ", ")
+		for j, item := range items {
+			if j < len(items)-1 {
+				pieces = append(pieces, piece{item, ", "})
+			} else {
+				pieces = append(pieces, piece{item, sep})
+			}
+		}
 	}
-	return []string{counts, rest}
+	var lines []string
+	line, owed := "", ""
+	for _, p := range pieces {
+		if line != "" && utf8.RuneCountInString(line+owed+p.text) >= width {
+			lines = append(lines, line+strings.TrimRight(strings.TrimSuffix(owed, " · "), " "))
+			line, owed = "", ""
+		}
+		line += owed + p.text
+		owed = p.sep
+	}
+	return append(lines, line)
 }
 
 // totalsLine sums up a run (record.Run.Sum): threads by state, spawns

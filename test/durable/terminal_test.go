@@ -89,7 +89,7 @@ func readAll(t *testing.T, ptmx *os.File, cmd *exec.Cmd) bytes.Buffer {
 var (
 	ansi     = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 	rowRE    = regexp.MustCompile(`^\s*(\S+) (h\d\d|formica)  depth (\d)  ([a-z ]+?)  (\d+ms|\d+\.\ds)  (\d+) tok`)
-	totalsRE = regexp.MustCompile(`threads: (\d+) done, (\d+) running, (\d+) failed, (\d+) cancelled, (\d+) refused\n?(?: · )?run total (\d+) in, (\d+) out tokens`)
+	totalsRE = regexp.MustCompile(`threads: (\d+) done,[ \n](\d+) running,[ \n](\d+) failed,[ \n](\d+) cancelled,[ \n](\d+) refused\n?(?: · )?run total (\d+) in, (\d+) out tokens`)
 )
 
 // frames splits terminal output into the frames the tree drew: each starts
