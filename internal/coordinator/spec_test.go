@@ -76,6 +76,7 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 	// Every placement on w1, as the worker receives it.
 	var mu sync.Mutex
 	var placed []wire.ExecRequest
+	seen := make(chan struct{}, 64)
 	obs := conn("observer")
 	if _, err := obs.Subscribe(wire.SubjectExec("w1"), func(m *nats.Msg) {
 		var req wire.ExecRequest
@@ -86,6 +87,7 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 		mu.Lock()
 		placed = append(placed, req)
 		mu.Unlock()
+		seen <- struct{}{}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +135,15 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 		t.Fatalf("run: %s %q, output %q, want %q", rec.Status, rec.Error, rec.Output, want)
 	}
 
+	// The observer's copies may trail the run's end: wait for the four
+	// requests (the root twice, each helper once).
+	for range 4 {
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			t.Fatal("the observer saw fewer than four placements")
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	byThread := map[string][]wire.ExecRequest{}

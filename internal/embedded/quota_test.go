@@ -112,8 +112,11 @@ func TestQuotaLearnedFromHeaders(t *testing.T) {
 	}
 }
 
-// TestQuotaDeclared: with the server's limits declared, no request is
-// refused.
+// TestQuotaDeclared: with the server's limits declared, the calls go at
+// the quota's pace and (almost) none is refused: the limiter never grants
+// past the declared limits, but on a machine starved of CPU two calls
+// granted apart can reach the server together, and the server judges by
+// arrival. At most 2% are refused (and retried: every helper succeeds).
 func TestQuotaDeclared(t *testing.T) {
 	srv, cl := quotaStack(t, quotaserver.Config{Format: quotaserver.OpenAI, Signals: quotaserver.SignalBare},
 		fmt.Sprintf("    requests_per_minute: %d\n    burst: %d\n    in_flight: 16\n", quotaRPM, quotaBurst))
@@ -123,8 +126,8 @@ func TestQuotaDeclared(t *testing.T) {
 	took := time.Since(start)
 	allSucceeded(t, rec, n)
 	st := logFigures(t, srv, took, n)
-	if st.Refused != 0 {
-		t.Errorf("%d of %d requests refused, want none", st.Refused, st.Requests)
+	if st.Refused*50 > st.Requests {
+		t.Errorf("%d of %d requests refused, want at most 2%%", st.Refused, st.Requests)
 	}
 }
 

@@ -26,8 +26,11 @@ type spawner Worker
 // parent's identity, its placement token and the tool's arguments travel:
 // the coordinator derives the helper from the parent it holds.
 //
-// The call waits as a long request (transport.Long): no goroutine waits
-// for it, so a parent of ten thousand helpers holds ten thousand records,
+// The call waits as a long request (transport.Long), which gives its
+// coordinator a loss window and one heartbeat more before it looks at the
+// coordinator's own heartbeats (patience): a worker that stood still reads
+// the keep-alives that waited in its socket first. No goroutine waits for
+// it, so a parent of ten thousand helpers holds ten thousand records,
 // not ten thousand stacks. Asking again after the connection moved is
 // safe: the helper's id derives from the call, so the coordinator answers a
 // request it has seen with the helper it has (its result, if it has ended).
@@ -45,7 +48,7 @@ func (s *spawner) Spawn(ctx context.Context, req *runner.SpawnRequest, call runn
 		Request:  func() wire.Msg { return msg },
 		Reply:    sc.reply,
 		End:      sc.end,
-		Idle:     func() time.Duration { return w.silence(sc.coord) },
+		Idle:     func() time.Duration { return w.silence(sc.coord) + w.cfg.HeartbeatInterval },
 		Tolerate: func(heard, now time.Time) time.Time { return w.patience(sc.coord, heard, now) },
 		Moves:    w.reconnects,
 		Cancel:   sc.cancel,
