@@ -74,44 +74,57 @@ func submitCommand(args []string, stdio Stdio) int {
 			fmt.Fprintln(stdio.Out, sub.RunID)
 			return ExitOK, nil
 		}
-		view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
-		rec := record.NewRecorder(view.changed)
-		view.rec = rec
 		if ws, err := c.svc.Workers(ctx); err == nil && len(ws) == 0 {
 			fmt.Fprintln(stdio.Err, "formica: no worker is registered: the run waits for one (start one with: worker --nats URL)")
 		}
-		if err := c.svc.Enqueue(ctx, sub); err != nil {
-			return 0, err
-		}
-		view.start()
-		// The events are replayed from the run's first, so following
-		// after enqueueing misses none; the tree is complete once
-		// run.finished has come, which can be after the record is final.
-		fctx, stopFollow := context.WithCancel(ctx)
-		defer stopFollow()
-		follow := make(chan error, 1)
-		go func() {
-			follow <- c.st.Events(fctx, sub.RunID, 0, func(_ uint64, e event.Event) error {
-				rec.Emit(e)
-				view.Emit(e)
-				return nil
-			})
-		}()
-		final, err := waitFinal(ctx, c, sub.RunID)
-		if err != nil {
-			view.stop()
-			return 0, err
-		}
-		select {
-		case <-follow:
-		case <-time.After(followGrace):
-			stopFollow()
-			<-follow
-		}
-		view.finish(final)
-		return printOutcome(stdio, final, f.json)
+		return followRun(ctx, c, stdio, f, sub.RunID, 0, noTTY, func() error { return c.svc.Enqueue(ctx, sub) })
 	})
 }
+
+// followRun starts a run (start: its submission or resume), then draws its
+// tree from its events after the event id after (the live tree on a
+// terminal, log lines elsewhere or with noTTY) until its record is final,
+// and prints its outcome. The run's id comes first, on stderr, so its
+// transcript or a resume needs no `formica runs`.
+func followRun(ctx context.Context, c *cluster, stdio Stdio, f *clusterFlags, id string, after uint64, noTTY bool, start func() error) (int, error) {
+	view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
+	rec := record.NewRecorder(view.changed)
+	view.rec = rec
+	if err := start(); err != nil {
+		return 0, err
+	}
+	announceRun(stdio.Err, id)
+	view.start()
+	// The events are replayed from after, so following after starting
+	// misses none; the tree is complete once run.finished has come, which
+	// can be after the record is final.
+	fctx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	follow := make(chan error, 1)
+	go func() {
+		follow <- c.st.Events(fctx, id, after, func(_ uint64, e event.Event) error {
+			rec.Emit(e)
+			view.Emit(e)
+			return nil
+		})
+	}()
+	final, err := waitFinal(ctx, c, id)
+	if err != nil {
+		view.stop()
+		return 0, err
+	}
+	select {
+	case <-follow:
+	case <-time.After(followGrace):
+		stopFollow()
+		<-follow
+	}
+	view.finish(final)
+	return printOutcome(stdio, final, f.json)
+}
+
+// announceRun says which run a command follows.
+func announceRun(w io.Writer, id string) { fmt.Fprintf(w, "formica: run %s\n", id) }
 
 // followGrace bounds how long a finished run's last events may trail its
 // final record.

@@ -217,6 +217,9 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	case *unattended:
 		p.view = view
 	}
+	if len(f.nats.URLs) > 0 {
+		announceRun(stdio.Err, sub.RunID)
+	}
 	view.start()
 	run, err := cl.Run(ctx, sub, event.Tee(rec, view), approver)
 	if err != nil {

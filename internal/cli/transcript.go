@@ -12,26 +12,29 @@ import (
 )
 
 func resumeCommand(args []string, stdio Stdio) int {
-	var wait bool
-	return runCluster("resume", "[--wait] [--json] ID", args, stdio, true, func(fs *flag.FlagSet) {
-		fs.BoolVar(&wait, "wait", false, "wait for the run to end and print its output")
+	var wait, noTTY bool
+	return runCluster("resume", "[--wait] [--no-tty] [--json] ID", args, stdio, true, func(fs *flag.FlagSet) {
+		fs.BoolVar(&wait, "wait", false, "stream the run's tree and print its output when it ends")
+		fs.BoolVar(&noTTY, "no-tty", false, "with --wait, print the tree as log lines even on a terminal")
 	}, func(ctx context.Context, c *cluster, f *clusterFlags, pos []string) (int, error) {
 		id, err := oneID(pos, "run")
 		if err != nil {
 			return 0, err
 		}
-		if err := c.svc.ResumeRun(ctx, id); err != nil {
-			return 0, err
-		}
 		if !wait {
+			if err := c.svc.ResumeRun(ctx, id); err != nil {
+				return 0, err
+			}
 			fmt.Fprintln(stdio.Out, id)
 			return ExitOK, nil
 		}
-		final, err := waitFinal(ctx, c, id)
+		// The tree is this execution's: the events after the last one
+		// the run had.
+		after, err := c.st.LastEventID(ctx, id)
 		if err != nil {
 			return 0, err
 		}
-		return printOutcome(stdio, final, f.json)
+		return followRun(ctx, c, stdio, f, id, after, noTTY, func() error { return c.svc.ResumeRun(ctx, id) })
 	})
 }
 

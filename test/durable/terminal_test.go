@@ -16,7 +16,9 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/test/proc"
 )
 
 // fanOutTask is a sim task of n parallel helpers named h01, h02, ... in
@@ -208,6 +210,45 @@ func TestLiveTreeInTerminal(t *testing.T) {
 			checkTerminalTree(t, screen, cols, helpers, c.record(id))
 		})
 	}
+	// The commands that start a cluster run and follow it say its id first
+	// and draw its tree.
+	env := []string{"FORMICA_NATS=" + c.url, "FORMICA_NATS_CREDS=" + c.clientCreds()}
+	follows := func(t *testing.T, args ...string) record.Run {
+		t.Helper()
+		screen, stdout, code := inTerminal(t, 120, 30, env, args...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, screen)
+		}
+		var rec record.Run
+		if err := json.Unmarshal([]byte(stdout), &rec); err != nil {
+			t.Fatalf("stdout is not the record: %v\n%s", err, stdout)
+		}
+		if first := frames(screen); len(first) == 0 || first[0][0] != "formica: run "+rec.RunID {
+			t.Errorf("the first line is not the run's id %s:\n%s", rec.RunID, screen)
+		}
+		checkTerminalTree(t, screen, 120, helpers, rec)
+		return rec
+	}
+	t.Run("run --nats", func(t *testing.T) {
+		follows(t, "run", "--agent", agent, "--agent-max-threads", "64", "--json", task)
+	})
+	t.Run("submit --wait", func(t *testing.T) {
+		follows(t, "submit", "--id", "follow-1", "--wait", "--agent", agent, "--agent-max-threads", "64", "--json", task)
+	})
+	t.Run("resume --wait", func(t *testing.T) {
+		const id = "follow-2"
+		if r := c.cli("submit", "--id", id, "--agent", agent, "--agent-max-threads", "64", task); r.code != 0 {
+			t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
+		}
+		proc.WaitUntil(t, runTimeout, "run "+id+" runs", func() bool { return c.record(id).Status == event.Running })
+		if r := c.cli("cancel", id); r.code != 0 {
+			t.Fatalf("cancel: exit %d\n%s", r.code, r.stderr)
+		}
+		proc.WaitUntil(t, runTimeout, "run "+id+" is cancelled", func() bool { return c.record(id).Status == event.Cancelled })
+		if rec := follows(t, "resume", "--wait", "--json", id); rec.Resumes != 1 {
+			t.Errorf("the record shows %d resumes, want 1", rec.Resumes)
+		}
+	})
 }
 
 // TestTerminalEscapesControlCharacters: a task and an output holding ESC
