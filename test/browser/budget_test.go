@@ -21,6 +21,9 @@ func TestBudgetMeters(t *testing.T) {
 		"budget": map[string]any{"tokens": 100000, "input_tokens": 90000, "output_tokens": 50000, "duration": "10m", "spawns": 5}})
 	p.open(c.api + "/#/runs/" + id)
 	p.wait("both helpers run", `document.querySelectorAll('[data-thread-path^="root/"][data-status="running"]').length === 2`)
+	// The meters come with the run's record, which the page may fetch
+	// after the first events.
+	p.wait("the budget meters show", `document.querySelectorAll('[id^="budget-"]').length === 5`)
 	number := regexp.MustCompile(`^(\d+|\d+ms|\d+\.\ds|\d+m\d\ds) / (\d+|10m00s)$`)
 	for _, k := range kinds {
 		if got := eval[string](p, fmt.Sprintf(`document.querySelector('#budget-%s .val').textContent`, k)); !number.MatchString(got) {
