@@ -200,10 +200,10 @@ func TestPlacementGone(t *testing.T) {
 		g.join("w1") // registered, but nobody serves its subject any more
 		_, out := g.exec()
 		synctest.Wait()
-		g.join("w2")
 		g.worker("w2", func(req wire.ExecRequest, r transport.Replier) {
 			r.Reply(execResult(req, "w2", thread.Result{Status: event.Succeeded, Output: "w2"}))
 		})
+		g.join("w2") // served before it is known, or a placement there finds nobody
 		e := <-out
 		if e.res.Output != "w2" {
 			t.Fatalf("end %+v, want w2's result", e)
@@ -226,10 +226,10 @@ func TestPlacementLost(t *testing.T) {
 		g.worker("w1", func(_ wire.ExecRequest, r transport.Replier) { r.Reply(accepted("w1")) })
 		_, out := g.exec()
 		synctest.Wait()
-		g.join("w2")
 		g.worker("w2", func(req wire.ExecRequest, r transport.Replier) {
 			r.Reply(execResult(req, "w2", thread.Result{Status: event.Succeeded, Output: "w2"}))
 		})
+		g.join("w2")
 		go keepBeating(t.Context(), g, "w2")
 		e := <-out
 		if e.res.Output != "w2" {

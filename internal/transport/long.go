@@ -116,6 +116,12 @@ func (l *Long) Ask(ctx context.Context, tr Transport) error {
 // sendLocked sends the request, replacing the one in flight if any; false
 // means it could not and the request has ended.
 func (l *Long) sendLocked() bool {
+	// The moves are read before sending: a move while the request goes
+	// out may have lost it, and must count as after it.
+	var moves uint64
+	if l.Moves != nil {
+		moves = l.Moves()
+	}
 	stop, err := l.tr.RequestFunc(l.ctx, l.Subject, l.Request(), l.reply)
 	if err != nil {
 		if l.ctx.Err() != nil {
@@ -128,10 +134,7 @@ func (l *Long) sendLocked() bool {
 	if l.stopReq != nil {
 		l.stopReq()
 	}
-	l.stopReq, l.heard = stop, time.Now()
-	if l.Moves != nil {
-		l.sentAt = l.Moves()
-	}
+	l.stopReq, l.heard, l.sentAt = stop, time.Now(), moves
 	return true
 }
 
