@@ -170,12 +170,9 @@ func run(args []string) error {
 	}
 	if client.Creds != "" {
 		// The credentials name the worker: its subjects and its inbox.
-		id, err := auth.ReadCredsFile(client.Creds)
+		id, err := auth.CheckRole(client.Creds, "a worker", auth.Worker)
 		if err != nil {
 			return err
-		}
-		if id.Role != auth.Worker {
-			return fmt.Errorf("--nats-creds %s: %s credentials, want a worker's", client.Creds, id.Role)
 		}
 		if wc.ID != "" && wc.ID != id.ID {
 			return fmt.Errorf("--id %s, but --nats-creds %s are worker %s's", wc.ID, client.Creds, id.ID)
@@ -187,6 +184,10 @@ func run(args []string) error {
 	}
 	nc, err := broker.ConnectRetry(ctx, client, o.connectTimeout)
 	if err != nil {
+		var re *broker.RefusedError
+		if errors.As(err, &re) {
+			return fmt.Errorf("%w; %s", err, auth.Remedy(auth.Worker))
+		}
 		return err
 	}
 	defer broker.Drain(nc, 5*time.Second)

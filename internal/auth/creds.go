@@ -3,6 +3,7 @@ package auth
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -42,19 +43,6 @@ func ReadCredsFile(path string) (Identity, error) {
 	return id, nil
 }
 
-// InboxFor is the inbox prefix a connection with credentials file path must
-// use, or "" when it has none or may use the default.
-func InboxFor(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	id, err := ReadCredsFile(path)
-	if err != nil {
-		return "", err
-	}
-	return InboxPrefix(id.Role, id.ID), nil
-}
-
 // Options are the nats.go options of an in-process connection with c.
 func (c Credentials) Options() []nats.Option {
 	opts := []nats.Option{nats.UserJWTAndSeed(c.JWT, string(c.Seed))}
@@ -62,4 +50,33 @@ func (c Credentials) Options() []nats.Option {
 		opts = append(opts, nats.CustomInboxPrefix(p))
 	}
 	return opts
+}
+
+// Issuing is the command that issues a credential of role, for messages
+// that tell a person how to get the one they need.
+func Issuing(role Role) string {
+	if role == Worker {
+		return "coordinator creds --data-dir <coordinator data dir> --role worker --id <worker id> --out <worker id>.creds"
+	}
+	return "coordinator creds --data-dir <coordinator data dir> --role " + string(role) + " --out " + string(role) + ".creds"
+}
+
+// CheckRole reads the credentials file path and says, at once and without
+// dialling, when it holds another role's credential than the one user
+// needs (any of want: a coordinator's credential may act as a client).
+func CheckRole(path, user string, want ...Role) (Identity, error) {
+	id, err := ReadCredsFile(path)
+	if err != nil {
+		return Identity{}, err
+	}
+	if slices.Contains(want, id.Role) {
+		return id, nil
+	}
+	return id, fmt.Errorf("%s holds a %s credential (%s %s), but %s needs a %s credential; issue one with: %s",
+		path, id.Role, id.Role, id.ID, user, want[0], Issuing(want[0]))
+}
+
+// Remedy tells a person refused by the server how to connect as role.
+func Remedy(role Role) string {
+	return "give a " + string(role) + " credential with --nats-creds FILE or $FORMICA_NATS_CREDS, issued with: " + Issuing(role)
 }

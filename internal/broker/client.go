@@ -185,6 +185,9 @@ func Connect(ctx context.Context, cfg ClientConfig, opts ...nats.Option) (*nats.
 	}()
 	select {
 	case r := <-done:
+		if Refused(r.err) {
+			return nil, &RefusedError{Servers: redact(servers), Offered: cfg.offered(), Err: r.err}
+		}
 		if r.err != nil {
 			return nil, fmt.Errorf("broker: connect %s: %w", redact(servers), r.err)
 		}
@@ -212,4 +215,34 @@ func redact(servers string) string {
 		parts[i] = p[:scheme+3] + "***" + p[at:]
 	}
 	return strings.Join(parts, ",")
+}
+
+// RefusedError is a server's refusal of a connection's credentials (see
+// Refused), saying which credentials were offered: what a person needs to
+// know to fix it.
+type RefusedError struct {
+	Servers string // the servers dialled, passwords hidden
+	Offered string // "no credentials", "the credentials in FILE", ...
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s refused a connection with %s (%v)", e.Servers, e.Offered, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// offered names the credentials c gives the server.
+func (c *ClientConfig) offered() string {
+	switch {
+	case c.Creds != "":
+		return "the credentials in " + c.Creds
+	case c.NKeySeedFile != "":
+		return "the nkey in " + c.NKeySeedFile
+	case c.Token != "":
+		return "a token (--nats-token)"
+	case c.User != "":
+		return "user " + c.User + " (--nats-user)"
+	}
+	return "no credentials"
 }

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -77,7 +79,7 @@ func (f *clusterFlags) connect(ctx context.Context, stderr io.Writer) (*cluster,
 	}
 	nc, err := broker.ConnectRetry(ctx, f.nats, f.connectTimeout)
 	if err != nil {
-		return nil, err
+		return nil, refused(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -153,10 +155,20 @@ func withCreds(c *broker.ClientConfig) error {
 	if c.Creds == "" || c.InboxPrefix != "" {
 		return nil
 	}
-	p, err := auth.InboxFor(c.Creds)
+	id, err := auth.CheckRole(c.Creds, "formica", auth.Client, auth.Coordinator)
 	if err != nil {
 		return err
 	}
-	c.InboxPrefix = p
+	c.InboxPrefix = auth.InboxPrefix(id.Role, id.ID)
 	return nil
+}
+
+// refused adds to a server's refusal of the credentials how to get the
+// right ones.
+func refused(err error) error {
+	var re *broker.RefusedError
+	if errors.As(err, &re) {
+		return fmt.Errorf("%w; %s", err, auth.Remedy(auth.Client))
+	}
+	return err
 }

@@ -72,7 +72,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxThreads, "agent-max-threads", limits.DefaultMaxThreads, "live helpers allowed at once (root not counted)")
 	fs.StringVar(&f.cwd, "cwd", "", "`dir` the harness tools act in (default: current directory; with --nats: one inside the coordinator's --cwd, default that)")
 	fs.StringVar(&f.approve, "approve", "ask", "how tool calls needing approval are answered: ask (prompt on a terminal, deny without one), allow, deny")
-	fs.DurationVar(&f.timeout, "timeout", 0, "cancel the run after this long (0: no limit)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "the run's deadline once it starts: past it the run fails with \"deadline exceeded\" (0: no limit)")
 	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
 	fs.StringVar(&f.mcpConfig, "mcp-config", "", mcp.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
 	fs.StringVar(&f.providers, "providers", "", providers.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
@@ -175,7 +175,11 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		Agents: agents,
 		Limits: limits.Config{MaxDepth: f.maxDepth, MaxThreads: f.maxThreads},
 		Budget: root.Budget.Override(f.budget.b),
-		Cwd:    cwd,
+		// The coordinator keeps the deadline, as it does a submitted run's:
+		// the run ends the same, and says so in the same words, locally and
+		// on a cluster.
+		Timeout: f.timeout,
+		Cwd:     cwd,
 	}
 	var opt submission.Options
 	if len(f.nats.URLs) == 0 {
@@ -191,7 +195,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		return 0, err
 	}
 
-	ctx, stop := signalContext(f.timeout)
+	ctx, stop := signalContext(0)
 	defer stop()
 	nc, st, cleanup, err := connect(ctx, f, stdio.Err)
 	if err != nil {
@@ -270,7 +274,7 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		}
 		nc, err := broker.Connect(ctx, f.nats)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, refused(err)
 		}
 		cleanup := func() { broker.Drain(nc, 5*time.Second) }
 		// The cluster's object store carries records too large for one
