@@ -75,6 +75,7 @@ type options struct {
 	scripted       bool
 	slots          int
 	logLevel       string
+	natsLogLevel   string
 	logFormat      string
 	traceURL       string
 	model          string
@@ -98,6 +99,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.BoolVar(&o.scripted, "allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
 	fs.IntVar(&o.slots, "slots", 16, "threads each local worker runs at once")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.natsLogLevel, "nats-log-level", "warn", "log level of the embedded NATS server (its lines also pass --log-level): debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
 	fs.StringVar(&o.traceURL, "trace-url", "", "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); the API's run records carry it as trace_url")
 	fs.StringVar(&o.model, "model", "", "model `ref` for submitted agents that name none (default: sim)")
@@ -158,6 +160,10 @@ func run(args []string) error {
 	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
+	}
+	natsLevel, err := logging.ParseLevel(o.natsLogLevel)
+	if err != nil {
+		return fmt.Errorf("--nats-log-level: %w", err)
 	}
 	// Refuse a bad --http before anything starts: not even one queued run
 	// may be taken by a coordinator that is about to exit.
@@ -249,7 +255,7 @@ func run(args []string) error {
 		if err := secureServer(&server, &cfg, o.insecure, o.tlsCert, o.tlsKey, o.tlsCA, logger); err != nil {
 			return err
 		}
-		server.Logger = logger
+		server.Logger = logging.Floor(logger, natsLevel)
 		cfg.Server = server
 	}
 	stack, err := embedded.Start(ctx, cfg)

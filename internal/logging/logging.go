@@ -29,9 +29,9 @@ const (
 // New returns a logger at the named level (debug, info, warn, error) in
 // the named format (text, the default when "", or json).
 func New(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	l, err := ParseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	var h slog.Handler
@@ -61,3 +61,35 @@ func (h traced) Handle(ctx context.Context, r slog.Record) error {
 func (h traced) WithAttrs(as []slog.Attr) slog.Handler { return traced{h.Handler.WithAttrs(as)} }
 
 func (h traced) WithGroup(name string) slog.Handler { return traced{h.Handler.WithGroup(name)} }
+
+// Floor returns l without the records below min: a chatty component (the
+// embedded NATS server) logs only what matters unless asked for more. A
+// nil l stays nil.
+func Floor(l *slog.Logger, min slog.Level) *slog.Logger {
+	if l == nil {
+		return nil
+	}
+	return slog.New(floor{l.Handler(), min})
+}
+
+// ParseLevel reads a level name as New does.
+func ParseLevel(level string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	return l, nil
+}
+
+type floor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h floor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h floor) WithAttrs(as []slog.Attr) slog.Handler { return floor{h.Handler.WithAttrs(as), h.min} }
+
+func (h floor) WithGroup(name string) slog.Handler { return floor{h.Handler.WithGroup(name), h.min} }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -61,5 +62,25 @@ func TestBadLevelOrFormatRefused(t *testing.T) {
 	log.Warn("plain")
 	if !strings.HasPrefix(buf.String(), "time=") {
 		t.Errorf("the default format is not text: %q", buf.String())
+	}
+}
+
+// Floor keeps a component's records below its level out, and the base
+// logger's level still holds.
+func TestFloor(t *testing.T) {
+	var buf bytes.Buffer
+	base, err := logging.New(&buf, "info", "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := logging.Floor(base, slog.LevelWarn).With("component", "nats")
+	l.Info("banner")
+	l.Warn("slow consumer")
+	l.Debug("trace")
+	if got := buf.String(); strings.Contains(got, "banner") || !strings.Contains(got, `msg="slow consumer" component=nats`) {
+		t.Fatalf("log:\n%s", got)
+	}
+	if logging.Floor(nil, slog.LevelWarn) != nil {
+		t.Fatal("Floor(nil) is not nil")
 	}
 }
