@@ -93,7 +93,7 @@ type Approval struct {
 	ID       string `json:"id"`
 	RunID    string `json:"run_id"`
 	ThreadID string `json:"thread_id"`
-	// ThreadPath is root/name/... from the root to the asking thread.
+	// ThreadPath is the names from the root down to the asking thread (formica/name/...).
 	ThreadPath string `json:"thread_path"`
 	Tool       string `json:"tool"`
 	// Arguments are the exact arguments of the call, as JSON text.

@@ -361,7 +361,7 @@ func openAPISchemas() obj {
 		}),
 		"Approval": object([]string{"id", "run_id", "thread_id", "thread_path", "tool", "arguments", "requested_at"}, obj{
 			"id": typ("string", ""), "run_id": typ("string", ""), "thread_id": typ("string", ""),
-			"thread_path": typ("string", "root/name/... down to the asking thread."), "tool": typ("string", ""),
+			"thread_path": typ("string", "The names from the root down to the asking thread (formica/name/...)."), "tool": typ("string", ""),
 			"arguments": typ("string", "The call's exact arguments, as JSON text."), "requested_at": timeProp(""),
 		}),
 		"Worker": object([]string{"id"}, obj{

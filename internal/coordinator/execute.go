@@ -89,7 +89,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 		c.loadRunJournal(rn)
 	}
 	root := thread.Thread{
-		RunID: sub.RunID, ID: journal.RootID(sub.RunID), Path: "root", Name: sub.Agent.Name, Task: sub.Task,
+		RunID: sub.RunID, ID: journal.RootID(sub.RunID), Path: sub.Agent.Name, Name: sub.Agent.Name, Task: sub.Task,
 		Agent: sub.Agent, Agents: sub.Agents, Cwd: sub.Cwd,
 		Permissions: policy.Permissions{sub.Agent.Harness.Permissions},
 	}

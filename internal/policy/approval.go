@@ -7,7 +7,7 @@ import "context"
 type ApprovalRequest struct {
 	RunID    string `json:"run_id" msgpack:"run_id"`
 	ThreadID string `json:"thread_id" msgpack:"thread_id"`
-	// ThreadPath is root/name/... from the root thread down to the caller.
+	// ThreadPath is the names from the root thread down to the caller (formica/name/...).
 	ThreadPath string `json:"thread_path" msgpack:"thread_path"`
 	Tool       string `json:"tool" msgpack:"tool"`
 	Arguments  string `json:"arguments" msgpack:"arguments"`

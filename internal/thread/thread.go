@@ -28,7 +28,8 @@ type Thread struct {
 	ID       string `msgpack:"id"`
 	ParentID string `msgpack:"parent_id,omitempty"`
 	Depth    int    `msgpack:"depth"`
-	// Path is "root/name/..." from the run's root to this thread, for approvals.
+	// Path is the names from the run's root down to this thread (formica/name/...),
+	// for approvals and transcripts.
 	Path string `msgpack:"path"`
 	Name string `msgpack:"name"`
 	Task string `msgpack:"task"`

@@ -28,7 +28,7 @@ func TestApprovalsAllowAndDeny(t *testing.T) {
 	shown := time.Since(asked)
 	p.wait("the strip counts it", `document.querySelector('[data-need="approvals"] .n') && document.querySelector('[data-need="approvals"] .n').textContent === '1'`)
 	card := eval[string](p, fmt.Sprintf(`document.querySelector('[data-approval-id][data-run-id=%q]').innerText`, allowRun))
-	for _, want := range []string{"write_file", "root", `"path": "alpha.txt"`, `"content": "written for alpha"`} {
+	for _, want := range []string{"write_file", "formica", `"path": "alpha.txt"`, `"content": "written for alpha"`} {
 		if !strings.Contains(card, want) {
 			t.Errorf("approval card lacks %q:\n%s", want, card)
 		}

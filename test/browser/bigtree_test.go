@@ -71,14 +71,14 @@ func TestBigTree(t *testing.T) {
 	scroll := eval[float64](p, `(async () => { const t0 = performance.now(); const s = document.querySelector('#tree');
 		s.scrollTop = s.scrollHeight; await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
 		return performance.now() - t0; })()`)
-	p.wait("the last row is in view", fmt.Sprintf(`document.querySelector('[data-row="%d"][data-thread-path^="root/part-"]') !== null`, total-1))
+	p.wait("the last row is in view", fmt.Sprintf(`document.querySelector('[data-row="%d"][data-thread-path^="formica/part-"]') !== null`, total-1))
 	if total == n+1 {
-		p.wait("the last helper called is the last row", fmt.Sprintf(`document.querySelector('[data-row="%d"][data-thread-path="root/part-%d"]') !== null`, n, n-1))
+		p.wait("the last helper called is the last row", fmt.Sprintf(`document.querySelector('[data-row="%d"][data-thread-path="formica/part-%d"]') !== null`, n, n-1))
 	}
 	eval[int](p, `document.querySelector('#tree').scrollTop = 0`)
-	p.wait("the root is in view again", `document.querySelector('[data-thread-path="root"] [data-toggle]') !== null`)
+	p.wait("the root is in view again", `document.querySelector('[data-thread-path="formica"] [data-toggle]') !== null`)
 	fold := eval[float64](p, `(async () => { const t0 = performance.now();
-		document.querySelector('[data-thread-path="root"] [data-toggle]').click();
+		document.querySelector('[data-thread-path="formica"] [data-toggle]').click();
 		await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
 		return performance.now() - t0; })()`)
 	p.wait("the folded tree has one row", `document.querySelectorAll('[data-thread-id]').length === 1`)

@@ -20,7 +20,7 @@ func TestBudgetMeters(t *testing.T) {
 	id := c.submit(map[string]any{"id": "budget-1", "task": "Two parts:\n- one\n- two", "agent": slowAgent(1500),
 		"budget": map[string]any{"tokens": 100000, "input_tokens": 90000, "output_tokens": 50000, "duration": "10m", "spawns": 5}})
 	p.open(c.api + "/#/runs/" + id)
-	p.wait("both helpers run", `document.querySelectorAll('[data-thread-path^="root/"][data-status="running"]').length === 2`)
+	p.wait("both helpers run", `document.querySelectorAll('[data-thread-path^="slow/"][data-status="running"]').length === 2`)
 	// The meters come with the run's record, which the page may fetch
 	// after the first events.
 	p.wait("the budget meters show", `document.querySelectorAll('[id^="budget-"]').length === 5`)

@@ -22,9 +22,9 @@ func TestWorkerLossShowsReplacement(t *testing.T) {
 
 	p.open(c.api + "/#/runs/" + id)
 	p.wait("helpers run on both workers", `(() => {
-		const rows = [...document.querySelectorAll('[data-thread-path^="root/"][data-status="running"]')];
+		const rows = [...document.querySelectorAll('[data-thread-path^="slow/"][data-status="running"]')];
 		return rows.length === 4 && new Set(rows.map(r => r.dataset.worker)).size === 2; })()`)
-	rootWorker := eval[string](p, `document.querySelector('[data-thread-path="root"]').dataset.worker`)
+	rootWorker := eval[string](p, `document.querySelector('[data-thread-path="slow"]').dataset.worker`)
 	victim := "w1"
 	if rootWorker == "w1" {
 		victim = "w2"
@@ -67,7 +67,7 @@ func TestStreamDropReconnects(t *testing.T) {
 
 	p.open("http://" + px.addr() + "/#/runs/" + id)
 	p.wait("the stream is live and a helper runs", `document.querySelector('#stream-state').dataset.state === 'live' &&
-		document.querySelector('[data-thread-path^="root/"][data-status="running"]') !== null`)
+		document.querySelector('[data-thread-path^="slow/"][data-status="running"]') !== null`)
 	px.block()
 	p.wait("the indicator says reconnecting", `document.querySelector('#stream-state').dataset.state === 'reconnecting'`)
 	p.screenshot(t.Name() + "-reconnecting")
@@ -87,7 +87,7 @@ func TestStreamDropReconnects(t *testing.T) {
 	}
 	paths := map[string]string{}
 	for _, th := range rec.Threads {
-		path := "root"
+		path := "slow"
 		if th.ParentID != "" {
 			path = paths[th.ParentID] + "/" + th.Name
 		}

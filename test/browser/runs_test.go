@@ -31,7 +31,7 @@ func TestSubmitFromFormShowsLiveTree(t *testing.T) {
 
 	// The page moves to the run; its tree fills in while it runs.
 	p.wait("the run page shows", `location.hash === '#/runs/launch-1' && document.querySelector('#tree') !== null`)
-	p.wait("a helper runs", `document.querySelector('[data-thread-path^="root/"][data-status="running"]') !== null`)
+	p.wait("a helper runs", `document.querySelector('[data-thread-path^="slow/"][data-status="running"]') !== null`)
 	sawLive := eval[string](p, `document.querySelector('#stream-state').dataset.state`)
 	p.wait("the tree is final", `document.querySelector('#tree').dataset.final === 'true'`)
 
@@ -56,8 +56,8 @@ func TestSubmitFromFormShowsLiveTree(t *testing.T) {
 		t.Errorf("workers shown %v: want both w1 and w2", workers)
 	}
 	slices.Sort(paths)
-	want := []string{"root", "root/tell-the-team", "root/update-the-docs", "root/update-the-docs/api-reference",
-		"root/update-the-docs/tutorial", "root/write-the-announcement"}
+	want := []string{"slow", "slow/tell-the-team", "slow/update-the-docs", "slow/update-the-docs/api-reference",
+		"slow/update-the-docs/tutorial", "slow/write-the-announcement"}
 	if !slices.Equal(paths, want) {
 		t.Errorf("thread paths %v, want %v", paths, want)
 	}
@@ -119,20 +119,20 @@ func TestCancelFromRunPage(t *testing.T) {
 	// runs even when the page is slow to see it running.
 	sub := c.submit(map[string]any{"id": "subtree-1", "task": "Two parts:\n- one\n  - deep\n- two", "agent": slowAgent(6000)})
 	p.open(c.api + "/#/runs/" + sub)
-	p.wait("the deep helper runs", `document.querySelector('[data-thread-path="root/one/deep"][data-status="running"]') !== null`)
+	p.wait("the deep helper runs", `document.querySelector('[data-thread-path="slow/one/deep"][data-status="running"]') !== null`)
 	p.screenshot(t.Name() + "-subtree")
-	p.clickButton(`[data-thread-path="root/one"]`, "Cancel one")
-	p.wait("the subtree is cancelled", `document.querySelector('[data-thread-path="root/one"]').dataset.status === 'cancelled' &&
-		document.querySelector('[data-thread-path="root/one/deep"]').dataset.status === 'cancelled'`)
+	p.clickButton(`[data-thread-path="slow/one"]`, "Cancel one")
+	p.wait("the subtree is cancelled", `document.querySelector('[data-thread-path="slow/one"]').dataset.status === 'cancelled' &&
+		document.querySelector('[data-thread-path="slow/one/deep"]').dataset.status === 'cancelled'`)
 	rec := c.waitFinal(sub)
 	p.wait("the tree is final", `document.querySelector('#tree').dataset.final === 'true'`)
 	statuses := map[string]string{}
 	for _, r := range p.threadRows() {
 		statuses[r.Path] = r.Status
 	}
-	want := map[string]string{"root": "succeeded", "root/one": "cancelled", "root/one/deep": "cancelled", "root/two": "succeeded"}
+	want := map[string]string{"slow": "succeeded", "slow/one": "cancelled", "slow/one/deep": "cancelled", "slow/two": "succeeded"}
 	if fmt.Sprint(statuses) != fmt.Sprint(want) || rec.Status != event.Succeeded {
-		t.Errorf("after cancelling root/one: run %s, threads %v; want the run succeeded and %v", rec.Status, statuses, want)
+		t.Errorf("after cancelling slow/one: run %s, threads %v; want the run succeeded and %v", rec.Status, statuses, want)
 	}
 	if !strings.Contains(rec.Output, "Helper one failed") {
 		t.Errorf("the root's output %q: want it to have seen its helper fail", rec.Output)
@@ -141,7 +141,7 @@ func TestCancelFromRunPage(t *testing.T) {
 	id := c.submit(map[string]any{"id": "slow-1", "task": "Take your time:\n- one\n- two", "agent": slowAgent(4000)})
 
 	p.open(c.api + "/#/runs/" + id)
-	p.wait("both helpers run", `document.querySelectorAll('[data-thread-path^="root/"][data-status="running"]').length === 2`)
+	p.wait("both helpers run", `document.querySelectorAll('[data-thread-path^="slow/"][data-status="running"]').length === 2`)
 	p.click("#cancel-run")
 	p.wait("every thread is cancelled", `document.querySelector('#tree').dataset.final === 'true' &&
 		[...document.querySelectorAll('[data-thread-id]')].every(e => e.dataset.status === 'cancelled')`)

@@ -65,8 +65,8 @@ func (c *coord) waitApproval(run string) api.Approval {
 // checkApproval holds a listed approval to what c asked.
 func checkApproval(t *testing.T, a api.Approval, run, args string) {
 	t.Helper()
-	if a.ID == "" || a.RunID != run || a.ThreadPath != "root/a/b/c" || a.Tool != "write_file" || a.Arguments != args || a.RequestedAt.IsZero() {
-		t.Errorf("approval %+v; want run %s, thread root/a/b/c, write_file %s", a, run, args)
+	if a.ID == "" || a.RunID != run || a.ThreadPath != "formica/a/b/c" || a.Tool != "write_file" || a.Arguments != args || a.RequestedAt.IsZero() {
+		t.Errorf("approval %+v; want run %s, thread formica/a/b/c, write_file %s", a, run, args)
 	}
 }
 

@@ -103,6 +103,8 @@ func TestCommandExitCodes(t *testing.T) {
 		{"transcript missing run", nil, []string{"transcript", "missing-1"}, 1, "formica: transcript: run missing-1 not found"},
 		{"transcript missing thread", nil, []string{"transcript", "done-1", "formica/zzz"}, 2, `run done-1 has no thread "formica/zzz"`},
 		{"transcript succeeds", nil, []string{"transcript", "done-1"}, 0, "thread formica"},
+		{"transcript by path", nil, []string{"transcript", "done-1", "formica/a"}, 0, "thread formica/a "},
+		{"transcript by the root's alias", nil, []string{"transcript", "done-1", "root/a"}, 0, "thread formica/a "},
 
 		{"submit past a ceiling", nil, []string{"submit", "--agent-max-threads", "300", "x"}, 2,
 			"agent_max_threads 300 is above the ceiling of 256 (coordinator --max-agent-threads)"},

@@ -53,11 +53,11 @@ export class Tree {
       p.sorted = false;
       this.pairChild(p, n);
       n.linked = true;
-      n.path = (p.path || 'root') + '/' + n.name;
+      n.path = (p.path || p.name) + '/' + n.name;
     } else if (n.depth === 0 && n.depthSet) {
       this.root = n;
       n.linked = true;
-      n.path = 'root';
+      n.path = n.name;
     } else {
       return;
     }
