@@ -68,6 +68,8 @@ func (v *treeView) Emit(e event.Event) {
 	case event.ThreadWaiting:
 		line = fmt.Sprintf("%s· %s (depth %d) %s", indent, name, e.Depth, printable(e.Reason))
 	case event.ModelWaiting:
+		// A model call waits for its endpoint's quota or to retry a
+		// failed attempt; its going on prints nothing.
 		if e.Status != event.Waiting {
 			return
 		}
@@ -293,7 +295,9 @@ func prevRune(s string, i int) int {
 }
 
 // treeLines renders one line per thread: name, depth, status, time, and the
-// thread's own tokens.
+// thread's own tokens. A waiting thread's status is what it waits for: a
+// worker slot, its model endpoint's quota, or a retry of its model call
+// ("retrying: 429, 2s").
 func treeLines(run record.Run, now time.Time) []string {
 	lines := make([]string, 0, len(run.Threads))
 	for _, t := range run.Threads {

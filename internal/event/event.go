@@ -25,7 +25,7 @@ const (
 	ThreadHandoff     Type = "thread.handoff"
 	ThreadReplaced    Type = "thread.replaced"
 	ModelCall         Type = "model.call"
-	ModelWaiting      Type = "model.waiting" // a model call waits for its endpoint's quota; Endpoint and Reason say which and why
+	ModelWaiting      Type = "model.waiting" // a model call waits for its endpoint's quota or to retry; Reason says why
 	ToolCall          Type = "tool.call"
 	ToolResult        Type = "tool.result"
 	ApprovalRequested Type = "approval.requested"
@@ -58,7 +58,7 @@ type Event struct {
 
 	// Status is the final status (thread.finished, run.finished).
 	Status Status `json:"status,omitempty" msgpack:"status,omitempty"`
-	// Reason explains a refusal, failure, handoff or approval decision.
+	// Reason explains a refusal, failure, handoff, wait or approval decision.
 	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
 	// Worker is where the thread runs (thread.started) in a cluster, the
 	// worker it left (thread.replaced), or the worker joined or lost.
@@ -66,7 +66,7 @@ type Event struct {
 	// Model is the model reference (model.call).
 	Model string `json:"model,omitempty" msgpack:"model,omitempty"`
 	// Endpoint is the model endpoint whose quota a call waits for
-	// (model.waiting).
+	// (model.waiting; empty when the call waits to retry).
 	Endpoint string      `json:"endpoint,omitempty" msgpack:"endpoint,omitempty"`
 	Usage    model.Usage `json:"usage,omitzero" msgpack:"usage,omitempty"`
 	Latency  Duration    `json:"latency_ms,omitempty" msgpack:"latency_ms,omitempty"`
@@ -85,8 +85,15 @@ const Waiting Status = "waiting"
 // WaitingForWorker starts the Reason of thread.waiting.
 const WaitingForWorker = "waiting for a worker"
 
-// WaitingForQuota starts the Reason of model.waiting.
+// WaitingForQuota starts the Reason of a model.waiting whose call waits
+// for its endpoint's quota ("waiting for quota of <endpoint>: <why>").
 const WaitingForQuota = "waiting for quota"
+
+// WaitingToRetry starts the Reason of a model.waiting whose call waits to
+// retry a failed attempt: "retrying: <cause>, <wait>", the cause being the
+// HTTP status ("429", "503") or, with none, what the attempt met
+// ("timeout", "connection reset", ...), e.g. "retrying: 429, 2s".
+const WaitingToRetry = "retrying"
 
 // Final reports whether s ends a thread or run.
 func (s Status) Final() bool { return s == Succeeded || s == Failed || s == Cancelled }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -240,9 +239,10 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 		}
 	}
 	start := st.r.cfg.Now()
-	ctx = model.WithRetryNotice(ctx, retryNotice{st, st.r.cfg.Observer})
+	notice := &callNotice{st: st, obs: st.r.cfg.Observer, inner: model.QuotaNoticeFrom(ctx)}
+	ctx = model.WithRetryNotice(ctx, notice)
 	ctx = model.WithCaller(ctx, model.Caller{Run: st.th.RunID, Thread: st.th.ID})
-	ctx = model.WithQuotaNotice(ctx, &quotaNotice{st: st, inner: model.QuotaNoticeFrom(ctx)})
+	ctx = model.WithQuotaNotice(ctx, notice)
 	ctx, span := tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
 	resp, err := st.mdl.Generate(ctx, model.Request{
 		Model:             st.ref.Name,
@@ -251,6 +251,7 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 		Args:              st.agent.ModelArgs,
 		ParallelToolCalls: st.agent.ParallelCalls(),
 	})
+	notice.ended()
 
 	e := st.th.Event(event.ModelCall)
 	e.Model = st.ref.String()
@@ -272,60 +273,6 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 		obs.ModelCall(st.ref.Provider, st.ref.Name, time.Duration(e.Latency), e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	}
 	return resp, err
-}
-
-// retryNotice logs a provider's retries and passes them on to the Observer.
-type retryNotice struct {
-	st  *threadState
-	obs Observer
-}
-
-func (n retryNotice) Retrying(ctx context.Context, err error, retry int, wait time.Duration) {
-	provider := n.st.ref.Provider
-	n.st.r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "model call retried",
-		slog.String("run_id", n.st.th.RunID), slog.String("thread_id", n.st.th.ID),
-		slog.String("provider", provider), slog.String("model", n.st.ref.Name), slog.Int("status", model.StatusOf(err)),
-		slog.Int("attempt", retry+1), slog.Duration("wait", wait), slog.String("reason", model.RetryReason(err)),
-		slog.String("error", err.Error()))
-	if n.obs != nil {
-		n.obs.ModelRetry(provider, model.RetryReason(err))
-	}
-}
-
-// quotaNotice reports a model call that waits for its endpoint's quota
-// (event model.waiting, with status waiting, then running when it goes on)
-// and passes the wait on to the notice already in the call's context (a
-// worker's, which lends the thread's slot out meanwhile).
-type quotaNotice struct {
-	st       *threadState
-	inner    model.QuotaNotice
-	endpoint string
-}
-
-func (n *quotaNotice) Waiting(ctx context.Context, endpoint, reason string) {
-	n.endpoint = endpoint
-	e := n.st.th.Event(event.ModelWaiting)
-	e.Model, e.Endpoint, e.Status = n.st.ref.String(), endpoint, event.Waiting
-	e.Reason = event.WaitingForQuota + " of " + endpoint + ": " + reason
-	n.st.r.emit(e)
-	n.st.r.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "model call waits for quota",
-		slog.String("run_id", n.st.th.RunID), slog.String("thread_id", n.st.th.ID),
-		slog.String("endpoint", endpoint), slog.String("reason", reason))
-	if n.inner != nil {
-		n.inner.Waiting(ctx, endpoint, reason)
-	}
-}
-
-func (n *quotaNotice) Resumed(ctx context.Context) error {
-	if n.inner != nil {
-		if err := n.inner.Resumed(ctx); err != nil {
-			return err
-		}
-	}
-	e := n.st.th.Event(event.ModelWaiting)
-	e.Model, e.Endpoint, e.Status = n.st.ref.String(), n.endpoint, event.Running
-	n.st.r.emit(e)
-	return nil
 }
 
 // become makes a the thread's current agent: its model, tools and system prompt.

@@ -133,15 +133,20 @@ export class Tree {
         this.node(e.thread_id, e).handoffs.push(e.name || e.reason || '');
         break;
       case 'model.waiting': {
-        // A model call waits for its endpoint's quota (status waiting), or
-        // got its share (running).
+        // A model call waits (status waiting) for its endpoint's quota or,
+        // the reason starting "retrying:", to retry a failed attempt; or it
+        // goes on (running).
         const n = this.node(e.thread_id, e);
-        n.quotaWait = e.status === 'waiting' ? (e.reason || 'waiting for quota') : '';
+        const why = e.status === 'waiting' ? (e.reason || 'waiting for quota') : '';
+        const retry = why.startsWith('retrying');
+        n.quotaWait = retry ? '' : why;
+        n.retryWait = retry ? why : '';
         break;
       }
       case 'model.call': {
         const n = this.node(e.thread_id, e);
         n.quotaWait = '';
+        n.retryWait = '';
         if (e.usage) {
           n.usage.input_tokens += e.usage.input_tokens || 0;
           n.usage.output_tokens += e.usage.output_tokens || 0;
