@@ -23,7 +23,7 @@ func TestTotalsLine(t *testing.T) {
 		Refusals: record.Refusals{Depth: 1, Budget: 2},
 	}
 	got := totalsLine(run, 1500*time.Millisecond)
-	want := "threads: 2 done, 1 running, 1 failed, 1 cancelled, 3 refused, 1 waiting for a worker · " +
+	want := "threads: 2 done, 1 running, 1 failed, 1 cancelled, 3 refused, 1 waiting · " +
 		"run total 7 in, 3 out tokens · 1.5s · refused: 1 at the depth limit, 2 by the budget"
 	if got != want {
 		t.Errorf("totals line\n got %q\nwant %q", got, want)

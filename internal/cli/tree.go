@@ -369,7 +369,7 @@ func totalsLine(run record.Run, elapsed time.Duration) string {
 	}
 	s := fmt.Sprintf("threads: %d done, %d running, %d failed, %d cancelled, %d refused", t.Done, t.Running, t.Failed, t.Cancelled, t.Refused)
 	if t.Waiting > 0 {
-		s += fmt.Sprintf(", %d waiting for a worker", t.Waiting)
+		s += fmt.Sprintf(", %d waiting", t.Waiting) // for a worker, a quota or a retry: each row says which
 	}
 	s += fmt.Sprintf(" · run total %s in, %s out tokens · %s", fmtTokens(t.InputTokens), fmtTokens(t.OutputTokens), fmtDur(elapsed))
 	if t.Refused > 0 {
