@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +50,30 @@ func TestTotalsWrap(t *testing.T) {
 	}
 	if got := totals(run, 5*time.Second, 120); len(got) != 1 {
 		t.Errorf("at 120 columns: %q, want one line", got)
+	}
+}
+
+// A run that failed with every thread's row green (its budget ran out)
+// says so under the tree, before the totals, on a terminal or not.
+func TestFailedRunBanner(t *testing.T) {
+	run := record.Run{Status: event.Failed, Error: "budget exhausted (spawns): 2/2",
+		Threads:  []record.Thread{{Name: "formica", Status: event.Succeeded}, {Name: "a", Depth: 1, Status: event.Succeeded}},
+		Refusals: record.Refusals{Budget: 1}}
+	for _, tty := range []bool{false, true} {
+		var out strings.Builder
+		v := newTreeView(&out, tty)
+		v.color = false
+		v.rec = record.NewRecorder(nil)
+		v.start()
+		v.finish(run)
+		lines := strings.Split(out.String(), "\n")
+		i := slices.Index(lines, "✗ run failed: budget exhausted (spawns): 2/2")
+		if i < 0 || i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "threads: 2 done") {
+			t.Errorf("tty %v:\n%s\nwant the failure's banner, then the totals", tty, out.String())
+		}
+	}
+	run.Status, run.Error = event.Succeeded, ""
+	if b := banner(run); b != "" {
+		t.Errorf("a run that succeeded has a banner %q", b)
 	}
 }

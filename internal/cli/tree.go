@@ -132,10 +132,16 @@ func (v *treeView) finish(final record.Run) {
 		for _, l := range treeLines(run, now) {
 			fmt.Fprintln(v.w, v.paint(cut(l, width)))
 		}
+		if b := banner(run); b != "" {
+			fmt.Fprintln(v.w, v.paint(cut(b, width)))
+		}
 		for _, l := range totals(run, now.Sub(v.t0), width) {
 			fmt.Fprintln(v.w, cut(l, width))
 		}
 		return
+	}
+	if b := banner(run); b != "" {
+		fmt.Fprintln(v.w, b)
 	}
 	fmt.Fprintln(v.w, totalsLine(run, now.Sub(v.t0)))
 }
@@ -320,6 +326,21 @@ func treeLines(run record.Run, now time.Time) []string {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+// banner is the row under the tree of a run that failed or was
+// cancelled, saying why: the run may fail with every thread's row green (a
+// budget ran out, the deadline passed), and the tree must not say it went
+// well.
+func banner(run record.Run) string {
+	if run.Status != event.Failed && run.Status != event.Cancelled {
+		return ""
+	}
+	why := string(run.Status)
+	if run.Error != "" {
+		why += ": " + printable(oneLine(run.Error, 200))
+	}
+	return mark(run.Status) + " run " + why
 }
 
 // totals is the totals line wrapped to the terminal's width at its
