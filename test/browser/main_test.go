@@ -21,7 +21,7 @@ import (
 )
 
 // Binaries built by TestMain, and the browser found.
-var bin struct{ coordinator, worker, chromium string }
+var bin struct{ coordinator, worker, formica, chromium string }
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -34,9 +34,9 @@ func buildAndRun(m *testing.M) int {
 		// Every test skips with the reason; no need to build.
 		return m.Run()
 	}
-	pkgs := []string{"./cmd/coordinator", "./cmd/worker"}
+	pkgs := []string{"./cmd/coordinator", "./cmd/worker", "./cmd/formica"}
 	return proc.RunBuilt(m, "browser test", pkgs, func(_, _ string, bins map[string]string) {
-		bin.coordinator, bin.worker = bins["coordinator"], bins["worker"]
+		bin.coordinator, bin.worker, bin.formica = bins["coordinator"], bins["worker"], bins["formica"]
 	})
 }
 

@@ -111,10 +111,32 @@ export function runView(root, runId) {
         h('span', {class: 'val', id: 'refusals'}, `depth ${tree.refusals.depth} · threads ${tree.refusals.threads}` + (tree.refusals.budget ? ` · budget ${tree.refusals.budget}` : ''))),
       h('div', {class: 'meter'}, h('span', {class: 'label'}, 'Threads'), h('span', {class: 'val', id: 'thread-count'}, String(tree.nodes.size))),
     ];
+    const t = threadTotals();
+    parts.push(h('div', {class: 'meter'}, h('span', {class: 'label'}, 'Totals'),
+      h('span', {class: 'val', id: 'thread-totals', dataset: Object.fromEntries(Object.entries(t).map(([k, v]) => [k, String(v)]))},
+        `${t.done} done · ${t.running} running · ${t.failed} failed · ${t.cancelled} cancelled · ${t.refused} refused` +
+        (t.waiting ? ` · ${t.waiting} waiting` : ''))));
     for (const [kind, used, limit] of budgetUse(s)) {
       parts.push(meter(`Budget ${kind}`, used, limit, `budget-${kind}`, kind === 'duration' ? dur : String));
     }
     fill(limits, parts);
+  };
+
+  // threadTotals counts the threads as the record's totals do (record.Run.Sum):
+  // the record's own once the run has ended, else the live tree's.
+  const threadTotals = () => {
+    if (rec && rec.totals && finalStatus(rec.status)) {
+      const {done, running, waiting, failed, cancelled, refused} = rec.totals;
+      return {done, running, waiting, failed, cancelled, refused};
+    }
+    const t = {done: 0, running: 0, waiting: 0, failed: 0, cancelled: 0,
+      refused: tree.refusals.depth + tree.refusals.threads + (tree.refusals.budget || 0)};
+    for (const n of tree.nodes.values()) {
+      if (n.status === 'succeeded') t.done++;
+      else if (n.status === 'failed' || n.status === 'cancelled' || n.status === 'waiting') t[n.status]++;
+      else t.running++;
+    }
+    return t;
   };
 
   // budgetUse lists [kind, used, limit] for each bounded kind of the run's
