@@ -270,3 +270,73 @@ func TestHelperBudgetOverOpenAIWire(t *testing.T) {
 		t.Errorf("a's subtree spent %d tokens on a budget of 50: past one call of %d", spent["a"], perCall)
 	}
 }
+
+// stuckServer is an OpenAI endpoint whose every call would take a minute
+// (it lets go of them when the test ends).
+func stuckServer(t *testing.T) []string {
+	release := make(chan struct{})
+	srv := openAIServer(t, func(*chatRequest) reply {
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+		return reply{text: "too late"}
+	})
+	t.Cleanup(func() { close(release) }) // before the server closes
+	return openAIEnv(srv)
+}
+
+// cliSlack is what the CLI tests below allow past a bound: the slack
+// docs/bounds.md gives (one second), and two more for what their clock
+// also counts (the process's start, its embedded cluster's start and stop)
+// on a loaded machine. Without the cut they would take a minute.
+const cliSlack = 3 * time.Second
+
+var durationDetail = regexp.MustCompile(`^budget exhausted \(duration\): \S+/3s$`)
+
+// TestDurationBudgetCutsStuckCall: `formica run --budget-duration 3s`
+// whose root is in a model call that would take a minute returns within
+// the slack of its budget, failed with the budget's detail.
+func TestDurationBudgetCutsStuckCall(t *testing.T) {
+	env := stuckServer(t)
+	start := time.Now()
+	rec := runBudget(t, env, "--budget-duration", "3s", "think it over")
+	overrun := time.Since(start) - 3*time.Second
+	t.Logf("formica run returned %v after its budget: %s", overrun.Round(time.Millisecond), rec.Error)
+	if rec.Status != "failed" || !durationDetail.MatchString(rec.Error) {
+		t.Fatalf("run: %s %q", rec.Status, rec.Error)
+	}
+	if len(rec.Threads) != 1 || rec.Threads[0].Status != "failed" || rec.Threads[0].Error != "budget exhausted (duration)" {
+		t.Errorf("threads %+v", rec.Threads)
+	}
+	if overrun > cliSlack {
+		t.Errorf("formica run returned %v after its budget, past %v", overrun, cliSlack)
+	}
+}
+
+// TestRunTimeoutReadsAsOnACluster: `formica run --timeout` is the run's
+// deadline, kept by its coordinator as a submitted run's is: the run ends
+// failed with "deadline exceeded", the words `formica submit --timeout`
+// gives, within the same slack.
+func TestRunTimeoutReadsAsOnACluster(t *testing.T) {
+	env := stuckServer(t)
+	start := time.Now()
+	r := formica(t, env, "run", "--model", "openai:test-model", "--json", "--cwd", t.TempDir(), "--timeout", "2s", "think it over")
+	overrun := time.Since(start) - 2*time.Second
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	var rec budgetRecord
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, r.stdout)
+	}
+	if rec.Status != "failed" || rec.Error != "deadline exceeded" {
+		t.Fatalf("run: %s %q", rec.Status, rec.Error)
+	}
+	if !strings.Contains(r.stderr, "formica: run failed: deadline exceeded\n") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	if overrun > cliSlack {
+		t.Errorf("formica run returned %v after its timeout, past %v", overrun, cliSlack)
+	}
+}

@@ -102,10 +102,13 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	}
 	t := rn.add(&threadRec{thread: root}, nil, rn.budget.Root())
 	t.trace = rn.trace
+	// The run's duration budget ends the whole run when it runs out.
+	rn.watchDuration(t, rn.budget.Root(), c.cfg.Now(), rn.cancel)
 	res, reused := rn.finishedInJournal(root.ID)
 	reported := reused
 	if !reused {
 		res, reported = c.execThread(rn, t)
+		res = budgetCut(t, res)
 	}
 	end := rn.finish(t, res, c.cfg.Now())
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)

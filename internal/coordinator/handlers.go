@@ -124,14 +124,21 @@ func (c *Coordinator) handleThreadCancel(_ context.Context, m wire.Msg, r transp
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	rn, _, err := c.placedThread(cn.RunID, cn.ParentID, wire.SenderOf(m.Subject), cn.Token)
+	rn, parent, err := c.placedThread(cn.RunID, cn.ParentID, wire.SenderOf(m.Subject), cn.Token)
 	if err != nil {
 		c.refuse(m.Subject, err)
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
 	if t := rn.thread(cn.ThreadID); t != nil && t.thread.ParentID == cn.ParentID {
-		t.cancel(errors.New(cn.Reason))
+		// A parent cancelled here (its run's cancel, a budget's cut) may
+		// ask before that cancel has reached this helper: the helper ends
+		// for the same cause, not the words the parent's worker had for it.
+		cause := context.Cause(parent.ctx)
+		if cause == nil {
+			cause = errors.New(cn.Reason)
+		}
+		t.cancel(cause)
 	}
 	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -90,6 +91,9 @@ type threadRec struct {
 	parkedOn string // the worker whose slot the parked thread gave back
 	done     bool
 	started  time.Time // when a worker first took the thread
+	// cut ends the subtree when the duration budget of the thread's own
+	// node runs out (the run's, for the root); nil without one.
+	cut *time.Timer
 	// vouched is when a placement check last confirmed the current
 	// placement to its worker: its silence counts from then at the latest.
 	vouched time.Time
@@ -237,6 +241,9 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 	r.mu.Lock()
 	t.done, t.result = true, res
 	started := t.started
+	if t.cut != nil {
+		t.cut.Stop()
+	}
 	r.mu.Unlock()
 	t.cancel(nil)
 	t.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
@@ -249,6 +256,47 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 	r.rec.ThreadUsage(t.thread.ID, res.Own)
 	close(t.ended) // last: whoever waits on it finds the thread recorded
 	return e
+}
+
+// watchDuration cuts t's subtree short when the duration budget of node,
+// t's own, runs out: at that moment, not only at the next model call or
+// spawn, whatever its threads are doing then (a model call, a tool call,
+// waiting on helpers). The budget is marked spent and cancel (the run's,
+// for its root; t's own, for a helper) gets it as the cause, so every
+// thread of the subtree is cancelled on its worker at once and ends failed
+// with the budget's reason (budgetCut). Nothing is watched without a
+// duration budget.
+func (r *run) watchDuration(t *threadRec, node *limits.Node, now time.Time, cancel context.CancelCauseFunc) {
+	ends := node.Ends()
+	if ends.IsZero() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.cut = time.AfterFunc(ends.Sub(now), func() {
+		r.mu.Lock()
+		done := t.done
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		if e := node.Expire(); e != nil {
+			cancel(e)
+		}
+	})
+}
+
+// budgetCut is the result t ends with, given the one its placement
+// ended with: a thread cancelled because a budget ran out (a duration
+// budget's watch cancelled its subtree) failed with that budget's reason,
+// "budget exhausted (duration)", as one whose next model call is refused
+// does; every other result is itself.
+func budgetCut(t *threadRec, res thread.Result) thread.Result {
+	var spent *limits.Exhausted
+	if res.Status == event.Cancelled && errors.As(context.Cause(t.ctx), &spent) {
+		res.Status, res.Error = event.Failed, spent.Error()
+	}
+	return res
 }
 
 // markStarted notes when a worker first took t; first reports whether

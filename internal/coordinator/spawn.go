@@ -114,7 +114,12 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r transport.Replier, ping *alivePin
 	}
 	// The helper's own budget comes from the template it was made from, as
 	// derived here from the parent, never from the request.
-	rn.add(t, parent, node.Child(th.Agent.Helper.Budget))
+	child := node.Child(th.Agent.Helper.Budget)
+	rn.add(t, parent, child)
+	if child != node {
+		// Its own duration budget ends its subtree when it runs out.
+		rn.watchDuration(t, child, c.cfg.Now(), t.cancel)
+	}
 	t.spec = rn.helperSpec(parent, th, req.Handoffs)
 	t.admitted = in
 	t.trace = tracing.Carry(m.Header)
@@ -199,6 +204,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th *thread.Thread, 
 // ended answers the parent with the helper's end.
 func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	c, rn, t := sp.c, sp.rn, sp.t
+	res = budgetCut(t, res)
 	// Its end is published before its slot is free, so no watcher counts
 	// more live helpers than the limit; then the slot is free at once.
 	c.publish(rn.finish(t, res, c.cfg.Now()))

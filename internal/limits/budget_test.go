@@ -100,6 +100,38 @@ func TestDurationBudget(t *testing.T) {
 	}
 }
 
+// TestDurationExpire: a node's duration budget ends at its start plus its
+// duration; Expire, its owner's timer, marks it spent then, with the time
+// it has run (never less than its duration), and a node without one has
+// nothing to expire.
+func TestDurationExpire(t *testing.T) {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now }
+	tree := NewTree(Budget{Duration: time.Minute}, clock)
+	if got := tree.Root().Ends(); !got.Equal(now.Add(time.Minute)) {
+		t.Fatalf("ends %v", got)
+	}
+	helper := tree.Root().Child(Budget{Tokens: 10})
+	if !helper.Ends().IsZero() || helper.Expire() != nil || helper.Spent() != nil {
+		t.Fatal("a node without a duration budget expires")
+	}
+	now = now.Add(time.Minute + time.Millisecond)
+	e := tree.Root().Expire()
+	if e == nil || e.Error() != "budget exhausted (duration)" || e.Detail() != "budget exhausted (duration): 1m0.001s/1m0s" {
+		t.Fatalf("expire = %v", e)
+	}
+	if s := tree.Root().Spent(); s == nil || *s != *e {
+		t.Fatalf("spent = %v", s)
+	}
+	if g := tree.Root().Lease().Renew(0, 0); g.Spent == nil || g.Spent.Kind != KindDuration {
+		t.Fatalf("grant after expiry = %+v", g)
+	}
+	early := NewTree(Budget{Duration: time.Hour}, clock).Root()
+	if e := early.Expire(); e == nil || e.Used != int64(time.Hour) {
+		t.Fatalf("expired early: %+v", e)
+	}
+}
+
 // TestTokenOvershootBound runs threads that each spend `call` tokens per
 // model call against one token budget, all at once: the total never passes
 // the budget by more than one call per thread (the calls in flight).

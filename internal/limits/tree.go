@@ -115,6 +115,33 @@ func (m *Node) mark(e *Exhausted) {
 	}
 }
 
+// Ends is when n's own duration budget runs out (its start plus its
+// duration), or the zero time when it has none.
+func (n *Node) Ends() time.Time {
+	if d := n.limit.Duration; d > 0 {
+		return n.start.Add(d)
+	}
+	return time.Time{}
+}
+
+// Expire marks n's duration budget spent, as its owner does when the
+// budget's time is up (a timer at Ends), whatever its threads are doing
+// then, and returns it: the cause to cancel n's subtree with. It returns
+// nil when n has no duration budget.
+func (n *Node) Expire() *Exhausted {
+	t := n.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := n.limit.Duration
+	if d <= 0 {
+		return nil
+	}
+	// A timer fires at Ends or later; on another clock it might seem early.
+	e := &Exhausted{Kind: KindDuration, Used: int64(max(t.now().Sub(n.start), d)), Limit: int64(d)}
+	n.mark(e)
+	return e
+}
+
 // Spent returns the first of n's own budgets found spent, or nil. For
 // tokens and spawns, Used is the use now, which includes what calls in
 // flight spent after the budget ran out.
