@@ -43,10 +43,12 @@ func main() {
 
 func run(extra []string, out io.Writer) int {
 	args := []string{"test", "-json", "-timeout", packageTimeout}
+	r := newReport(out)
 	if cgo() {
 		args = append(args, "-race")
 	} else {
-		fmt.Fprintln(out, "note: cgo is off (no C compiler?), and the race detector needs it: testing without -race")
+		r.noRace = true
+		fmt.Fprintln(out, "note: "+noRace)
 	}
 	args = append(args, extra...)
 	args = append(args, "./...")
@@ -62,7 +64,6 @@ func run(extra []string, out io.Writer) int {
 		fmt.Fprintln(out, err)
 		return 1
 	}
-	r := newReport(out)
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -98,7 +99,11 @@ type report struct {
 	output map[string][]string // test output by package and test, until it ends
 	skips  map[string][]skip   // by package
 	failed []string
+	noRace bool // the tests ran without -race
 }
+
+// noRace says why the tests ran without the race detector.
+const noRace = "cgo is off (no C compiler, such as gcc?) and the race detector needs it: testing without -race"
 
 type skip struct{ test, reason string }
 
@@ -163,8 +168,11 @@ func skipReason(lines []string) string {
 // packages.
 func (r *report) summary(took time.Duration) {
 	fmt.Fprintf(r.out, "\n%s in %s\n", verdict(r.failed), took.Round(time.Second))
-	if len(r.skips) > 0 {
+	if len(r.skips) > 0 || r.noRace {
 		fmt.Fprintln(r.out, "skipped (what each needs):")
+	}
+	if r.noRace {
+		fmt.Fprintln(r.out, "  -race: "+noRace)
 	}
 	for _, pkg := range slices.Sorted(maps.Keys(r.skips)) {
 		byReason := map[string][]string{}
