@@ -106,9 +106,13 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		return
 	}
 	rn.trace = tracing.Carry(s.Header())
+	reason := CancelledByUser
 	started, err := st.UpdateRecord(ctx, sub.RunID, func(r *record.Run) error {
 		if r.CancelRequested != "" || r.Status.Final() {
 			// Cancelled meanwhile, before it started.
+			if r.CancelRequested != "" {
+				reason = r.CancelRequested
+			}
 			return errCancelRequested
 		}
 		if id := tracing.TraceIDOf(rn.trace); id != "" {
@@ -120,7 +124,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		return nil
 	})
 	if errors.Is(err, errCancelRequested) {
-		c.endQueued(ctx, s, event.Cancelled, cur.CancelRequested)
+		c.endQueued(ctx, s, event.Cancelled, reason)
 		return
 	}
 	if err != nil {
@@ -285,6 +289,12 @@ func (c *Coordinator) final(rec record.Run) func(*record.Run) {
 		r.Cwd, r.Resumes = keep.Cwd, keep.Resumes
 		r.SubmittedBudget, r.Timeout = keep.SubmittedBudget, keep.Timeout
 		r.Attempts, r.CreatedAt, r.StartedAt, r.FinishedAt = keep.Attempts, keep.CreatedAt, keep.StartedAt, c.cfg.Now()
+		if keep.CancelRequested != "" && r.Status == event.Succeeded {
+			// A cancel was answered 202 while the run ran: the run does not
+			// end succeeded, even if its root finished before the cancel
+			// reached it.
+			r.Status, r.Error = event.Cancelled, keep.CancelRequested
+		}
 	}
 }
 

@@ -247,8 +247,16 @@ func (s *Service) CancelRun(ctx context.Context, id string) error {
 		return mapErr(err)
 	}
 	_, err = s.ask(ctx, wire.SubjectCancelRequest, wire.Message(wire.TypeRunCancel, wire.RunCancel{RunID: id, Resumes: rec.Resumes}), "to record the cancel")
-	if errors.Is(err, errNoCoordinator) {
+	switch {
+	case errors.Is(err, errNoCoordinator):
 		return nil // kept; honoured when a coordinator picks the run up
+	case errors.Is(err, api.ErrConflict):
+		// The run ended meanwhile. A coordinator that took it from the
+		// queue may have ended it for the request just kept: if it ended
+		// cancelled, this cancel holds, and says so.
+		if now, gerr := s.GetRun(ctx, id); gerr == nil && now.Status == event.Cancelled {
+			return nil
+		}
 	}
 	return err
 }

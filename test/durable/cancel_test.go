@@ -1,6 +1,7 @@
 package durable_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -78,5 +79,26 @@ func TestCancel(t *testing.T) {
 	}
 	if _, code, _ := c.sse(queued, 0, 0); code != http.StatusNoContent {
 		t.Errorf("events of the cancelled queued run after the slot freed: status %d, want 204 (no run.started)", code)
+	}
+}
+
+// TestCancelRightAfterSubmit: 40 runs, each cancelled through the API the
+// moment its submission is answered (some still queued, some being taken
+// by the coordinator, some just started): each cancel is answered 202 and
+// every run ends cancelled, none succeeded.
+func TestCancelRightAfterSubmit(t *testing.T) {
+	t.Parallel()
+	c := startCoord(t, coordOpts{})
+	c.startWorker("w1", 16)
+	const n = 40
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = c.submit(map[string]any{"id": fmt.Sprintf("cancel-now-%d", i), "task": "Work:\n- a\n- b", "agent": simAgent(500)})
+		c.call(http.StatusAccepted, http.MethodPost, "/v1/runs/"+ids[i]+"/cancel", nil, nil)
+	}
+	for _, id := range ids {
+		if r := c.waitFinal(id); r.Status != event.Cancelled {
+			t.Errorf("run %s: %s (%s) after its cancel was accepted; want cancelled", id, r.Status, r.Error)
+		}
 	}
 }
