@@ -30,6 +30,7 @@ import (
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/ops"
+	"github.com/formica-run/formica/internal/pricing"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/service"
@@ -68,6 +69,7 @@ type options struct {
 	localWorkers   int
 	mcpFile        string
 	providersFile  string
+	pricesFile     string
 	insecure       bool
 	tlsCert        string
 	tlsKey         string
@@ -92,6 +94,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.IntVar(&o.localWorkers, "local-workers", 0, "workers to host in this process")
 	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage+" (for --local-workers)")
 	fs.StringVar(&o.providersFile, "providers", "", providers.FlagUsage+" (for --local-workers)")
+	fs.StringVar(&o.pricesFile, "prices", "", pricing.FlagUsage+" (for --local-workers)")
 	fs.BoolVar(&o.insecure, "nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
 	fs.StringVar(&o.tlsCert, "nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")
 	fs.StringVar(&o.tlsKey, "nats-tls-key", "", "private key `file` (PEM) of --nats-tls-cert")
@@ -211,6 +214,11 @@ func run(args []string) error {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(2)
 	}
+	prices, err := pricing.Load(o.pricesFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(2)
+	}
 	cc := o.cc
 	cc.Cwd, cc.AllowScripted = o.cwd, o.scripted
 	mx := metrics.New()
@@ -222,6 +230,7 @@ func run(args []string) error {
 		Workers:           o.localWorkers,
 		Slots:             o.slots,
 		Models:            &providers.Opener{Endpoints: endpoints, Logger: logger},
+		Prices:            prices,
 		Harness:           runner.HarnessConfig{Sandbox: sb},
 		MCP:               pool,
 		HeartbeatInterval: cc.HeartbeatInterval,

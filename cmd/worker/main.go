@@ -24,6 +24,7 @@ import (
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/ops"
+	"github.com/formica-run/formica/internal/pricing"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/store"
@@ -54,6 +55,7 @@ type options struct {
 	logFormat      string
 	mcpFile        string
 	providersFile  string
+	pricesFile     string
 	version        bool
 	sbf            sandbox.Flags
 }
@@ -68,6 +70,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
 	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage)
 	fs.StringVar(&o.providersFile, "providers", "", providers.FlagUsage)
+	fs.StringVar(&o.pricesFile, "prices", "", pricing.FlagUsage)
 	o.client.RegisterFlags(fs)
 	fs.StringVar(&o.credsPool, "nats-creds-pool", "", "`dir` of worker credentials files (*.creds): take the first one no other worker on this host holds (instead of --nats-creds), for replicas that scale")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "give up when NATS cannot be reached for this long at start-up (0: keep trying)")
@@ -99,6 +102,11 @@ func run(args []string) error {
 		return err
 	}
 	endpoints, err := providers.LoadFile(o.providersFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	prices, err := pricing.Load(o.pricesFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
@@ -193,7 +201,7 @@ func run(args []string) error {
 	defer broker.Drain(nc, 5*time.Second)
 	wc.Harness.Sandbox, wc.MCP = sb, mcpPool
 	wc.Conn, wc.Models, wc.Logger = nc, &providers.Opener{Endpoints: endpoints, Logger: logger}, logger
-	wc.Metrics = mx
+	wc.Metrics, wc.Prices = mx, prices
 	// Results larger than the NATS max payload travel through the object store.
 	if wc.ID == "" {
 		wc.ID = worker.NewID()

@@ -178,6 +178,9 @@ func getCommand(args []string, stdio Stdio) int {
 			fmt.Fprintf(w, "run\t%s\nstatus\t%s\nattempts\t%d\ncreated\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt))
 			fmt.Fprintf(w, "started\t%s\nfinished\t%s\ntokens\t%d in, %d out (run total; each thread below: its own)\n",
 				stamp(r.StartedAt), stamp(r.FinishedAt), r.Usage.InputTokens, r.Usage.OutputTokens)
+			if r.CostUSD != nil {
+				fmt.Fprintf(w, "cost\t%s (run total)\n", fmtCost(*r.CostUSD))
+			}
 			fmt.Fprintf(w, "task\t%s\n", printable(oneLine(r.Task, 100)))
 			if r.Error != "" {
 				fmt.Fprintf(w, "error\t%s\n", printable(oneLine(r.Error, 500)))

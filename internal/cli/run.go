@@ -30,6 +30,7 @@ import (
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/policy"
+	"github.com/formica-run/formica/internal/pricing"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
@@ -60,6 +61,8 @@ type runFlags struct {
 	mcpConfig  string
 	providers  string
 	endpoints  *providers.Endpoints
+	pricesFile string
+	prices     *pricing.Table
 	traceURL   string
 	logLevel   string
 	logFormat  string
@@ -76,6 +79,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print only the run record as JSON on stdout")
 	fs.StringVar(&f.mcpConfig, "mcp-config", "", mcp.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
 	fs.StringVar(&f.providers, "providers", "", providers.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
+	fs.StringVar(&f.pricesFile, "prices", "", pricing.FlagUsage+" (for the embedded run; with --nats, the workers' own)")
 	fs.BoolVar(&f.noTTY, "no-tty", false, "print the tree as log lines even on a terminal")
 	f.nats.RegisterFlags(fs)
 	f.budget.register(fs)
@@ -188,8 +192,13 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 			return 0, usageError{err}
 		}
 		opt.Models = &providers.Opener{Endpoints: f.endpoints}
+		if f.prices, err = pricing.Load(f.pricesFile); err != nil {
+			return 0, usageError{err}
+		}
 	} else if f.providers != "" {
 		return 0, usagef("--providers configures the embedded run; with --nats, give it to the workers")
+	} else if f.pricesFile != "" {
+		return 0, usagef("--prices configures the embedded run; with --nats, give it to the workers")
 	}
 	if err := submission.Check(sub, opt); err != nil {
 		return 0, err
@@ -318,6 +327,7 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		Workers:   1,
 		Slots:     f.maxThreads + 1,
 		Models:    &providers.Opener{Endpoints: f.endpoints, Logger: logger},
+		Prices:    f.prices,
 		// A person's own run acts where its --cwd and spec say, anywhere.
 		Coordinator:   coordinator.Config{AllowScripted: true, Cwd: string(filepath.Separator)},
 		AllowScripted: true,

@@ -77,3 +77,21 @@ func TestFailedRunBanner(t *testing.T) {
 		t.Errorf("a run that succeeded has a banner %q", b)
 	}
 }
+
+// With every call priced, the totals line ends with the cost; one call of
+// a model with no price leaves it out.
+func TestTotalsLineCost(t *testing.T) {
+	priced := model.Usage{InputTokens: 2000, OutputTokens: 100, CacheReadTokens: 1500, CostUSD: 0.0123, Priced: 2}
+	run := record.Run{Threads: []record.Thread{{Status: event.Succeeded, Usage: priced}}}
+	got := totalsLine(run, time.Second)
+	if want := "run total 2000 in, 100 out tokens · 1.0s · $0.0123"; !strings.HasSuffix(got, want) {
+		t.Errorf("totals line %q, want it to end %q", got, want)
+	}
+	if sum := run.Sum(); sum.CostUSD == nil || *sum.CostUSD != 0.0123 || sum.CacheReadTokens != 1500 {
+		t.Errorf("Sum %+v", sum)
+	}
+	run.Threads = append(run.Threads, record.Thread{Status: event.Succeeded, Usage: model.Usage{InputTokens: 5, Unpriced: 1}})
+	if got := totalsLine(run, time.Second); strings.Contains(got, "$") {
+		t.Errorf("totals line %q shows a cost with an unpriced call", got)
+	}
+}

@@ -134,6 +134,20 @@ func printTranscript(w io.Writer, t api.Transcript) {
 			section(w, "user (schema correction)", e.Content)
 		case journal.KindHandoff:
 			fmt.Fprintf(w, "-- handed off to %s\n", printable(e.Target))
+		case journal.KindElision:
+			bytes := 0
+			for _, el := range e.Elided {
+				bytes += el.Bytes
+			}
+			fmt.Fprintf(w, "-- elided %d old tool results (%d bytes) before turn %d to fit the context window: about %d -> %d of %d tokens\n",
+				len(e.Elided), bytes, e.Turn, e.TokensBefore, e.TokensAfter, e.Window)
+			for _, el := range e.Elided {
+				fmt.Fprintf(w, "     %s [%s] %d bytes\n", printable(el.Tool), el.CallID, el.Bytes)
+			}
+		case journal.KindSummary:
+			head := fmt.Sprintf("summary of %d earlier messages before turn %d (%s, %d in / %d out): about %d -> %d of %d tokens",
+				e.Summarized, e.Turn, e.Model, e.Usage.InputTokens, e.Usage.OutputTokens, e.TokensBefore, e.TokensAfter, e.Window)
+			section(w, head, e.Content)
 		case journal.KindPlacement:
 			fmt.Fprintf(w, "-- placed on %s (attempt %d)\n", e.Worker, e.Attempt)
 		case journal.KindEnd:

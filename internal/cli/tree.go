@@ -396,8 +396,14 @@ func totalsLine(run record.Run, elapsed time.Duration) string {
 	if t.Refused > 0 {
 		s += " · refused: " + refusedBy(run.Refusals)
 	}
+	if t.CostUSD != nil {
+		s += " · " + fmtCost(*t.CostUSD)
+	}
 	return s
 }
+
+// fmtCost shows US dollars to a hundredth of a cent: $0.0123.
+func fmtCost(usd float64) string { return fmt.Sprintf("$%.4f", usd) }
 
 // refusedBy says which limits refused spawns, and how many each.
 func refusedBy(r record.Refusals) string {

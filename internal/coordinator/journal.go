@@ -205,6 +205,13 @@ func (c *Coordinator) accountReplay(rn *run, t *threadRec) bool {
 			}
 		}
 	}
+	// Summaries of the conversation are model calls too, reused up to the
+	// turn in flight.
+	for turn := range rp.Turns() + 1 {
+		for _, c := range rp.Compactions(turn) {
+			own = own.Add(c.Usage)
+		}
+	}
 	t.lease.Account(own.InputTokens, own.OutputTokens)
 	return !rp.Empty()
 }

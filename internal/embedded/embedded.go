@@ -18,6 +18,7 @@ import (
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
+	"github.com/formica-run/formica/internal/pricing"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/worker"
@@ -64,6 +65,8 @@ type Config struct {
 	// Metrics, when set, is the process's metrics: the coordinator's (unless
 	// Coordinator.Metrics is set) and the local workers'.
 	Metrics *metrics.Metrics
+	// Prices prices the local workers' model calls; nil: the built-in defaults.
+	Prices *pricing.Table
 }
 
 // Stack is a running set of components.
@@ -166,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
 			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
-			Metrics: cfg.Metrics, MCP: cfg.MCP}
+			Metrics: cfg.Metrics, MCP: cfg.MCP, Prices: cfg.Prices}
 		if s.Store != nil {
 			// On the worker's own connection, as a worker process has it: its
 			// journal writes and their acks stay off the coordinator's, a

@@ -26,6 +26,8 @@ func full(t *testing.T) Entry {
 			v.SetString(name + "-value")
 		case reflect.Int, reflect.Int64:
 			v.SetInt(int64(len(name)) + 1)
+		case reflect.Float64:
+			v.SetFloat(float64(len(name)) + 0.5)
 		case reflect.Bool:
 			v.SetBool(true)
 		case reflect.Struct:
@@ -36,6 +38,10 @@ func full(t *testing.T) Entry {
 			for i := range v.NumField() {
 				fill(v.Field(i), v.Type().Field(i).Name)
 			}
+		case reflect.Slice:
+			// One element, itself full (Elided).
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+			fill(v.Index(0), name)
 		case reflect.Pointer:
 			// Encoded reflectively as they are; set by hand below.
 		default:
@@ -61,8 +67,12 @@ func TestEntryRoundTrip(t *testing.T) {
 	for name, e := range map[string]Entry{
 		"full":   full(t),
 		"sparse": {Kind: KindTool, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Turn: 2, CallID: "c1", Result: "ok"},
-		"zero":   {},
-		"root":   {Kind: KindStart, Thread: &ThreadInfo{ID: "root", Name: "root", Path: "root"}},
+		"elision": {Kind: KindElision, Turn: 9, Elided: []Elided{{Index: 3, CallID: "c1", Tool: "bash", Bytes: 8000}, {Index: 5, CallID: "c2", Tool: "grep", Bytes: 0}},
+			Window: 32000, TokensBefore: 26000, TokensAfter: 15000},
+		"summary": {Kind: KindSummary, Turn: 12, Summarized: 7, Content: "so far", Model: "openai:m", Usage: model.Usage{InputTokens: 9, OutputTokens: 2},
+			Window: 32000, TokensBefore: 20000, TokensAfter: 9000},
+		"zero": {},
+		"root": {Kind: KindStart, Thread: &ThreadInfo{ID: "root", Name: "root", Path: "root"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data, err := msgpack.Marshal(e)
@@ -80,7 +90,7 @@ func TestEntryRoundTrip(t *testing.T) {
 			if err := msgpack.Unmarshal(data, &keys); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range []string{"usage", "own", "thread", "system"} {
+			for _, k := range []string{"usage", "own", "thread", "system", "elided", "summarized", "window", "tokens_before", "tokens_after"} {
 				if _, ok := keys[k]; ok && (name == "sparse" || name == "zero") {
 					t.Errorf("empty %q written", k)
 				}

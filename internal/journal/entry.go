@@ -23,7 +23,7 @@ import (
 type Kind string
 
 // Every kind of entry. Threads write start, model, tool, approval,
-// correction, handoff, spawn, refusal and end; the coordinator writes the
+// correction, handoff, spawn, refusal, elision, summary and end; the coordinator writes the
 // end of a thread no worker reported, and the spawn of a helper it answers
 // from that helper's journal. A placement is shown in transcripts where
 // the first entry written under it is (its proof, Proof); journals written
@@ -39,6 +39,12 @@ const (
 	KindPlacement  Kind = "placement"
 	KindSpawn      Kind = "spawn"
 	KindRefusal    Kind = "refusal"
+	// KindElision replaces old tool results of the conversation by
+	// markers, and KindSummary its oldest part by a summary, to keep the
+	// next request inside the model's context window (see compact.go).
+	// Both come before the model call of their turn.
+	KindElision Kind = "elision"
+	KindSummary Kind = "summary"
 )
 
 // Tool call statuses of a KindTool entry.
@@ -92,10 +98,22 @@ type Entry struct {
 	Child string `json:"child_id,omitempty" msgpack:"child,omitempty"`
 	Name  string `json:"name,omitempty" msgpack:"name,omitempty"`
 
-	// correction: the user message asking for output that fits the schema.
+	// correction: the user message asking for output that fits the
+	// schema; summary: the summary.
 	Content string `json:"content,omitempty" msgpack:"content,omitempty"`
 	// handoff: the agent that carries on.
 	Target string `json:"target,omitempty" msgpack:"target,omitempty"`
+
+	// elision: the tool results replaced by markers.
+	Elided []Elided `json:"elided,omitempty" msgpack:"elided,omitempty"`
+	// summary: how many messages after the task the summary replaced
+	// (Content is the summary; Model, Usage and LatencyMS its model call).
+	Summarized int `json:"summarized,omitempty" msgpack:"summarized,omitempty"`
+	// elision, summary: the context window, and the request's estimated
+	// tokens before and after.
+	Window       int64 `json:"context_window,omitempty" msgpack:"window,omitempty"`
+	TokensBefore int64 `json:"tokens_before,omitempty" msgpack:"tokens_before,omitempty"`
+	TokensAfter  int64 `json:"tokens_after,omitempty" msgpack:"tokens_after,omitempty"`
 
 	// end
 	Status event.Status `json:"status,omitempty" msgpack:"status,omitempty"`

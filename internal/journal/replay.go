@@ -31,20 +31,27 @@ func Trusted(entries []Entry) []Entry {
 // stops replaying at the first turn it has to do again.
 type Replay struct {
 	responses map[int]Entry
-	tools     map[string]Entry
-	approvals map[string]Entry
-	end       *Entry
-	turns     int
-	started   bool
+	// compactions are each turn's elision and summary, in journal order.
+	compactions map[int][]Entry
+	tools       map[string]Entry
+	approvals   map[string]Entry
+	end         *Entry
+	turns       int
+	started     bool
 }
 
 // NewReplay indexes trusted entries (Trusted). The first entry of each turn
 // and call wins (later ones can only be the same work done again), except
 // that a tool result that does not stand (reusable) gives way to a later one.
+// A turn's compactions are those of the first execution that journaled
+// any: a turn redone after a crash reuses them and journals only what it
+// adds.
 func NewReplay(entries []Entry) *Replay {
-	r := &Replay{responses: map[int]Entry{}, tools: map[string]Entry{}, approvals: map[string]Entry{}}
+	r := &Replay{responses: map[int]Entry{}, compactions: map[int][]Entry{}, tools: map[string]Entry{}, approvals: map[string]Entry{}}
 	for _, e := range entries {
 		switch e.Kind {
+		case KindElision, KindSummary:
+			r.compactions[e.Turn] = addCompaction(r.compactions[e.Turn], e)
 		case KindStart:
 			r.started = true
 		case KindModel:
@@ -75,6 +82,26 @@ func NewReplay(entries []Entry) *Replay {
 		r.turns++
 	}
 	return r
+}
+
+// addCompaction adds e to a turn's compactions, unless that turn has one
+// of its kind already: an elision then a summary, at most one of each.
+func addCompaction(turn []Entry, e Entry) []Entry {
+	for _, o := range turn {
+		if o.Kind == e.Kind {
+			return turn
+		}
+	}
+	return append(turn, e)
+}
+
+// Compactions returns the journaled elision and summary of turn, in the
+// order they were done.
+func (r *Replay) Compactions(turn int) []Entry {
+	if r == nil {
+		return nil
+	}
+	return r.compactions[turn]
 }
 
 // Empty reports whether there is nothing to reuse.

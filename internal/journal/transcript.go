@@ -10,7 +10,8 @@ import (
 // Transcript is one thread's life read back from its journal: who it is,
 // how it ended, the conversation exactly as its model saw it, and every
 // entry in order (model responses, tool calls with arguments and results,
-// approvals, spawns with the child's id, refusals, handoffs).
+// approvals, spawns with the child's id, refusals, handoffs, elisions and
+// summaries).
 type Transcript struct {
 	RunID    string       `json:"run_id"`
 	ThreadID string       `json:"thread_id"`
@@ -32,7 +33,8 @@ type Transcript struct {
 	FinishedAt time.Time   `json:"finished_at,omitzero"`
 	// Messages is the conversation: system prompt, task, then each
 	// assistant message followed by the results of its tool calls in call
-	// order, as the next model call received them.
+	// order, as the last model call received them: with old results
+	// elided and its oldest part summarized where the journal says so.
 	Messages []model.Message `json:"messages"`
 	// Entries is the journal itself, in the order it was written, with
 	// each placement where the first entry written under it is.
@@ -45,6 +47,7 @@ type Transcript struct {
 func BuildTranscript(run, thread string, entries []Entry) Transcript {
 	t := Transcript{RunID: run, ThreadID: thread, Status: event.Running, Messages: []model.Message{}, Entries: []Entry{}}
 	seenTurn := map[int]bool{}
+	compactions := map[int][]Entry{}
 	results := map[string]Entry{}
 	// The conversation is laid out once every result is known: a turn
 	// redone after a crash journals its results after entries (an end,
@@ -86,6 +89,12 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 			}
 		case KindCorrection, KindHandoff:
 			steps = append(steps, e)
+		case KindElision, KindSummary:
+			before := len(compactions[e.Turn])
+			if compactions[e.Turn] = addCompaction(compactions[e.Turn], e); len(compactions[e.Turn]) > before {
+				t.Usage = t.Usage.Add(e.Usage)
+				steps = append(steps, e)
+			}
 		case KindPlacement: // a coordinator's, in a journal written before proofs
 			if e.Placement == "" || !placements[e.Placement] {
 				placements[e.Placement] = true
@@ -117,6 +126,8 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 			if e.System != "" && len(t.Messages) > 0 {
 				t.Messages[0].Content = e.System
 			}
+		case KindElision, KindSummary:
+			t.Messages = Apply(t.Messages, e)
 		}
 	}
 	return t

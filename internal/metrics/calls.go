@@ -10,9 +10,11 @@ type modelKey struct{ provider, model string }
 
 // modelChildren are one provider and model's bound series.
 type modelChildren struct {
-	ok, failed    prometheus.Counter
-	duration      prometheus.Observer
-	input, output prometheus.Counter
+	ok, failed            prometheus.Counter
+	duration              prometheus.Observer
+	input, output         prometheus.Counter
+	cacheRead, cacheWrite prometheus.Counter
+	cost                  prometheus.Counter
 }
 
 func (m *Metrics) model(provider, name string) *modelChildren {
@@ -21,11 +23,14 @@ func (m *Metrics) model(provider, name string) *modelChildren {
 		return c.(*modelChildren)
 	}
 	c := &modelChildren{
-		ok:       m.modelRequests.WithLabelValues(provider, name, ModelOK),
-		failed:   m.modelRequests.WithLabelValues(provider, name, ModelError),
-		duration: m.modelDuration.WithLabelValues(provider, name),
-		input:    m.modelTokens.WithLabelValues(provider, name, "input"),
-		output:   m.modelTokens.WithLabelValues(provider, name, "output"),
+		ok:         m.modelRequests.WithLabelValues(provider, name, ModelOK),
+		failed:     m.modelRequests.WithLabelValues(provider, name, ModelError),
+		duration:   m.modelDuration.WithLabelValues(provider, name),
+		input:      m.modelTokens.WithLabelValues(provider, name, "input"),
+		output:     m.modelTokens.WithLabelValues(provider, name, "output"),
+		cacheRead:  m.modelCache.WithLabelValues(provider, name, "read"),
+		cacheWrite: m.modelCache.WithLabelValues(provider, name, "write"),
+		cost:       m.modelCost.WithLabelValues(provider, name),
 	}
 	got, _ := m.models.LoadOrStore(k, c)
 	return got.(*modelChildren)
@@ -48,6 +53,24 @@ func (m *Metrics) ModelCall(provider, name string, d time.Duration, input, outpu
 	}
 	if output > 0 {
 		c.output.Add(float64(output))
+	}
+}
+
+// ModelUsage records what ModelCall does not: the cached parts of one
+// successful call's input and its cost in US dollars (nil: no price).
+func (m *Metrics) ModelUsage(provider, name string, cacheRead, cacheWrite int64, costUSD *float64) {
+	if m == nil {
+		return
+	}
+	c := m.model(provider, name)
+	if cacheRead > 0 {
+		c.cacheRead.Add(float64(cacheRead))
+	}
+	if cacheWrite > 0 {
+		c.cacheWrite.Add(float64(cacheWrite))
+	}
+	if costUSD != nil && *costUSD > 0 {
+		c.cost.Add(*costUSD)
 	}
 }
 

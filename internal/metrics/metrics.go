@@ -90,6 +90,8 @@ type Metrics struct {
 	modelRequests *prometheus.CounterVec
 	modelDuration *prometheus.HistogramVec
 	modelTokens   *prometheus.CounterVec
+	modelCache    *prometheus.CounterVec
+	modelCost     *prometheus.CounterVec
 	modelRetries  *prometheus.CounterVec
 	models        sync.Map // modelKey -> *modelChildren
 
@@ -146,6 +148,8 @@ func New() *Metrics {
 	m.modelRequests = f.counterVec("formica_model_requests_total", "Model calls, by provider, model and outcome (ok, error).", "provider", "model", "outcome")
 	m.modelDuration = f.histogramVec("formica_model_request_duration_seconds", "Model call latency, retries included.", callBuckets, "provider", "model")
 	m.modelTokens = f.counterVec("formica_model_tokens_total", "Tokens, by provider, model and direction (input, output).", "provider", "model", "direction")
+	m.modelCache = f.counterVec("formica_model_cache_tokens_total", "Input tokens read from (read) or written to (write) the provider's prompt cache, by provider, model and kind; part of the input tokens.", "provider", "model", "kind")
+	m.modelCost = f.counterVec("formica_model_cost_usd_total", "What model calls cost in US dollars at the process's prices, by provider and model; calls of a model with no price add nothing.", "provider", "model")
 	m.modelRetries = f.counterVec("formica_model_retries_total", "Model calls retried, by provider and reason (rate_limited, server_error).", "provider", "reason")
 
 	m.toolCalls = f.counterVec("formica_tool_calls_total", "Tool calls, by tool and outcome (ok, error, denied).", "tool", "outcome")

@@ -20,6 +20,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.SpawnRefused("depth")
 	m.ThreadEnded("failed", time.Second, true)
 	m.ModelCall("openai", "x", time.Second, 1, 1, nil)
+	m.ModelUsage("openai", "x", 1, 1, nil)
 	m.ToolCall("bash", ToolOK, time.Second)
 	m.ApprovalAnswered(DecisionAllow, time.Second)
 	m.FleetLoad(nil)
@@ -45,6 +46,7 @@ func TestSpawnPathAllocatesNothing(t *testing.T) {
 		m.ThreadEnded("succeeded", time.Second, true)
 		m.SpawnRefused("threads")
 		m.ModelCall("openai", "gpt", time.Millisecond, 10, 2, nil)
+		m.ModelUsage("openai", "gpt", 8, 1, nil)
 		m.ToolCall("agent", ToolOK, time.Millisecond)
 	})
 	if allocs != 0 {
@@ -56,6 +58,10 @@ func TestExposition(t *testing.T) {
 	m := New()
 	m.FleetLoad(func() Load { return Load{Live: 2, Slots: 8, Used: 3, Parked: 1} })
 	m.ModelCall("anthropic", "claude", time.Second, 5, 7, errors.New("x"))
+	cost := 0.25
+	m.ModelUsage("anthropic", "claude", 4000, 300, &cost)
+	m.ModelUsage("anthropic", "claude", 1000, 0, &cost)
+	m.ModelUsage("sim", "", 0, 0, nil)
 	m.ThreadReused()
 	m.JournalWriteFailed()
 	rec := httptest.NewRecorder()
@@ -66,6 +72,9 @@ func TestExposition(t *testing.T) {
 		`formica_workers{state="live"} 2`, `formica_worker_slots 8`, `formica_worker_slots_used 3`, `formica_worker_threads_parked 1`,
 		`formica_model_requests_total{model="claude",outcome="error",provider="anthropic"} 1`,
 		`formica_model_tokens_total{direction="output",model="claude",provider="anthropic"} 7`,
+		`formica_model_cache_tokens_total{kind="read",model="claude",provider="anthropic"} 5000`,
+		`formica_model_cache_tokens_total{kind="write",model="claude",provider="anthropic"} 300`,
+		`formica_model_cost_usd_total{model="claude",provider="anthropic"} 0.5`,
 		`formica_spawns_refused_total{reason="depth"} 0`, `formica_build_info{`, `go_goroutines`,
 		`formica_journal_replays_total 0`, `formica_journal_threads_reused_total 1`, `formica_journal_write_errors_total 1`,
 	} {

@@ -76,6 +76,11 @@ type Request struct {
 	// ParallelToolCalls tells providers that support it whether the model may ask
 	// for several tool calls in one response.
 	ParallelToolCalls bool
+	// CacheKey names the conversation for providers that route requests to
+	// their prompt cache by a key (OpenAI's prompt_cache_key): the runner
+	// sets the thread's id, so one thread's calls, each extending the
+	// previous, land where its prefix is cached. Empty: none is sent.
+	CacheKey string
 }
 
 // Response is the model's turn: final text, tool calls, or both.
@@ -89,10 +94,35 @@ type Response struct {
 	Reasoning []Reasoning
 }
 
-// Usage counts tokens.
+// Usage counts a model call's tokens, or the sum of several calls'.
+//
+// InputTokens is the whole prompt the provider read, cached or not: for
+// OpenAI-compatible servers their prompt_tokens (which include cached
+// tokens); for Anthropic, whose input_tokens leaves cache reads and writes
+// out, input_tokens + cache_read_input_tokens +
+// cache_creation_input_tokens. CacheReadTokens and CacheWriteTokens are the
+// parts of InputTokens read from and written to the provider's prompt
+// cache (cached_tokens and, where a server reports it, cache_write_tokens
+// under OpenAI's prompt_tokens_details). Token budgets count InputTokens +
+// OutputTokens, cached input included: every token the provider bills for,
+// whatever its price.
+//
+// CostUSD is what the calls cost in US dollars at the prices of the
+// process that made them (internal/pricing); Priced counts the calls it
+// sums and Unpriced those it leaves out because their model had no price.
+// A sum's cost is known only when every call that counted tokens was
+// priced (Cost).
 type Usage struct {
-	InputTokens  int64 `json:"input_tokens" msgpack:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens" msgpack:"output_tokens"`
+	InputTokens      int64 `json:"input_tokens" msgpack:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens" msgpack:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty" msgpack:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty" msgpack:"cache_write_tokens,omitempty"`
+	// CostUSD sums the cost of the priced calls.
+	CostUSD float64 `json:"cost_usd,omitempty" msgpack:"cost_usd,omitempty"`
+	// Priced counts the calls CostUSD sums.
+	Priced int64 `json:"priced_calls,omitempty" msgpack:"priced_calls,omitempty"`
+	// Unpriced counts the calls of a model with no price.
+	Unpriced int64 `json:"unpriced_calls,omitempty" msgpack:"unpriced_calls,omitempty"`
 }
 
 // IsZero reports whether u counts no tokens: msgpack's omitempty leaves a
@@ -101,5 +131,24 @@ func (u Usage) IsZero() bool { return u == Usage{} }
 
 // Add returns the sum of two usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
+	return Usage{
+		InputTokens:      u.InputTokens + o.InputTokens,
+		OutputTokens:     u.OutputTokens + o.OutputTokens,
+		CacheReadTokens:  u.CacheReadTokens + o.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens + o.CacheWriteTokens,
+		CostUSD:          u.CostUSD + o.CostUSD,
+		Priced:           u.Priced + o.Priced,
+		Unpriced:         u.Unpriced + o.Unpriced,
+	}
+}
+
+// Cost is the cost of the calls u counts in US dollars, nil when one of
+// them had no price, or when u counts tokens of no priced call (a usage
+// recorded before calls were priced). A usage of no call costs 0.
+func (u Usage) Cost() *float64 {
+	if u.Unpriced > 0 || (u.Priced == 0 && u.InputTokens+u.OutputTokens > 0) {
+		return nil
+	}
+	c := u.CostUSD
+	return &c
 }

@@ -25,6 +25,10 @@ type Run struct {
 	Threads  []Thread     `json:"threads"`
 	Refusals Refusals     `json:"refusals"`
 	Usage    model.Usage  `json:"usage"`
+	// CostUSD is what the run's model calls cost in US dollars (Usage's
+	// Cost), once it has ended; null while it runs, and when a model of it
+	// has no price.
+	CostUSD *float64 `json:"cost_usd"`
 	// Budget is the run budget's use: for each bounded kind (tokens,
 	// input_tokens, output_tokens, duration in milliseconds, spawns) the
 	// amount used and the limit.
@@ -88,6 +92,9 @@ type Thread struct {
 	Waiting string `json:"waiting,omitempty"`
 	// Usage is the thread's own model calls, not its helpers'.
 	Usage model.Usage `json:"usage"`
+	// CostUSD is what those calls cost in US dollars, null when one of
+	// them was of a model with no price.
+	CostUSD *float64 `json:"cost_usd"`
 	// Reused says the thread had finished in an earlier execution of the
 	// run (a delivery after its coordinator died, or a resume): its output
 	// came from its journal and it did not run again.
@@ -244,9 +251,15 @@ func (r *Recorder) Snapshot() Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.run
+	out.CostUSD = nil
+	if out.Status.Final() {
+		out.CostUSD = out.Usage.Cost()
+	}
 	order := make([]Thread, 0, len(r.order))
 	for _, id := range r.order {
-		order = append(order, *r.threads[id])
+		t := *r.threads[id]
+		t.CostUSD = t.Usage.Cost()
+		order = append(order, t)
 	}
 	pos := func(t Thread) (int, bool) {
 		n, ok := r.calls[r.spawnOf[t.ID]]

@@ -1,6 +1,9 @@
 package record
 
-import "github.com/formica-run/formica/internal/event"
+import (
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/model"
+)
 
 // Totals sums up a run's tree: its threads by state, the spawns refused
 // by each limit, and the tokens. It is the one count the terminal,
@@ -16,12 +19,20 @@ type Totals struct {
 	Refused      int   `json:"refused"`
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens
+	// read from and written to the providers' prompt caches.
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// CostUSD is what the tree's model calls cost in US dollars, null when
+	// one of them was of a model with no price.
+	CostUSD *float64 `json:"cost_usd"`
 }
 
-// Sum computes r's totals. The tokens are the run's own count when it has
-// one (its final record), else the sum of its threads'.
+// Sum computes r's totals. The tokens and the cost are the run's own count
+// when it has one (its final record), else the sum of its threads'.
 func (r *Run) Sum() Totals {
 	var t Totals
+	var sum model.Usage
 	for _, th := range r.Threads {
 		switch th.Status {
 		case event.Succeeded:
@@ -35,12 +46,14 @@ func (r *Run) Sum() Totals {
 		default:
 			t.Running++
 		}
-		t.InputTokens += th.Usage.InputTokens
-		t.OutputTokens += th.Usage.OutputTokens
+		sum = sum.Add(th.Usage)
 	}
 	if u := r.Usage; u.InputTokens+u.OutputTokens > 0 {
-		t.InputTokens, t.OutputTokens = u.InputTokens, u.OutputTokens
+		sum = u
 	}
+	t.InputTokens, t.OutputTokens = sum.InputTokens, sum.OutputTokens
+	t.CacheReadTokens, t.CacheWriteTokens = sum.CacheReadTokens, sum.CacheWriteTokens
+	t.CostUSD = sum.Cost()
 	t.Refused = r.Refusals.Depth + r.Refusals.Threads + r.Refusals.Budget
 	return t
 }

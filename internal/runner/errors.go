@@ -12,6 +12,9 @@ var (
 	ErrUnknownRun = errors.New("unknown run")
 	ErrMaxTurns   = errors.New("max turns reached")
 	ErrSchema     = errors.New("output did not match schema")
+	// ErrContextWindow: a request cannot be made to fit the model's
+	// context window.
+	ErrContextWindow = errors.New("context window exceeded")
 	// ErrUnknownAgent: a handoff names an agent the catalog lacks.
 	ErrUnknownAgent = thread.ErrUnknownAgent
 	// ErrNoMCP: a spec names MCP servers and this process has none.

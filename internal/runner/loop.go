@@ -66,6 +66,9 @@ type threadState struct {
 
 	j      ThreadJournal
 	replay *journal.Replay
+	// ratio corrects the context estimate by the provider's reported
+	// input tokens (context.go); 0 is none yet.
+	ratio float64
 
 	mu          sync.Mutex
 	own         model.Usage // this thread's model calls
@@ -150,6 +153,9 @@ func (st *threadState) loop(ctx context.Context) thread.Result {
 			return failed(fmt.Errorf("%w (%d)", ErrMaxTurns, maxTurns))
 		}
 		st.refreshMCP()
+		if res, over := st.makeRoom(ctx, turn); over {
+			return res
+		}
 		resp, fromJournal := st.replayed(turn)
 		if !fromJournal {
 			st.sync(ctx) // the tool results this call sees are stored first
@@ -158,6 +164,7 @@ func (st *threadState) loop(ctx context.Context) thread.Result {
 				return modelFailed(ctx, err)
 			}
 		}
+		st.learn(resp.Usage)
 		st.messages = append(st.messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls, Reasoning: resp.Reasoning})
 		if len(resp.ToolCalls) == 0 {
 			if res, over := st.final(resp.Text, turn, fromJournal, &schemaRetried); over {
@@ -229,13 +236,31 @@ func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []mode
 	return thread.Result{}, false
 }
 
-// generate makes the thread's model call of turn: it checks the budget,
-// then accounts, journals and reports the call.
+// generate makes the thread's model call of turn and journals it.
 func (st *threadState) generate(ctx context.Context, turn int) (model.Response, error) {
+	resp, latency, err := st.callModel(ctx, model.Request{
+		Model:             st.ref.Name,
+		Messages:          st.messages,
+		Tools:             st.tools.schemas,
+		Args:              st.agent.ModelArgs,
+		ParallelToolCalls: st.agent.ParallelCalls(),
+		CacheKey:          st.th.ID,
+	})
+	if err == nil {
+		st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: st.ref.String(), Usage: resp.Usage, LatencyMS: ms(latency),
+			Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
+	}
+	return resp, err
+}
+
+// callModel makes one model call of the thread, its turn's or a summary's: it
+// checks the budget first, then accounts the call (usage, budget, event
+// model.call, trace, metrics) whatever it was for.
+func (st *threadState) callModel(ctx context.Context, req model.Request) (model.Response, time.Duration, error) {
 	meter := meterFrom(ctx)
 	if meter != nil {
 		if err := meter.Before(ctx); err != nil {
-			return model.Response{}, err
+			return model.Response{}, 0, err
 		}
 	}
 	start := st.r.cfg.Now()
@@ -244,18 +269,13 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 	ctx = model.WithCaller(ctx, model.Caller{Run: st.th.RunID, Thread: st.th.ID})
 	ctx = model.WithQuotaNotice(ctx, notice)
 	ctx, span := tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
-	resp, err := st.mdl.Generate(ctx, model.Request{
-		Model:             st.ref.Name,
-		Messages:          st.messages,
-		Tools:             st.tools.schemas,
-		Args:              st.agent.ModelArgs,
-		ParallelToolCalls: st.agent.ParallelCalls(),
-	})
+	resp, err := st.mdl.Generate(ctx, req)
 	notice.ended()
 
+	latency := st.r.cfg.Now().Sub(start)
 	e := st.th.Event(event.ModelCall)
 	e.Model = st.ref.String()
-	e.Latency = event.Duration(st.r.cfg.Now().Sub(start))
+	e.Latency = event.Duration(latency)
 	if err != nil {
 		e.Reason = err.Error()
 	} else {
@@ -264,15 +284,13 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 		if meter != nil {
 			meter.After(resp.Usage)
 		}
-		st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: e.Model, Usage: resp.Usage, LatencyMS: ms(time.Duration(e.Latency)),
-			Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
 	}
 	st.r.emit(e)
 	tracing.EndChat(span, st.ref.Name, resp.StopReason, e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	if obs := st.r.cfg.Observer; obs != nil {
-		obs.ModelCall(st.ref.Provider, st.ref.Name, time.Duration(e.Latency), e.Usage.InputTokens, e.Usage.OutputTokens, err)
+		obs.ModelCall(st.ref.Provider, st.ref.Name, latency, e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	}
-	return resp, err
+	return resp, latency, err
 }
 
 // become makes a the thread's current agent: its model, tools and system prompt.

@@ -20,6 +20,9 @@ const DefaultHelperInstructions = "You are a focused helper agent. Complete the 
 //   - Model: the template's model with only the template's model args; with
 //     no template model, the parent's model and the parent's args overridden
 //     by the template's.
+//   - ContextWindow: the template's; unset, the parent's when the helper
+//     has the parent's model (no template model), else 0 (its model's
+//     from the built-in table).
 //   - OutputSchema: the template's.
 //   - Tools (direct tool names) by the template's policy, P the parent's tools
 //     and L the template's add list: inherit P ∪ L, override L, restrict
@@ -61,12 +64,16 @@ func SetHelperSpec(a, parent *Agent, name string) {
 	a.Helper.OutputSchema = slices.Clone(a.Helper.OutputSchema)
 	a.Helper.Tools.Only = slices.Clone(a.Helper.Tools.Only)
 	a.Helper.Tools.Add = slices.Clone(a.Helper.Tools.Add)
+	a.ContextWindow = h.ContextWindow
 	if h.Model != "" {
 		a.Model = h.Model
 		a.ModelArgs = maps.Clone(h.ModelArgs)
 	} else {
 		a.Model = parent.Model
 		a.ModelArgs = parent.ModelArgs.Merge(h.ModelArgs)
+		if a.ContextWindow == 0 {
+			a.ContextWindow = parent.ContextWindow
+		}
 	}
 	if parent.ParallelToolCalls != nil {
 		p := *parent.ParallelToolCalls

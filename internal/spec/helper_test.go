@@ -78,6 +78,38 @@ func TestHelperSpec(t *testing.T) {
 	}
 }
 
+// TestHelperSpecContextWindow: the template's window, else the parent's
+// when the helper keeps the parent's model, else none (its model's default).
+func TestHelperSpecContextWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		parent, helper int64
+		helperModel    string
+		want           int64
+	}{
+		{"template's", 64000, 16000, "", 16000},
+		{"template's with its own model", 64000, 16000, "sim", 16000},
+		{"parent's with the parent's model", 64000, 0, "", 64000},
+		{"model default with another model", 64000, 0, "openai:gpt-4o-mini", 0},
+		{"none set", 0, 0, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := Agent{Name: "lead", Model: "openai:gpt-4o", ContextWindow: tc.parent,
+				Helper: Helper{Model: tc.helperModel, ContextWindow: tc.helper}}
+			if got := HelperSpec(parent, "kid").ContextWindow; got != tc.want {
+				t.Errorf("context window %d, want %d", got, tc.want)
+			}
+		})
+	}
+	f, err := Parse([]byte("name: a\ncontext_window: 32000\nhelper: {context_window: 8000}\n"), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ContextWindow != 32000 || f.Helper.ContextWindow != 8000 {
+		t.Errorf("parsed windows %d and %d, want 32000 and 8000", f.ContextWindow, f.Helper.ContextWindow)
+	}
+}
+
 func TestHelperSpecSharesNothing(t *testing.T) {
 	on := true
 	p := Agent{

@@ -28,6 +28,11 @@ type Agent struct {
 	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty" yaml:"parallel_tool_calls,omitempty" msgpack:"parallel_tool_calls,omitempty"`
 	// MaxTurns bounds model calls; 0 means DefaultMaxTurns.
 	MaxTurns int `json:"max_turns,omitempty" yaml:"max_turns,omitempty" msgpack:"max_turns,omitempty"`
+	// ContextWindow is the model's context window in tokens: the thread
+	// makes room in its conversation (elisions, then a summary) when a
+	// request would pass 80% of it. 0 takes the model's from a built-in
+	// table (model.Window).
+	ContextWindow int64 `json:"context_window,omitempty" yaml:"context_window,omitempty" msgpack:"context_window,omitempty"`
 	// OutputSchema, when set, is a JSON Schema the final answer must satisfy.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty" yaml:"-" msgpack:"output_schema,omitempty"`
 	// Handoffs names agents of the same file this one may hand the conversation to.
@@ -63,6 +68,10 @@ type Helper struct {
 	// Model is a model reference; empty inherits the parent's model and args.
 	Model     string     `json:"model,omitempty" yaml:"model,omitempty" msgpack:"model,omitempty"`
 	ModelArgs model.Args `json:"model_args,omitempty" yaml:"model_args,omitempty" msgpack:"model_args,omitempty"`
+	// ContextWindow is each helper's context window in tokens; 0 is the
+	// parent's when the helper has its parent's model, else its model's
+	// from the built-in table.
+	ContextWindow int64 `json:"context_window,omitempty" yaml:"context_window,omitempty" msgpack:"context_window,omitempty"`
 	// OutputSchema, when set, is the JSON Schema each helper's answer must meet.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty" yaml:"-" msgpack:"output_schema,omitempty"`
 	Tools        ToolPolicy      `json:"tools,omitzero" yaml:"tools,omitempty" msgpack:"tools,omitempty"`

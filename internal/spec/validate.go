@@ -21,7 +21,8 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 // *FieldError naming its field path ("agents[1].harness.permissions.rules[0].decision").
 //
 // It checks: names (required, one word, unique across the root and agents[]),
-// model references, max_turns >= 0, tool name lists, permission policies, the
+// model references, max_turns >= 0, context windows (0 or at least
+// MinContextWindow), tool name lists, permission policies, the
 // helper's tool policy (`only` needs restrict), handoff targets (an agent of
 // this file, not itself) and that output schemas compile.
 func (f *File) Validate() error {
@@ -81,6 +82,7 @@ func (v *validator) agent(p string, a *Agent) {
 	if a.MaxTurns < 0 {
 		v.fail(p+"max_turns", fmt.Errorf("%d is negative", a.MaxTurns))
 	}
+	v.window(p+"context_window", a.ContextWindow)
 	v.names(p+"tools", a.Tools)
 	v.schema(p+"output_schema", a.OutputSchema)
 	v.names(p+"harness.tools", a.Harness.Tools)
@@ -89,6 +91,7 @@ func (v *validator) agent(p string, a *Agent) {
 	v.sandbox(p+"harness.sandbox.", a.Harness.Sandbox)
 	h := &a.Helper
 	v.modelRef(p+"helper.model", h.Model)
+	v.window(p+"helper.context_window", h.ContextWindow)
 	v.schema(p+"helper.output_schema", h.OutputSchema)
 	vis, err := policy.ParseVisibility(string(h.Tools.Policy))
 	if err != nil {
@@ -104,6 +107,21 @@ func (v *validator) agent(p string, a *Agent) {
 	}
 	v.names(p+"helper.tools.only", h.Tools.Only)
 	v.names(p+"helper.tools.add", h.Tools.Add)
+}
+
+// MinContextWindow is the smallest context window a spec may set: below
+// it a conversation cannot hold a system prompt, a task and a turn.
+const MinContextWindow = 1024
+
+// window checks a context window: 0 (the model's default) or at least
+// MinContextWindow tokens.
+func (v *validator) window(p string, tokens int64) {
+	switch {
+	case tokens < 0:
+		v.fail(p, fmt.Errorf("%d is negative", tokens))
+	case tokens > 0 && tokens < MinContextWindow:
+		v.fail(p, fmt.Errorf("%d tokens is too small (at least %d, or 0 for the model's default)", tokens, MinContextWindow))
+	}
 }
 
 func (v *validator) modelRef(p, ref string) {

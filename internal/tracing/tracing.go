@@ -51,13 +51,18 @@ const (
 	AttrFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
 	AttrInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
 	AttrOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
-	AttrToolName      = attribute.Key("gen_ai.tool.name")
-	AttrToolCallID    = attribute.Key("gen_ai.tool.call.id")
-	AttrToolArguments = attribute.Key("gen_ai.tool.call.arguments")
-	AttrToolResult    = attribute.Key("gen_ai.tool.call.result")
-	AttrInput         = attribute.Key("gen_ai.input.messages")
-	AttrOutput        = attribute.Key("gen_ai.output.messages")
-	AttrErrorType     = attribute.Key("error.type")
+	// AttrCacheReadTokens and AttrCacheWriteTokens are the parts of
+	// gen_ai.usage.input_tokens read from and written to the provider's
+	// prompt cache.
+	AttrCacheReadTokens  = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	AttrCacheWriteTokens = attribute.Key("gen_ai.usage.cache_creation.input_tokens")
+	AttrToolName         = attribute.Key("gen_ai.tool.name")
+	AttrToolCallID       = attribute.Key("gen_ai.tool.call.id")
+	AttrToolArguments    = attribute.Key("gen_ai.tool.call.arguments")
+	AttrToolResult       = attribute.Key("gen_ai.tool.call.result")
+	AttrInput            = attribute.Key("gen_ai.input.messages")
+	AttrOutput           = attribute.Key("gen_ai.output.messages")
+	AttrErrorType        = attribute.Key("error.type")
 
 	AttrRunID       = attribute.Key("formica.run.id")
 	AttrThreadDepth = attribute.Key("formica.thread.depth")
@@ -65,6 +70,8 @@ const (
 	AttrWorkerID    = attribute.Key("formica.worker.id")
 	AttrAttempt     = attribute.Key("formica.attempt")
 	AttrToolOutcome = attribute.Key("formica.tool.outcome")
+	// AttrCostUSD is a model call's cost in US dollars, when its model has a price.
+	AttrCostUSD = attribute.Key("formica.cost_usd")
 )
 
 // Span event names.
@@ -189,6 +196,24 @@ func EndChat(span trace.Span, model string, finish string, input, output int64, 
 		}
 	}
 	span.End()
+}
+
+// ChatUsage puts a model call's cached tokens and cost (nil: no price) on
+// the chat span in ctx, before EndChat ends it.
+func ChatUsage(ctx context.Context, cacheRead, cacheWrite int64, costUSD *float64) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	if cacheRead > 0 {
+		span.SetAttributes(AttrCacheReadTokens.Int64(cacheRead))
+	}
+	if cacheWrite > 0 {
+		span.SetAttributes(AttrCacheWriteTokens.Int64(cacheWrite))
+	}
+	if costUSD != nil {
+		span.SetAttributes(AttrCostUSD.Float64(*costUSD))
+	}
 }
 
 // StartTool starts a tool call's span.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -102,5 +103,35 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	defer tool.End()
 	if got, want := tracing.TraceID(tctx), "0af7651916cd43dd8448eb211c80319c"; got != want {
 		t.Errorf("carried trace %q, want %q", got, want)
+	}
+}
+
+// A chat span carries the cached parts of its input and its cost when the
+// call reports them.
+func TestChatUsage(t *testing.T) {
+	rec := recorder(t)
+	ctx, chat := tracing.StartChat(context.Background(), "anthropic", "claude-sonnet-4-5")
+	cost := 0.0123
+	tracing.ChatUsage(ctx, 4000, 300, &cost)
+	tracing.EndChat(chat, "", "end_turn", 4500, 20, nil)
+	pctx, plain := tracing.StartChat(context.Background(), "sim", "")
+	tracing.ChatUsage(pctx, 0, 0, nil)
+	tracing.EndChat(plain, "", "stop", 3, 4, nil)
+	got := map[string]map[attribute.Key]attribute.Value{}
+	for _, s := range rec.Ended() {
+		got[s.Name()] = map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			got[s.Name()][kv.Key] = kv.Value
+		}
+	}
+	a := got["chat claude-sonnet-4-5"]
+	if a[tracing.AttrCacheReadTokens].AsInt64() != 4000 || a[tracing.AttrCacheWriteTokens].AsInt64() != 300 ||
+		a[tracing.AttrInputTokens].AsInt64() != 4500 || a[tracing.AttrCostUSD].AsFloat64() != cost {
+		t.Errorf("chat span attributes %v", a)
+	}
+	for _, k := range []attribute.Key{tracing.AttrCacheReadTokens, tracing.AttrCacheWriteTokens, tracing.AttrCostUSD} {
+		if _, ok := got["chat sim"][k]; ok {
+			t.Errorf("%s on a call that reported none", k)
+		}
 	}
 }

@@ -40,6 +40,11 @@ const (
 	evOutput
 	evDecision
 	evEndpoint
+	evCacheReadTokens
+	evCacheWriteTokens
+	evUnpriced
+	evCostUSD // a float64
+	evPriced
 )
 
 // EncodeMsgpack writes es.
@@ -69,9 +74,14 @@ func encodeEvent(enc *msgpack.Encoder, e *event.Event) error {
 		val int64
 	}{
 		{evInputTokens, e.Usage.InputTokens}, {evOutputTokens, e.Usage.OutputTokens}, {evLatency, int64(e.Latency)},
+		{evCacheReadTokens, e.Usage.CacheReadTokens}, {evCacheWriteTokens, e.Usage.CacheWriteTokens}, {evUnpriced, e.Usage.Unpriced},
+		{evPriced, e.Usage.Priced},
 	}
 	n := 0
 	if !e.Time.IsZero() {
+		n++
+	}
+	if e.Usage.CostUSD != 0 {
 		n++
 	}
 	for i := range strs {
@@ -104,6 +114,11 @@ func encodeEvent(enc *msgpack.Encoder, e *event.Event) error {
 			if err := errors.Join(enc.EncodeInt(int64(f.key)), enc.EncodeInt(f.val)); err != nil {
 				return err
 			}
+		}
+	}
+	if e.Usage.CostUSD != 0 {
+		if err := errors.Join(enc.EncodeInt(evCostUSD), enc.EncodeFloat64(e.Usage.CostUSD)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -144,7 +159,9 @@ func decodeEvent(dec *msgpack.Decoder, e *event.Event) error {
 		switch key {
 		case evTime:
 			e.Time, err = dec.DecodeTime()
-		case evInputTokens, evOutputTokens, evLatency:
+		case evCostUSD:
+			e.Usage.CostUSD, err = dec.DecodeFloat64()
+		case evInputTokens, evOutputTokens, evLatency, evCacheReadTokens, evCacheWriteTokens, evUnpriced, evPriced:
 			v, err = dec.DecodeInt64()
 		case evType, evStatus, evReason, evWorker, evModel, evTool, evCallID, evArguments, evOutput, evDecision, evEndpoint:
 			s, err = dec.DecodeString()
@@ -181,6 +198,14 @@ func decodeEvent(dec *msgpack.Decoder, e *event.Event) error {
 			e.Usage.InputTokens = v
 		case evOutputTokens:
 			e.Usage.OutputTokens = v
+		case evCacheReadTokens:
+			e.Usage.CacheReadTokens = v
+		case evCacheWriteTokens:
+			e.Usage.CacheWriteTokens = v
+		case evUnpriced:
+			e.Usage.Unpriced = v
+		case evPriced:
+			e.Usage.Priced = v
 		case evLatency:
 			e.Latency = event.Duration(time.Duration(v))
 		}

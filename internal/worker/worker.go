@@ -30,6 +30,7 @@ import (
 
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
+	"github.com/formica-run/formica/internal/pricing"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/transport"
@@ -77,6 +78,9 @@ type Config struct {
 	// threads hosted here and, unless a coordinator in the same process
 	// reports the fleet, this worker's slot gauges.
 	Metrics *metrics.Metrics
+	// Prices prices the model calls of the threads hosted here (--prices);
+	// nil: the built-in defaults.
+	Prices *pricing.Table
 }
 
 // Worker hosts threads. Create with New, then Start.
@@ -154,7 +158,7 @@ func New(cfg Config) (*Worker, error) {
 		coords:   map[string]*coordSeen{},
 		stop:     make(chan struct{}),
 	}
-	models := cfg.Models
+	var models runner.ModelOpener = accounted{inner: cfg.Models, prices: cfg.Prices, mx: cfg.Metrics}
 	if !cfg.AllowScripted {
 		models = noScripted{models}
 	}

@@ -1,9 +1,12 @@
 package anthropic_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/formica-run/formica/internal/model"
@@ -94,5 +97,93 @@ func TestLargeMaxTokens(t *testing.T) {
 	req := model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "essay"}}, Args: model.Args{"max_tokens": 64000}}
 	if resp, err := m.Generate(t.Context(), req); err != nil || resp.Text != "long" {
 		t.Errorf("Generate = %q, %v", resp.Text, err)
+	}
+}
+
+// On the wire: a thread's third call carries four cache_control
+// breakpoints (the last tool, the system prompt, the end of the previous
+// request's conversation, the end of this one), and the cached tokens of
+// the streamed answer come back apart, inside the input count.
+func TestPromptCacheOnTheWire(t *testing.T) {
+	type block struct {
+		Type         string          `json:"type"`
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+	var (
+		where []string
+		ccs   []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			System   []block `json:"system"`
+			Tools    []block `json:"tools"`
+			Messages []struct {
+				Role    string  `json:"role"`
+				Content []block `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Errorf("decoding the request: %v", err)
+		}
+		note := func(at string, b block) {
+			if b.CacheControl != nil {
+				where, ccs = append(where, at), append(ccs, string(b.CacheControl))
+			}
+		}
+		for i, b := range body.Tools {
+			note(fmt.Sprintf("tools[%d]", i), b)
+		}
+		for i, b := range body.System {
+			note(fmt.Sprintf("system[%d]", i), b)
+		}
+		for i, m := range body.Messages {
+			for j, b := range m.Content {
+				note(fmt.Sprintf("%s[%d].%s[%d]", m.Role, i, b.Type, j), b)
+			}
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,` +
+				`"usage":{"input_tokens":12,"cache_creation_input_tokens":340,"cache_read_input_tokens":4100,"output_tokens":1}}}`,
+			`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"done"}}`,
+			`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
+			`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`,
+			`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+		} {
+			fmt.Fprintf(w, "%s\n\n", ev)
+		}
+	}))
+	defer srv.Close()
+	m, err := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Model: "claude-test", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id string) []model.Message {
+		return []model.Message{
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: id, Name: "bash", Arguments: `{"command":"ls"}`}}},
+			{Role: model.RoleTool, ToolCallID: id, ToolName: "bash", Content: "a.go b.go"},
+		}
+	}
+	msgs := []model.Message{{Role: model.RoleSystem, Content: "You count files."}, {Role: model.RoleUser, Content: "count them"}}
+	msgs = append(append(msgs, call("toolu_1")...), call("toolu_2")...)
+	resp, err := m.Generate(t.Context(), model.Request{
+		Messages: msgs,
+		Tools:    []model.ToolSchema{{Name: "read_file"}, {Name: "bash"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"tools[1]", "system[0]", "user[2].tool_result[0]", "user[4].tool_result[0]"}
+	if !slices.Equal(where, want) {
+		t.Errorf("breakpoints at %v, want %v", where, want)
+	}
+	for _, cc := range ccs {
+		if cc != `{"type":"ephemeral"}` {
+			t.Errorf("cache_control %s, want {\"type\":\"ephemeral\"}", cc)
+		}
+	}
+	if u := (model.Usage{InputTokens: 12 + 340 + 4100, OutputTokens: 9, CacheReadTokens: 4100, CacheWriteTokens: 340}); resp.Usage != u {
+		t.Errorf("usage = %+v, want %+v", resp.Usage, u)
 	}
 }

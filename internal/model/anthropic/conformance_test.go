@@ -65,7 +65,8 @@ func encodeStream(r modeltest.Reply, _ modeltest.Received) ([]modeltest.Event, e
 		"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
 		"model": "claude-sonnet-4-5-20250929", "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{
-			"input_tokens": r.Usage.InputTokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+			"input_tokens":                r.Usage.InputTokens - r.Usage.CacheReadTokens - r.Usage.CacheWriteTokens,
+			"cache_creation_input_tokens": r.Usage.CacheWriteTokens, "cache_read_input_tokens": r.Usage.CacheReadTokens,
 			"output_tokens": 1, "service_tier": "standard",
 		},
 	}})
@@ -163,9 +164,10 @@ func encodeReply(r modeltest.Reply) ([]byte, error) {
 		"stop_reason":   stopReason(r),
 		"stop_sequence": nil,
 		"usage": map[string]any{
-			"input_tokens":                r.Usage.InputTokens,
-			"cache_creation_input_tokens": 0,
-			"cache_read_input_tokens":     0,
+			// The API's input_tokens leaves the cached tokens out.
+			"input_tokens":                r.Usage.InputTokens - r.Usage.CacheReadTokens - r.Usage.CacheWriteTokens,
+			"cache_creation_input_tokens": r.Usage.CacheWriteTokens,
+			"cache_read_input_tokens":     r.Usage.CacheReadTokens,
 			"output_tokens":               r.Usage.OutputTokens,
 			"service_tier":                "standard",
 		},

@@ -44,7 +44,66 @@ func (m *Model) params(req model.Request) (anthropic.MessageNewParams, []string,
 		}}
 	}
 	dropped, err := applyArgs(&p, req.Args)
-	return p, dropped, err
+	if err != nil {
+		return p, nil, err
+	}
+	breakpoints(&p)
+	return p, dropped, nil
+}
+
+// breakpoints marks where the API may cache the prompt (cache_control
+// ephemeral), at most four places, the API's limit:
+//
+//   - the last tool definition: the tools, which come first in the prompt;
+//   - the last system block: the tools and the system prompt;
+//   - the end of the conversation as the previous request sent it (the last
+//     block of the user turn before the last assistant turn), which the
+//     previous request wrote to the cache: this request reads it back
+//     however many blocks the last turn added (the API looks back only 20
+//     blocks from a breakpoint for an earlier entry);
+//   - the last block of the conversation, so that the next request, which
+//     extends this one, reads all of it.
+//
+// Thinking blocks cannot carry a breakpoint; a turn's last other block
+// does. A prompt shorter than the model's minimum is not cached, which
+// costs nothing.
+func breakpoints(p *anthropic.MessageNewParams) {
+	mark := func(cc *anthropic.CacheControlEphemeralParam) {
+		if cc != nil {
+			*cc = anthropic.NewCacheControlEphemeralParam()
+		}
+	}
+	if n := len(p.Tools); n > 0 {
+		mark(p.Tools[n-1].GetCacheControl())
+	}
+	if n := len(p.System); n > 0 {
+		mark(&p.System[n-1].CacheControl)
+	}
+	last := len(p.Messages) - 1
+	if last < 0 {
+		return
+	}
+	markTurn(p.Messages[last], mark)
+	// The previous request ended with the user turn before this
+	// request's last assistant turn.
+	for i := last - 1; i > 0; i-- {
+		if p.Messages[i].Role == anthropic.MessageParamRoleAssistant {
+			if p.Messages[i-1].Role == anthropic.MessageParamRoleUser {
+				markTurn(p.Messages[i-1], mark)
+			}
+			break
+		}
+	}
+}
+
+// markTurn marks the last block of a turn that can carry a breakpoint.
+func markTurn(m anthropic.MessageParam, mark func(*anthropic.CacheControlEphemeralParam)) {
+	for j := len(m.Content) - 1; j >= 0; j-- {
+		if cc := m.Content[j].GetCacheControl(); cc != nil {
+			mark(cc)
+			return
+		}
+	}
 }
 
 // messages maps the conversation. System messages, wherever they stand, go

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,8 +12,31 @@ import (
 )
 
 // wire marshals params the way the SDK sends them and decodes the JSON, so
-// tests compare against the wire format rather than SDK structs.
+// tests compare against the wire format rather than SDK structs. The
+// cache_control breakpoints are left out (TestBreakpoints has them).
 func wire(t *testing.T, req model.Request) map[string]any {
+	t.Helper()
+	out := wireCached(t, req)
+	stripCacheControl(out)
+	return out
+}
+
+func stripCacheControl(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		delete(v, "cache_control")
+		for _, e := range v {
+			stripCacheControl(e)
+		}
+	case []any:
+		for _, e := range v {
+			stripCacheControl(e)
+		}
+	}
+}
+
+// wireCached is wire with the breakpoints.
+func wireCached(t *testing.T, req model.Request) map[string]any {
 	t.Helper()
 	p, _, err := testModel(t).params(req)
 	if err != nil {
@@ -188,5 +212,81 @@ func TestParamsErrors(t *testing.T) {
 	m, _ := New(Config{APIKey: "k"})
 	if _, _, err := m.params(model.Request{}); !errors.Is(err, model.ErrBadRequest) {
 		t.Errorf("no model name: %v, want ErrBadRequest", err)
+	}
+}
+
+// breakpointsAt lists where a request's cache_control breakpoints are:
+// "tools[i]", "system[i]", "messages[i].content[j]", each with its value.
+func breakpointsAt(t *testing.T, w map[string]any) map[string]any {
+	t.Helper()
+	got := map[string]any{}
+	list := func(v any) []any { l, _ := v.([]any); return l }
+	for i, tl := range list(w["tools"]) {
+		if cc, ok := tl.(map[string]any)["cache_control"]; ok {
+			got[fmt.Sprintf("tools[%d]", i)] = cc
+		}
+	}
+	for i, b := range list(w["system"]) {
+		if cc, ok := b.(map[string]any)["cache_control"]; ok {
+			got[fmt.Sprintf("system[%d]", i)] = cc
+		}
+	}
+	for i, m := range list(w["messages"]) {
+		for j, b := range list(m.(map[string]any)["content"]) {
+			if cc, ok := b.(map[string]any)["cache_control"]; ok {
+				got[fmt.Sprintf("messages[%d].content[%d]", i, j)] = cc
+			}
+		}
+	}
+	return got
+}
+
+func TestBreakpoints(t *testing.T) {
+	eph := map[string]any{"type": "ephemeral"}
+	tools := []model.ToolSchema{{Name: "read_file"}, {Name: "bash"}}
+	system := model.Message{Role: model.RoleSystem, Content: "You are a careful agent."}
+	task := model.Message{Role: model.RoleUser, Content: "count the files"}
+	turn := func(id string) []model.Message {
+		return []model.Message{
+			{Role: model.RoleAssistant, Reasoning: []model.Reasoning{{Text: "hmm", Signature: "sig"}},
+				ToolCalls: []model.ToolCall{{ID: id + "a", Name: "bash", Arguments: `{}`}, {ID: id + "b", Name: "bash", Arguments: `{}`}}},
+			{Role: model.RoleTool, ToolCallID: id + "a", Content: "1"},
+			{Role: model.RoleTool, ToolCallID: id + "b", Content: "2"},
+		}
+	}
+	conv := func(turns ...string) []model.Message {
+		out := []model.Message{system, task}
+		for _, id := range turns {
+			out = append(out, turn(id)...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		req  model.Request
+		want map[string]any
+	}{
+		{"first turn: tools, system and the task", model.Request{Tools: tools, Messages: conv()},
+			map[string]any{"tools[1]": eph, "system[0]": eph, "messages[0].content[0]": eph}},
+		{"second turn: the first request's end is read, the whole written", model.Request{Tools: tools, Messages: conv("t1")},
+			// messages: [user task] [assistant thinking, tool_use, tool_use] [user result, result]
+			map[string]any{"tools[1]": eph, "system[0]": eph, "messages[0].content[0]": eph, "messages[2].content[1]": eph}},
+		{"later turns: four breakpoints, the limit", model.Request{Tools: tools, Messages: conv("t1", "t2", "t3")},
+			map[string]any{"tools[1]": eph, "system[0]": eph, "messages[4].content[1]": eph, "messages[6].content[1]": eph}},
+		{"no tools, no system", model.Request{Messages: []model.Message{task, turn("t1")[0], turn("t1")[1], turn("t1")[2]}},
+			map[string]any{"messages[0].content[0]": eph, "messages[2].content[1]": eph}},
+		{"thinking never carries one", model.Request{Messages: []model.Message{task,
+			{Role: model.RoleAssistant, Reasoning: []model.Reasoning{{Text: "hmm", Signature: "sig"}}, Content: "done"}}},
+			map[string]any{"messages[1].content[1]": eph}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := breakpointsAt(t, wireCached(t, tc.req))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("breakpoints (-want +got):\n%s", diff)
+			}
+			if len(got) > 4 {
+				t.Errorf("%d breakpoints, the API allows 4", len(got))
+			}
+		})
 	}
 }

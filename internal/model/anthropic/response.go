@@ -50,12 +50,15 @@ func response(msg *anthropic.Message) (model.Response, error) {
 	return out, nil
 }
 
-// usage maps a message's usage. Cached input is still input: counting it
-// keeps usage comparable with OpenAI's prompt_tokens, which include cached
-// tokens.
+// usage maps a message's usage. The API's input_tokens leaves out the
+// tokens read from and written to the prompt cache; InputTokens counts them
+// all (as OpenAI's prompt_tokens do), and CacheReadTokens and
+// CacheWriteTokens say which part was cached.
 func usage(u anthropic.Usage) model.Usage {
 	return model.Usage{
-		InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
-		OutputTokens: u.OutputTokens,
+		InputTokens:      u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
 	}
 }

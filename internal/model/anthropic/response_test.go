@@ -43,7 +43,7 @@ func TestResponse(t *testing.T) {
 		{"missing input is an empty object", `{"content":[{"type":"tool_use","id":"t","name":"a"}]}`,
 			model.Response{ToolCalls: []model.ToolCall{{ID: "t", Name: "a", Arguments: `{}`}}}},
 		{"cached input counts as input", `{"content":[],"usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":7}}`,
-			model.Response{Usage: model.Usage{InputTokens: 1103, OutputTokens: 7}}},
+			model.Response{Usage: model.Usage{InputTokens: 1103, OutputTokens: 7, CacheReadTokens: 1000, CacheWriteTokens: 100}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := response(message(t, tc.body))

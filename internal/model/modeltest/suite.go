@@ -65,6 +65,7 @@ var cases = []testCase{
 	{"NotFoundNamesBaseURL", testNotFoundBaseURL},
 	{"ReasoningSentBack", testReasoning},
 	{"PlainJSONAnswer", testPlainJSON},
+	{"CachedUsage", testCachedUsage},
 	{"LongStreamOutlastsIdleTimeout", testLongStream},
 	{"StallRetried", testStallRetried},
 	{"StallError", testStallError},
@@ -123,6 +124,20 @@ func testText(t *testing.T, h Harness) {
 	}
 	if got.APIKey != testKey {
 		t.Errorf("credential sent = %q, want the configured key", got.APIKey)
+	}
+}
+
+// testCachedUsage: the tokens read from and written to the prompt cache
+// come back apart, inside the input count, streamed or not.
+func testCachedUsage(t *testing.T, h Harness) {
+	usage := model.Usage{InputTokens: 5000, OutputTokens: 20, CacheReadTokens: 3000, CacheWriteTokens: 1500}
+	s := serve(t, h, Reply{Text: "cached", Usage: usage}, Reply{JSON: true, Text: "cached", Usage: usage})
+	m := s.model(Options{})
+	for _, how := range []string{"streamed", "one JSON object"} {
+		resp := mustGenerate(t, m, hello)
+		if diff := cmp.Diff(usage, resp.Usage); diff != "" {
+			t.Errorf("%s: usage (-want +got):\n%s", how, diff)
+		}
 	}
 }
 

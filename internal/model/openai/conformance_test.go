@@ -147,7 +147,7 @@ func wireUsage(u model.Usage) map[string]any {
 		"prompt_tokens":             u.InputTokens,
 		"completion_tokens":         u.OutputTokens,
 		"total_tokens":              u.InputTokens + u.OutputTokens,
-		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
+		"prompt_tokens_details":     map[string]any{"cached_tokens": u.CacheReadTokens, "cache_write_tokens": u.CacheWriteTokens, "audio_tokens": 0},
 		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
 	}
 }

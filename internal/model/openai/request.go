@@ -39,6 +39,9 @@ func (m *Model) params(req model.Request) (openai.ChatCompletionNewParams, error
 	if len(p.Tools) > 0 {
 		p.ParallelToolCalls = param.NewOpt(req.ParallelToolCalls)
 	}
+	if req.CacheKey != "" {
+		p.PromptCacheKey = param.NewOpt(req.CacheKey)
+	}
 	if err := m.applyArgs(&p, req.Args); err != nil {
 		return p, err
 	}
@@ -126,6 +129,8 @@ func tools(in []model.ToolSchema) ([]openai.ChatCompletionToolUnionParam, error)
 //     max_tokens is deprecated and refused by reasoning models) and as
 //     max_tokens to every other server (many know only that);
 //     max_completion_tokens is always sent as itself;
+//   - prompt_cache_key: a string replaces the request's CacheKey; any other
+//     value (false, null, "") sends none, for servers that refuse the field;
 //   - any other key is added to the request JSON as given, so provider
 //     features (reasoning_effort, response_format, ...) need no code here.
 func (m *Model) applyArgs(p *openai.ChatCompletionNewParams, args model.Args) error {
@@ -157,6 +162,11 @@ func (m *Model) applyArgs(p *openai.ChatCompletionNewParams, args model.Args) er
 			}
 		case "stop":
 			p.Stop, err = stopArg(v)
+		case "prompt_cache_key":
+			p.PromptCacheKey = param.Opt[string]{}
+			if s, ok := v.(string); ok && s != "" {
+				p.PromptCacheKey = param.NewOpt(s)
+			}
 		default:
 			extra[k] = v
 		}

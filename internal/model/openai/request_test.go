@@ -170,11 +170,19 @@ func TestArgs(t *testing.T) {
 		{"max_tokens stays elsewhere", local(t), model.Args{"max_tokens": 100}, map[string]any{"max_tokens": 100.0}},
 		{"max_tokens becomes max_completion_tokens at OpenAI", official, model.Args{"max_tokens": 100}, map[string]any{"max_completion_tokens": 100.0}},
 		{"max_completion_tokens kept", local(t), model.Args{"max_completion_tokens": 9}, map[string]any{"max_completion_tokens": 9.0}},
+		{"prompt_cache_key replaced", local(t), model.Args{"prompt_cache_key": "mine"}, map[string]any{"prompt_cache_key": "mine"}},
+		{"prompt_cache_key off", local(t), model.Args{"prompt_cache_key": false}, map[string]any{}},
 		{"unknown keys pass through", local(t), model.Args{"reasoning_effort": "low", "response_format": map[string]any{"type": "json_object"}},
 			map[string]any{"reasoning_effort": "low", "response_format": map[string]any{"type": "json_object"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := wire(t, tc.m, model.Request{Args: tc.args})
+			got := wire(t, tc.m, model.Request{Args: tc.args, CacheKey: "thread-1"})
+			if _, ok := tc.args["prompt_cache_key"]; !ok {
+				if got["prompt_cache_key"] != "thread-1" {
+					t.Errorf("prompt_cache_key = %v, want the request's CacheKey", got["prompt_cache_key"])
+				}
+				delete(got, "prompt_cache_key")
+			}
 			delete(got, "model")
 			delete(got, "messages")
 			delete(got, "stream_options")

@@ -54,7 +54,14 @@ func response(c *openai.ChatCompletion) (model.Response, error) {
 	return out, nil
 }
 
-// usage maps a completion's usage; prompt_tokens include cached tokens.
+// usage maps a completion's usage. prompt_tokens include the cached
+// tokens; cached_tokens (and cache_write_tokens, which some compatible
+// servers report) say which part was read from and written to the cache.
 func usage(u openai.CompletionUsage) model.Usage {
-	return model.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	return model.Usage{
+		InputTokens:      u.PromptTokens,
+		OutputTokens:     u.CompletionTokens,
+		CacheReadTokens:  u.PromptTokensDetails.CachedTokens,
+		CacheWriteTokens: u.PromptTokensDetails.CacheWriteTokens,
+	}
 }

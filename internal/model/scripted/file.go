@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/formica-run/formica/internal/model"
 )
 
 // file is the script format; see the package documentation.
@@ -28,8 +30,15 @@ type response struct {
 
 // usage mirrors model.Usage, which has no YAML tags.
 type usage struct {
-	InputTokens  int64 `yaml:"input_tokens"`
-	OutputTokens int64 `yaml:"output_tokens"`
+	InputTokens      int64 `yaml:"input_tokens"`
+	OutputTokens     int64 `yaml:"output_tokens"`
+	CacheReadTokens  int64 `yaml:"cache_read_tokens"`
+	CacheWriteTokens int64 `yaml:"cache_write_tokens"`
+}
+
+func (u usage) model() model.Usage {
+	return model.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}
 }
 
 type toolCall struct {

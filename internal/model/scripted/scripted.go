@@ -12,7 +12,8 @@
 //	        name: agent
 //	        arguments: {name: a, task: "do a"}   # a mapping becomes JSON;
 //	                                              # a string is kept raw
-//	    usage: {input_tokens: 10, output_tokens: 3}
+//	    usage: {input_tokens: 10, output_tokens: 3}   # also cache_read_tokens,
+//	                                                   # cache_write_tokens
 //	  - error: "provider exploded"               # Generate returns this error
 //
 // Replay is stateless, so concurrent threads of one run replay correctly: a
@@ -94,7 +95,7 @@ func (m *Model) response(i, k int) (model.Response, error) {
 	if r.Error != "" {
 		return model.Response{}, &Error{Text: r.Error}
 	}
-	out := model.Response{Text: r.Text, Usage: model.Usage(r.Usage), StopReason: "stop"}
+	out := model.Response{Text: r.Text, Usage: r.Usage.model(), StopReason: "stop"}
 	for j, c := range r.ToolCalls {
 		id := c.ID
 		if id == "" {

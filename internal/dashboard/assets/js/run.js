@@ -89,6 +89,8 @@ export function runView(root, runId) {
       item('Created', rec.created_at ? age(rec.created_at, now) : ''),
       item('Duration', start && end ? dur(end - start) : ''),
       item('Tokens', num(tokens(rec.usage) || tree.sums().total)),
+      item('Cached input', cachedInput(rec)),
+      item('Cost', cost(rec)),
       item('Workers', tree.workers().join(', '))),
     h('div', {class: 'task-box'}, h('h3', null, 'Task'), folded(rec.task || '')));
     const outs = [];
@@ -120,6 +122,23 @@ export function runView(root, runId) {
       parts.push(meter(`Budget ${kind}`, used, limit, `budget-${kind}`, kind === 'duration' ? dur : String));
     }
     fill(limits, parts);
+  };
+
+  // cost is the run's cost in US dollars as the record says it (the run's
+  // own once it has ended, else its totals so far), '' when some model of
+  // it has no price.
+  const cost = (r) => {
+    const usd = typeof r.cost_usd === 'number' ? r.cost_usd : (r.totals && typeof r.totals.cost_usd === 'number' ? r.totals.cost_usd : null);
+    return usd == null ? '' : '$' + usd.toFixed(4);
+  };
+
+  // cachedInput is the input tokens read from (and written to) the
+  // providers' prompt caches, '' when none were.
+  const cachedInput = (r) => {
+    const u = r.usage && (r.usage.input_tokens || r.usage.output_tokens) ? r.usage : (r.totals || {});
+    const read = u.cache_read_tokens || 0, write = u.cache_write_tokens || 0;
+    if (!read && !write) return '';
+    return num(read) + ' read' + (write ? ` · ${num(write)} written` : '');
   };
 
   // threadTotals counts the threads as the record's totals do (record.Run.Sum):

@@ -111,7 +111,8 @@ function entry(e, tree, runId) {
 // renderTranscript shows a journal transcript (GET /v1/runs/{id}/threads/
 // {thread}): its entries in the order they were written — instructions
 // and task, every model turn with its text, tool calls and usage, tool
-// results, approvals, spawns linking to the helper, handoffs, the end.
+// results, approvals, spawns linking to the helper, handoffs, elisions
+// and summaries of the conversation, the end.
 // Kinds it does not know are shown as they are; long contents are folded.
 function renderTranscript(t, runId) {
   const link = (id, text) => h('a', {href: `#/runs/${encodeURIComponent(runId)}/threads/${encodeURIComponent(id)}`}, text);
@@ -149,6 +150,19 @@ function renderTranscript(t, runId) {
         break;
       case 'refusal':
         out.push(row(h('strong', null, 'refused '), `${en.name || ''}: ${en.reason || ''}`));
+        break;
+      case 'elision': {
+        const els = en.elided || [];
+        const bytes = els.reduce((n, el) => n + (el.bytes || 0), 0);
+        out.push(row(h('strong', null, 'elided '), `${els.length} old tool results (${num(bytes)} bytes) to fit the context window: ` +
+          `about ${num(en.tokens_before || 0)} → ${num(en.tokens_after || 0)} of ${num(en.context_window || 0)} tokens`,
+          h('div', {class: 'muted'}, els.map((el) => `${el.tool} ${el.call_id} (${num(el.bytes || 0)} bytes)`).join(', '))));
+        break;
+      }
+      case 'summary':
+        out.push(row(h('strong', null, 'summary '), `of ${en.summarized || 0} earlier messages to fit the context window: ` +
+          `about ${num(en.tokens_before || 0)} → ${num(en.tokens_after || 0)} of ${num(en.context_window || 0)} tokens · ${num(tokens(en.usage))} tokens`,
+          h('div', {class: 'task-text'}, folded(en.content || ''))));
         break;
       case 'end':
         out.push(row(h('strong', null, 'end '), en.status || t.status || '', en.reason ? ` ${en.reason}` : '',
