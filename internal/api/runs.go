@@ -57,10 +57,12 @@ type BudgetBody struct {
 	// Duration is a Go duration ("10m").
 	Duration string `json:"duration,omitempty"`
 	Spawns   int    `json:"spawns,omitempty"`
+	// USD is US dollars the tree's model calls may cost.
+	USD float64 `json:"usd,omitempty"`
 }
 
 func (b *BudgetBody) budget() (limits.Budget, error) {
-	out := limits.Budget{Tokens: b.Tokens, InputTokens: b.InputTokens, OutputTokens: b.OutputTokens, Spawns: b.Spawns}
+	out := limits.Budget{Tokens: b.Tokens, InputTokens: b.InputTokens, OutputTokens: b.OutputTokens, Spawns: b.Spawns, USD: b.USD}
 	if b.Duration != "" {
 		d, err := time.ParseDuration(b.Duration)
 		if err != nil || d < 0 {
@@ -69,7 +71,7 @@ func (b *BudgetBody) budget() (limits.Budget, error) {
 		out.Duration = d
 	}
 	if err := out.Validate(); err != nil {
-		return out, badRequest("budget amounts must not be negative")
+		return out, badRequest("%s", strings.TrimPrefix(err.Error(), limits.ErrBadConfig.Error()+": "))
 	}
 	return out, nil
 }

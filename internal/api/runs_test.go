@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
@@ -30,7 +31,7 @@ func TestSubmit(t *testing.T) {
 		t.Errorf("Location = %q", got)
 	}
 
-	full := `{"task": "plan", "model": "sim", "id": "my_run-1", "agent_max_depth": 2, "agent_max_threads": 8,
+	full := `{"task": "plan", "model": "sim", "id": "my_run-1", "agent_max_depth": 2, "agent_max_threads": 8, "budget": {"usd": 1.5, "tokens": 10},
 		"agent": {"name": "lead", "instructions": "be brief \/ kind \u00e9 \ud83d\ude00", "tools": ["agent"],
 		"handoffs": ["critic"], "agents": [{"name": "critic"}]}}`
 	for range 2 { // the same id twice is the same run
@@ -43,7 +44,7 @@ func TestSubmit(t *testing.T) {
 		}
 	}
 	lead := spec.Agent{Name: "lead", Instructions: "be brief / kind é 😀", Tools: []string{"agent"}, Handoffs: []string{"critic"}}
-	want := SubmitRequest{Task: "plan", Model: "sim", ID: "my_run-1", MaxDepth: 2, MaxThreads: 8, Agent: &lead,
+	want := SubmitRequest{Task: "plan", Model: "sim", ID: "my_run-1", MaxDepth: 2, MaxThreads: 8, Agent: &lead, Budget: limits.Budget{USD: 1.5, Tokens: 10},
 		Agents: map[string]spec.Agent{"lead": lead, "critic": {Name: "critic"}}}
 	h.fake.mu.Lock()
 	got := h.fake.submitted
@@ -79,6 +80,7 @@ func TestSubmitErrors(t *testing.T) {
 		{"agent unknown key", `{"task": "x", "agent": {"name": "a", "harnes": {}}}`, nil, 400, "bad_request", `agent:1: unknown key "harnes"`},
 		{"agent not an object", `{"task": "x", "agent": "lead"}`, nil, 400, "bad_request", "agent:1: a spec must be a mapping"},
 		{"agent bad handoff", `{"task": "x", "agent": {"name": "a", "handoffs": ["b"]}}`, nil, 400, "bad_request", "agent: handoffs[0]"},
+		{"negative usd budget", `{"task": "x", "budget": {"usd": -1}}`, nil, 400, "bad_request", "budget amounts must not be negative"},
 		{"backend invalid", `{"task": "x"}`, fmt.Errorf("no such model: %w", ErrInvalid), 400, "bad_request", "no such model"},
 		{"backend unavailable", `{"task": "x"}`, fmt.Errorf("jetstream: %w", ErrUnavailable), 503, "unavailable", "jetstream"},
 		{"backend broken", `{"task": "x"}`, errors.New("secret detail"), 500, "internal", "internal error"},

@@ -13,5 +13,6 @@ type budgetFlags struct{ b limits.Budget }
 func (f *budgetFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.b.Tokens, "budget-tokens", 0, "tokens (input + output) the whole tree may spend (0: unbounded)")
 	fs.DurationVar(&f.b.Duration, "budget-duration", 0, "wall time the whole tree may take before its model calls and spawns stop (0: unbounded)")
+	fs.Float64Var(&f.b.USD, "budget-usd", 0, "US dollars the whole tree's model calls may cost, at the prices (--prices) of the workers that make them; each call's estimated cost is reserved before it is sent (0: unbounded)")
 	fs.IntVar(&f.b.Spawns, "budget-spawns", 0, "helpers the whole tree may ever start (0: the coordinator's --max-spawns)")
 }

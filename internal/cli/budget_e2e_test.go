@@ -340,3 +340,65 @@ func TestRunTimeoutReadsAsOnACluster(t *testing.T) {
 		t.Errorf("formica run returned %v after its timeout, past %v", overrun, cliSlack)
 	}
 }
+
+// usdRecord is the part of the --json record the usd budget test reads.
+type usdRecord struct {
+	Status  string   `json:"status"`
+	Error   string   `json:"error"`
+	CostUSD *float64 `json:"cost_usd"`
+	Threads []struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	} `json:"threads"`
+	Budget map[string]struct {
+		Used  float64 `json:"used"`
+		Limit float64 `json:"limit"`
+	} `json:"budget"`
+}
+
+// TestUSDBudgetFlag: --budget-usd bounds the run in US dollars at the
+// --prices file's prices. Each call is estimated at its default output
+// (1,024 tokens, $0.1024 at $100 a million) before it is sent: on 5 cents
+// the first call is refused and the run fails with the budget named; on a
+// dollar the chain runs, and the record shows what it used, in dollars.
+func TestUSDBudgetFlag(t *testing.T) {
+	var mu sync.Mutex
+	var results []string
+	env := chainServer(t, 2, 0, &results, &mu)
+	prices := filepath.Join(t.TempDir(), "prices.yaml")
+	if err := os.WriteFile(prices, []byte("test-model: {input: 0, output: 100}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(want int, budget string) usdRecord {
+		t.Helper()
+		r := formica(t, env, "run", "--model", "openai:test-model", "--json", "--cwd", t.TempDir(),
+			"--prices", prices, "--budget-usd", budget, "depth-0")
+		if r.code != want {
+			t.Fatalf("--budget-usd %s: exit %d, want %d\nstdout: %s\nstderr: %s", budget, r.code, want, r.stdout, r.stderr)
+		}
+		var rec usdRecord
+		if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+			t.Fatalf("stdout: %v\n%s", err, r.stdout)
+		}
+		return rec
+	}
+	rec := run(1, "0.05")
+	if rec.Status != "failed" || rec.Error != "budget exhausted (usd): $0.00/$0.05" {
+		t.Fatalf("run on 5 cents: %s %q", rec.Status, rec.Error)
+	}
+	if b, ok := rec.Budget["usd"]; !ok || b.Used != 0 || b.Limit != 0.05 {
+		t.Fatalf("record budget %+v", rec.Budget)
+	}
+	if len(rec.Threads) != 1 || rec.Threads[0].Error != "budget exhausted (usd)" {
+		t.Fatalf("threads %+v", rec.Threads)
+	}
+
+	rec = run(0, "1")
+	if rec.Status != "succeeded" || rec.CostUSD == nil {
+		t.Fatalf("run on a dollar: %s %q, cost %v", rec.Status, rec.Error, rec.CostUSD)
+	}
+	// Five calls (three threads) of 3 output tokens at $100 a million.
+	if b := rec.Budget["usd"]; b.Limit != 1 || b.Used != *rec.CostUSD || b.Used < 0.0014 || b.Used > 0.0016 {
+		t.Fatalf("record budget %+v, cost %v", rec.Budget, *rec.CostUSD)
+	}
+}

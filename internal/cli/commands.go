@@ -233,9 +233,9 @@ func runsCommand(args []string, stdio Stdio) int {
 			return ExitOK, printJSON(stdio.Out, runs)
 		}
 		w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tCREATED\tTASK")
+		fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tCREATED\tCOST\tTASK")
 		for _, r := range runs {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt), printable(oneLine(r.Task, 50)))
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt), runCost(r), printable(oneLine(r.Task, 50)))
 		}
 		return ExitOK, w.Flush()
 	})
@@ -372,12 +372,28 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// budgetLine is a budget's use as "tokens 123/1000, spawns 3/10, ...".
+// runCost is the COST column of `formica runs`: what the run's tree cost
+// (so far, while it runs), or "-" before its first model call or when a
+// model of it has no price.
+func runCost(r record.Run) string {
+	t := r.Sum()
+	if t.CostUSD == nil || (t.InputTokens+t.OutputTokens == 0 && *t.CostUSD == 0) {
+		return "-"
+	}
+	return fmtCost(*t.CostUSD)
+}
+
+// budgetLine is a budget's use as "tokens 123/1000, usd $0.99/$1.00,
+// spawns 3/10, ...".
 func budgetLine(u limits.Use) string {
 	var parts []string
-	for _, k := range []limits.Kind{limits.KindTokens, limits.KindInputTokens, limits.KindOutputTokens, limits.KindDuration, limits.KindSpawns} {
+	for _, k := range []limits.Kind{limits.KindTokens, limits.KindInputTokens, limits.KindOutputTokens, limits.KindUSD, limits.KindDuration, limits.KindSpawns} {
 		a, ok := u[k]
 		if !ok {
+			continue
+		}
+		if k == limits.KindUSD {
+			parts = append(parts, fmt.Sprintf("%s %s/%s", k, limits.FormatUSD(a.Used), limits.FormatUSD(a.Limit)))
 			continue
 		}
 		if k == limits.KindDuration {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/record"
 )
@@ -93,5 +94,31 @@ func TestTotalsLineCost(t *testing.T) {
 	run.Threads = append(run.Threads, record.Thread{Status: event.Succeeded, Usage: model.Usage{InputTokens: 5, Unpriced: 1}})
 	if got := totalsLine(run, time.Second); strings.Contains(got, "$") {
 		t.Errorf("totals line %q shows a cost with an unpriced call", got)
+	}
+}
+
+// `formica runs` shows each run's cost so far, "-" before a model call or
+// with an unpriced model; a usd budget's use shows in dollars.
+func TestRunCostAndUSDBudget(t *testing.T) {
+	priced := record.Run{Threads: []record.Thread{
+		{Status: event.Succeeded, Usage: model.Usage{InputTokens: 7, OutputTokens: 3, CostUSD: 0.0123, Priced: 1}},
+		{Status: event.Running, Usage: model.Usage{InputTokens: 1, OutputTokens: 1, CostUSD: 0.5, Priced: 1}},
+	}}
+	for _, c := range []struct {
+		run  record.Run
+		want string
+	}{
+		{priced, "$0.5123"},
+		{record.Run{}, "-"},
+		{record.Run{Threads: []record.Thread{{Status: event.Succeeded, Usage: model.Usage{InputTokens: 7, Unpriced: 1}}}}, "-"},
+		{record.Run{Usage: model.Usage{InputTokens: 9, CostUSD: 2, Priced: 3}}, "$2.0000"},
+	} {
+		if got := runCost(c.run); got != c.want {
+			t.Errorf("runCost(%+v) = %q, want %q", c.run, got, c.want)
+		}
+	}
+	use := limits.Use{limits.KindUSD: {Used: 1_020_000, Limit: 1_000_000}, limits.KindTokens: {Used: 5, Limit: 10}}
+	if got, want := budgetLine(use), "tokens 5/10, usd $1.02/$1.00"; got != want {
+		t.Errorf("budget line %q, want %q", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/transport"
@@ -321,7 +322,7 @@ func (p *placement) cancel(cause error) {
 // the spec's hash.
 func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSpec bool) wire.Msg {
 	req := wire.ExecRequest{Thread: t.thread, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
-		Token: tok, Proof: proof, Uptime: c.uptime(), Grant: t.lease.Renew(0, 0)}
+		Token: tok, Proof: proof, Uptime: c.uptime(), Grant: t.lease.Renew(limits.Spend{}, 0)}
 	wire.StripSpec(&req.Thread)
 	req.Thread.Replay = t.replay
 	if withSpec {

@@ -114,7 +114,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)
 	if reused {
 		// Its own tokens settle on its lease (finish); its helpers' here.
-		rn.budget.Root().Charge(res.Usage.InputTokens-res.Own.InputTokens, res.Usage.OutputTokens-res.Own.OutputTokens, 0)
+		rn.budget.Root().Charge(limits.SpendOf(res.Usage).Less(limits.SpendOf(res.Own)), 0)
 		// Its thread.finished went out when it finished, in an earlier
 		// execution of the run.
 		rn.rec.Reused(root.ID)

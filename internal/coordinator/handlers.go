@@ -7,6 +7,7 @@ import (
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/thread"
@@ -92,7 +93,7 @@ func (c *Coordinator) handleBudget(_ context.Context, m wire.Msg, r transport.Re
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	r.Reply(wire.Message(wire.TypeBudgetGrant, t.lease.Renew(max(req.InputTokens, 0), max(req.OutputTokens, 0))))
+	r.Reply(wire.Message(wire.TypeBudgetGrant, t.lease.Renew(limits.Spend{In: req.InputTokens, Out: req.OutputTokens, Micros: req.CostMicros}, req.NeedMicros)))
 }
 
 // handlePlacementCheck answers a worker that asks, before a tool call,

@@ -212,7 +212,7 @@ func (c *Coordinator) accountReplay(rn *run, t *threadRec) bool {
 			own = own.Add(c.Usage)
 		}
 	}
-	t.lease.Account(own.InputTokens, own.OutputTokens)
+	t.lease.Account(limits.SpendOf(own))
 	return !rp.Empty()
 }
 
@@ -229,7 +229,7 @@ func (rn *run) chargeReused(id string, n *limits.Node, u model.Usage) bool {
 	rn.charged[id] = true
 	rn.mu.Unlock()
 	if !done {
-		n.Charge(u.InputTokens, u.OutputTokens, 1)
+		n.Charge(limits.SpendOf(u), 1)
 	}
 	return !done
 }

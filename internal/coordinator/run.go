@@ -246,7 +246,7 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 	}
 	r.mu.Unlock()
 	t.cancel(nil)
-	t.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
+	t.lease.Close(limits.SpendOf(res.Own))
 	e := threadEvent(event.ThreadFinished, &t.thread)
 	e.Status, e.Reason, e.Usage, e.Time = res.Status, res.Error, res.Own, at
 	if !started.IsZero() {

@@ -86,7 +86,7 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r transport.Replier, ping *alivePin
 	}
 	// The parent makes no model call while it waits: its budget share goes
 	// to its helpers (its worker dropped its grant before asking).
-	parent.lease.Release(req.ParentSpent.InputTokens, req.ParentSpent.OutputTokens)
+	parent.lease.Release(limits.SpendOf(req.ParentSpent))
 	rn.admitting.Lock()
 	defer rn.admitting.Unlock()
 	if known := rn.thread(th.ID); known != nil {

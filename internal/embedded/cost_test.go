@@ -104,43 +104,13 @@ func (s *cachingServer) handle(w http.ResponseWriter, r *http.Request) {
 // thread's prompt_cache_key, and the model.call events carry their cost.
 func TestFanOutCost(t *testing.T) {
 	server := startCachingServer(t)
-	dir := t.TempDir()
-	pricesFile := filepath.Join(dir, "prices.yaml")
 	// Keyed by the full ref: this endpoint's model only.
-	if err := os.WriteFile(pricesFile, []byte("q/priced-model: {input: 1.25, cached_input: 0.125, output: 10}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	prices, err := pricing.Load(pricesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prices := mustPrices(t, "q/priced-model: {input: 1.25, cached_input: 0.125, output: 10}\n")
+	_, cl := startPricedStack(t, server.srv.URL, prices, 16)
 	price, ok := prices.Lookup("q/priced-model")
 	if !ok {
 		t.Fatal("no price for q/priced-model")
 	}
-	eps, err := providers.Parse([]byte(fmt.Sprintf("endpoints:\n  q:\n    format: openai\n    base_url: %s/v1\n", server.srv.URL)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Start(context.Background(), Config{Workers: 2, Slots: 16, Models: &providers.Opener{Endpoints: eps},
-		Prices: prices, HeartbeatInterval: 200 * time.Millisecond, Coordinator: coordinator.Config{Cwd: os.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	nc, err := s.Connect("test-client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(nc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 
 	const n = 20
 	parallel := true
@@ -252,4 +222,48 @@ func TestUnpricedCostIsNull(t *testing.T) {
 	if u.Cost() == nil {
 		t.Error("no calls cost nothing, not null")
 	}
+}
+
+// startPricedStack starts a stack of two workers whose endpoint "q" is the
+// OpenAI-compatible server at baseURL, at prices, and a client of it.
+func startPricedStack(t *testing.T, baseURL string, prices *pricing.Table, slots int) (*Stack, *client.Client) {
+	t.Helper()
+	eps, err := providers.Parse([]byte(fmt.Sprintf("endpoints:\n  q:\n    format: openai\n    base_url: %s/v1\n", baseURL)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(context.Background(), Config{Workers: 2, Slots: slots, Models: &providers.Opener{Endpoints: eps},
+		Prices: prices, HeartbeatInterval: 200 * time.Millisecond, Coordinator: coordinator.Config{Cwd: os.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	nc, err := s.Connect("test-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(nc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return s, cl
+}
+
+// mustPrices reads a prices file's text.
+func mustPrices(t *testing.T, pricesYAML string) *pricing.Table {
+	t.Helper()
+	pricesFile := filepath.Join(t.TempDir(), "prices.yaml")
+	if err := os.WriteFile(pricesFile, []byte(pricesYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prices, err := pricing.Load(pricesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prices
 }

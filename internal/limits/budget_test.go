@@ -87,11 +87,11 @@ func TestDurationBudget(t *testing.T) {
 	clock := func() time.Time { return now }
 	tree := NewTree(Budget{Duration: time.Minute}, clock)
 	l := tree.Root().Lease()
-	if g := l.Renew(0, 0); g.Spent != nil || g.Remaining != time.Minute {
+	if g := l.Renew(Spend{}, 0); g.Spent != nil || g.Remaining != time.Minute {
 		t.Fatalf("grant = %+v", g)
 	}
 	now = now.Add(time.Minute)
-	g := l.Renew(0, 0)
+	g := l.Renew(Spend{}, 0)
 	if g.Spent == nil || g.Spent.Detail() != "budget exhausted (duration): 1m0s/1m0s" {
 		t.Fatalf("grant = %+v", g)
 	}
@@ -123,7 +123,7 @@ func TestDurationExpire(t *testing.T) {
 	if s := tree.Root().Spent(); s == nil || *s != *e {
 		t.Fatalf("spent = %v", s)
 	}
-	if g := tree.Root().Lease().Renew(0, 0); g.Spent == nil || g.Spent.Kind != KindDuration {
+	if g := tree.Root().Lease().Renew(Spend{}, 0); g.Spent == nil || g.Spent.Kind != KindDuration {
 		t.Fatalf("grant after expiry = %+v", g)
 	}
 	early := NewTree(Budget{Duration: time.Hour}, clock).Root()
@@ -144,15 +144,15 @@ func TestTokenOvershootBound(t *testing.T) {
 	for range threads {
 		wg.Go(func() {
 			l := tree.Root().Lease()
-			m := NewMeter(l.Renew(0, 0), func(_ context.Context, in, out int64) (Grant, error) {
+			m := NewMeter(l.Renew(Spend{}, 0), func(_ context.Context, s Spend, need int64) (Grant, error) {
 				mu.Lock()
 				renewals++
 				mu.Unlock()
-				return l.Renew(in, out), nil
+				return l.Renew(s, need), nil
 			}, nil)
 			var ownIn, ownOut int64
 			for {
-				err := m.Before(context.Background())
+				err := m.Before(context.Background(), Estimate{})
 				if err != nil {
 					var ex *Exhausted
 					if !errors.As(err, &ex) || ex.Kind != KindTokens {
@@ -160,13 +160,13 @@ func TestTokenOvershootBound(t *testing.T) {
 					}
 					break
 				}
-				m.After(call/2, call-call/2)
+				m.After(Spend{In: call / 2, Out: call - call/2})
 				ownIn, ownOut = ownIn+call/2, ownOut+call-call/2
 				mu.Lock()
 				calls++
 				mu.Unlock()
 			}
-			l.Close(ownIn, ownOut)
+			l.Close(Spend{In: ownIn, Out: ownOut})
 		})
 	}
 	wg.Wait()
@@ -186,14 +186,14 @@ func TestTokenOvershootBound(t *testing.T) {
 func BenchmarkMeterBefore(b *testing.B) {
 	tree := NewTree(Budget{Tokens: Unlimited / 2}, nil)
 	l := tree.Root().Lease()
-	m := NewMeter(l.Renew(0, 0), func(_ context.Context, in, out int64) (Grant, error) { return l.Renew(in, out), nil }, nil)
+	m := NewMeter(l.Renew(Spend{}, 0), func(_ context.Context, s Spend, need int64) (Grant, error) { return l.Renew(s, need), nil }, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := m.Before(ctx); err != nil {
+		if err := m.Before(ctx, Estimate{}); err != nil {
 			b.Fatal(err)
 		}
-		m.After(100, 10)
+		m.After(Spend{In: 100, Out: 10})
 	}
 }
 
@@ -204,24 +204,24 @@ func TestReusedWorkCountsOnce(t *testing.T) {
 	tree := NewTree(Budget{Tokens: 1000, Spawns: 2}, nil)
 	root := tree.Root()
 	l := root.Lease()
-	l.Renew(0, 0)
-	l.Renew(100, 50)   // the first placement settled 150 before its worker was lost
-	l.Account(300, 60) // its journal: 360 in all
+	l.Renew(Spend{}, 0)
+	l.Renew(Spend{In: 100, Out: 50}, 0) // the first placement settled 150 before its worker was lost
+	l.Account(Spend{In: 300, Out: 60})  // its journal: 360 in all
 	if got := root.Use()[KindTokens].Used; got != 360 {
 		t.Fatalf("after Account: used %d, want 360", got)
 	}
-	l.Renew(0, 0)
-	l.Renew(40, 0) // the new placement's own call
-	l.Close(340, 60)
+	l.Renew(Spend{}, 0)
+	l.Renew(Spend{In: 40}, 0) // the new placement's own call
+	l.Close(Spend{In: 340, Out: 60})
 	if got := root.Use()[KindTokens].Used; got != 400 {
 		t.Fatalf("after Close: used %d, want 400", got)
 	}
 	helper := root.Child(Budget{Tokens: 10})
-	helper.Charge(500, 200, 1) // reused helper, past its own budget: never refused
+	helper.Charge(Spend{In: 500, Out: 200}, 1) // reused helper, past its own budget: never refused
 	if u := root.Use(); u[KindTokens].Used != 1100 || u[KindSpawns].Used != 1 {
 		t.Fatalf("after Charge: %v", u)
 	}
-	if g := root.Lease().Renew(0, 0); g.Spent == nil || g.Spent.Kind != KindTokens {
+	if g := root.Lease().Renew(Spend{}, 0); g.Spent == nil || g.Spent.Kind != KindTokens {
 		t.Fatalf("grant after the budget is spent by reused work: %+v", g)
 	}
 }

@@ -9,15 +9,16 @@ import (
 // Unlimited is the grant of a kind no budget bounds.
 const Unlimited = math.MaxInt64 / 4
 
-// token indexes of Node.used and Node.reserved.
+// indexes of Node.used and Node.reserved: the kinds model calls spend.
 const (
 	iTokens = iota
 	iInput
 	iOutput
+	iUSD // micro-dollars
 	nTokenKinds
 )
 
-var tokenKinds = [nTokenKinds]Kind{KindTokens, KindInputTokens, KindOutputTokens}
+var tokenKinds = [nTokenKinds]Kind{KindTokens, KindInputTokens, KindOutputTokens, KindUSD}
 
 // Tree is the budget accounting of one run, kept by whoever owns the run
 // (the coordinator in a cluster): a node for the run's budget and one for
@@ -106,7 +107,7 @@ func (m *Node) check(now time.Time, spawn bool) *Exhausted {
 }
 
 func (m *Node) tokenLimits() [nTokenKinds]int64 {
-	return [nTokenKinds]int64{m.limit.Tokens, m.limit.InputTokens, m.limit.OutputTokens}
+	return [nTokenKinds]int64{m.limit.Tokens, m.limit.InputTokens, m.limit.OutputTokens, m.limit.Micros()}
 }
 
 func (m *Node) mark(e *Exhausted) {
@@ -143,7 +144,7 @@ func (n *Node) Expire() *Exhausted {
 }
 
 // Spent returns the first of n's own budgets found spent, or nil. For
-// tokens and spawns, Used is the use now, which includes what calls in
+// tokens, money and spawns, Used is the use now, which includes what calls in
 // flight spent after the budget ran out.
 func (n *Node) Spent() *Exhausted {
 	n.tree.mu.Lock()
@@ -194,6 +195,10 @@ type Grant struct {
 	Tokens       int64 `msgpack:"tokens"`
 	InputTokens  int64 `msgpack:"input_tokens"`
 	OutputTokens int64 `msgpack:"output_tokens"`
+	// USD is the money, in micro-dollars, reserved for the thread's next
+	// model call (the estimate its renewal asked for), or Unlimited when no
+	// usd budget bounds the thread.
+	USD int64 `msgpack:"usd"`
 	// Remaining is the time left until the nearest duration budget ends;
 	// zero means no duration budget bounds the thread.
 	Remaining time.Duration `msgpack:"remaining,omitempty"`
@@ -202,7 +207,7 @@ type Grant struct {
 }
 
 // UnlimitedGrant bounds nothing.
-var UnlimitedGrant = Grant{Tokens: Unlimited, InputTokens: Unlimited, OutputTokens: Unlimited}
+var UnlimitedGrant = Grant{Tokens: Unlimited, InputTokens: Unlimited, OutputTokens: Unlimited, USD: Unlimited}
 
 // Lease is one thread's share of its budgets: tokens reserved for it at
 // every node from its own up to the run's, so that the grants handed out
@@ -210,11 +215,16 @@ var UnlimitedGrant = Grant{Tokens: Unlimited, InputTokens: Unlimited, OutputToke
 // call only while its grant is positive; a call may spend past it, so a
 // tree's overshoot is at most what its model calls in flight when the
 // budget ran out spend.
+//
+// Money is reserved call by call instead: a renewal asks for the next
+// call's estimated cost, which is reserved whole or refused, so the calls
+// in flight never hold more than a usd budget has left, and a wide fan-out
+// stops within about one call of it.
 type Lease struct {
 	node *Node
 	held [nTokenKinds]int64
-	// reported is what renewals have settled so far (input, output).
-	reportedIn, reportedOut int64
+	// reported is what renewals have settled so far.
+	reported Spend
 }
 
 // Lease opens a lease for a thread under n; settle it with Close.
@@ -226,23 +236,42 @@ func (l *Lease) Node() *Node { return l.node }
 // grantShare is the fraction of what a budget has left that one grant takes.
 const grantShare = 4
 
-// Renew settles what the thread spent since its last grant (input and
-// output tokens), returns the rest of that grant, and hands out a new one.
-func (l *Lease) Renew(in, out int64) Grant {
+// Renew settles what the thread spent since its last grant, returns the
+// rest of that grant, and hands out a new one. need is what the thread's
+// next model call is estimated to cost, in micro-dollars: under a usd
+// budget the grant reserves exactly that, or is refused when the budget
+// cannot hold it (spent, and marked so, when what is used already leaves
+// less than need; refused for now when calls in flight hold the rest).
+func (l *Lease) Renew(s Spend, need int64) Grant {
 	t := l.node.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	l.settle(in, out)
-	l.reportedIn, l.reportedOut = l.reportedIn+in, l.reportedOut+out
+	s = s.clamp()
+	need = max(need, 0)
+	l.settle(s)
+	l.reported = l.reported.add(s)
 	now := t.now()
 	g := Grant{}
-	rem := [nTokenKinds]int64{Unlimited, Unlimited, Unlimited}
+	rem := [nTokenKinds]int64{Unlimited, Unlimited, Unlimited, Unlimited}
 	for m := l.node; m != nil; m = m.parent {
 		if e := m.check(now, false); e != nil {
 			m.mark(e)
 			return Grant{Spent: e}
 		}
 		for i, lim := range m.tokenLimits() {
+			if lim > 0 && i == iUSD {
+				if m.used[i]+need > lim {
+					e := &Exhausted{Kind: KindUSD, Used: m.used[i], Limit: lim}
+					m.mark(e)
+					return Grant{Spent: e}
+				}
+				if m.used[i]+m.reserved[i]+need > lim {
+					// What is left is reserved by calls in flight.
+					return Grant{Spent: &Exhausted{Kind: KindUSD, Used: m.used[i] + m.reserved[i], Limit: lim}}
+				}
+				rem[i] = need
+				continue
+			}
 			if lim > 0 {
 				left := lim - m.used[i] - m.reserved[i]
 				if left <= 0 {
@@ -261,54 +290,60 @@ func (l *Lease) Renew(in, out int64) Grant {
 	}
 	for i, r := range rem {
 		if r < Unlimited {
-			r = (r + grantShare - 1) / grantShare
+			if i != iUSD {
+				r = (r + grantShare - 1) / grantShare
+			}
 			for m := l.node; m != nil; m = m.parent {
-				m.reserved[i] += r
+				if m.tokenLimits()[i] > 0 {
+					m.reserved[i] += r
+				}
 			}
 		}
 		l.held[i] = r
 	}
-	g.Tokens, g.InputTokens, g.OutputTokens = l.held[iTokens], l.held[iInput], l.held[iOutput]
+	g.Tokens, g.InputTokens, g.OutputTokens, g.USD = l.held[iTokens], l.held[iInput], l.held[iOutput], l.held[iUSD]
 	return g
 }
 
 // Release settles what the thread spent since its last grant and gives
 // back what the lease holds: the thread waits on helpers and makes no
 // model call until it renews, so its share goes to them.
-func (l *Lease) Release(in, out int64) {
+func (l *Lease) Release(s Spend) {
 	t := l.node.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	in, out = max(in, 0), max(out, 0)
-	l.settle(in, out)
-	l.reportedIn, l.reportedOut = l.reportedIn+in, l.reportedOut+out
+	s = s.clamp()
+	l.settle(s)
+	l.reported = l.reported.add(s)
 }
 
-// Close settles the thread's whole own spending (input and output tokens of
-// all its model calls, as its result reports them) less what renewals
-// settled already, and frees what the lease still holds.
-func (l *Lease) Close(in, out int64) { l.Account(in, out) }
+// Close settles the thread's whole own spending (the tokens and cost of all
+// its model calls, as its result reports them) less what renewals settled
+// already, and frees what the lease still holds.
+func (l *Lease) Close(s Spend) { l.Account(s) }
 
 // Account settles a thread's own spending known in full from elsewhere
 // (what its journal says its model calls spent, when it is placed again)
 // as Close does: what renewals settled counts, so nothing is counted twice,
 // and the lease can be renewed afterwards.
-func (l *Lease) Account(in, out int64) {
+func (l *Lease) Account(s Spend) {
 	t := l.node.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	l.settle(max(in-l.reportedIn, 0), max(out-l.reportedOut, 0))
-	l.reportedIn, l.reportedOut = max(in, l.reportedIn), max(out, l.reportedOut)
+	r := l.reported
+	l.settle(Spend{In: max(s.In-r.In, 0), Out: max(s.Out-r.Out, 0), Micros: max(s.Micros-r.Micros, 0)})
+	l.reported = Spend{In: max(s.In, r.In), Out: max(s.Out, r.Out), Micros: max(s.Micros, r.Micros)}
 }
 
 // settle adds spending to every node up the chain and releases the held
 // reservation. t.mu is held.
-func (l *Lease) settle(in, out int64) {
-	spent := [nTokenKinds]int64{in + out, in, out}
+func (l *Lease) settle(s Spend) {
+	spent := s.kinds()
 	for m := l.node; m != nil; m = m.parent {
+		lims := m.tokenLimits()
 		for i := range spent {
 			m.used[i] += spent[i]
-			if l.held[i] < Unlimited {
+			if l.held[i] < Unlimited && lims[i] > 0 {
 				m.reserved[i] -= l.held[i]
 			}
 		}
@@ -316,19 +351,32 @@ func (l *Lease) settle(in, out int64) {
 	l.held = [nTokenKinds]int64{}
 }
 
+// kinds is s by the indexes of Node.used.
+func (s Spend) kinds() [nTokenKinds]int64 {
+	return [nTokenKinds]int64{s.In + s.Out, s.In, s.Out, s.Micros}
+}
+
+func (s Spend) clamp() Spend {
+	return Spend{In: max(s.In, 0), Out: max(s.Out, 0), Micros: max(s.Micros, 0)}
+}
+
+func (s Spend) add(o Spend) Spend {
+	return Spend{In: s.In + o.In, Out: s.Out + o.Out, Micros: s.Micros + o.Micros}
+}
+
 // Charge counts, at n and every node above it, what was spent in an earlier
 // execution of the run and is reused now (a finished helper's subtree, from
-// the journal): its tokens, and spawns helpers started then. It never
-// refuses: that work is done.
-func (n *Node) Charge(in, out int64, spawns int) {
+// the journal): its tokens and cost, and spawns helpers started then. It
+// never refuses: that work is done.
+func (n *Node) Charge(s Spend, spawns int) {
 	t := n.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	in, out = max(in, 0), max(out, 0)
+	spent := s.clamp().kinds()
 	for m := n; m != nil; m = m.parent {
-		m.used[iTokens] += in + out
-		m.used[iInput] += in
-		m.used[iOutput] += out
+		for i := range spent {
+			m.used[i] += spent[i]
+		}
 		m.spawns += spawns
 	}
 }

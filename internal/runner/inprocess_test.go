@@ -111,7 +111,7 @@ func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	l.threads.Store(root.ID, &root)
 	res := r.runLocal(WithMeter(ctx, meter), &root)
 	l.threads.Delete(root.ID)
-	meter.lease.Close(res.Own.InputTokens, res.Own.OutputTokens)
+	meter.lease.Close(limits.SpendOf(res.Own))
 	if spent := budget.Root().Spent(); spent != nil {
 		res.Status, res.Error = event.Failed, spent.Detail()
 	}
@@ -152,7 +152,7 @@ func (l *local) spawn(ctx context.Context, req *SpawnRequest, call SpawnCall) (r
 	}
 	defer slot.Release()
 	if pm, ok := meterFrom(ctx).(*localMeter); ok {
-		pm.lease.Release(req.ParentSpent.InputTokens, req.ParentSpent.OutputTokens)
+		pm.lease.Release(limits.SpendOf(req.ParentSpent))
 		node := pm.lease.Node()
 		if err := node.Spawn(); err != nil {
 			ref := &limits.Refusal{Reason: limits.ReasonBudget, Kind: err.(*limits.Exhausted).Kind}
@@ -163,7 +163,7 @@ func (l *local) spawn(ctx context.Context, req *SpawnRequest, call SpawnCall) (r
 		}
 		m := l.r.newLocalMeter(node.Child(th.Agent.Helper.Budget))
 		ctx = WithMeter(ctx, m)
-		defer func() { m.lease.Close(res.Own.InputTokens, res.Own.OutputTokens) }()
+		defer func() { m.lease.Close(limits.SpendOf(res.Own)) }()
 	}
 	l.r.emit(th.Event(event.ThreadSpawned))
 	call.Admitted(th.ID)
@@ -181,8 +181,10 @@ type localMeter struct {
 
 func (r *Runner) newLocalMeter(n *limits.Node) *localMeter {
 	l := n.Lease()
-	renew := func(_ context.Context, in, out int64) (limits.Grant, error) { return l.Renew(in, out), nil }
-	return &localMeter{LimitsMeter: LimitsMeter{limits.NewMeter(l.Renew(0, 0), renew, r.cfg.Now)}, lease: l}
+	renew := func(_ context.Context, s limits.Spend, need int64) (limits.Grant, error) {
+		return l.Renew(s, need), nil
+	}
+	return &localMeter{LimitsMeter: LimitsMeter{limits.NewMeter(l.Renew(limits.Spend{}, 0), renew, r.cfg.Now)}, lease: l}
 }
 
 // runLocal runs a thread this process placed (Run's root, the in-process

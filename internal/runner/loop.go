@@ -191,6 +191,9 @@ func modelFailed(ctx context.Context, err error) thread.Result {
 	if errors.As(err, &spent) {
 		return failed(spent)
 	}
+	if errors.Is(err, limits.ErrUnpriced) {
+		return failed(err)
+	}
 	return failed(fmt.Errorf("model error: %w", err))
 }
 
@@ -259,7 +262,7 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 func (st *threadState) callModel(ctx context.Context, req model.Request) (model.Response, time.Duration, error) {
 	meter := meterFrom(ctx)
 	if meter != nil {
-		if err := meter.Before(ctx); err != nil {
+		if err := meter.Before(ctx, st.estimateCost(req)); err != nil {
 			return model.Response{}, 0, err
 		}
 	}

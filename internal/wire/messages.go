@@ -121,6 +121,11 @@ type BudgetRenew struct {
 	Token        string `msgpack:"token"`
 	InputTokens  int64  `msgpack:"input_tokens"`
 	OutputTokens int64  `msgpack:"output_tokens"`
+	// CostMicros is what those calls cost, in micro-dollars.
+	CostMicros int64 `msgpack:"cost_micros,omitempty"`
+	// NeedMicros is the next model call's estimated cost in micro-dollars,
+	// which a usd budget reserves for it.
+	NeedMicros int64 `msgpack:"need_micros,omitempty"`
 }
 
 // PlacementCheck asks the run's coordinator whether the sender's placement

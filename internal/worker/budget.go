@@ -21,8 +21,9 @@ func (w *Worker) meter(req *wire.ExecRequest) runner.Meter {
 		return nil
 	}
 	run, thread, coord, token := req.Thread.RunID, req.Thread.ID, req.Coordinator, req.Token
-	renew := func(ctx context.Context, in, out int64) (limits.Grant, error) {
-		msg := wire.Message(wire.TypeBudgetRenew, wire.BudgetRenew{RunID: run, ThreadID: thread, Token: token, InputTokens: in, OutputTokens: out})
+	renew := func(ctx context.Context, s limits.Spend, need int64) (limits.Grant, error) {
+		msg := wire.Message(wire.TypeBudgetRenew, wire.BudgetRenew{RunID: run, ThreadID: thread, Token: token,
+			InputTokens: s.In, OutputTokens: s.Out, CostMicros: s.Micros, NeedMicros: need})
 		call, err := transport.Request(ctx, w.tr, wire.SubjectBudget(coord, w.cfg.ID), wire.WithIDs(msg, run, thread))
 		if err != nil {
 			return limits.Grant{}, fmt.Errorf("budget: coordinator %s unreachable: %w", coord, err)

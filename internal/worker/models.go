@@ -39,6 +39,15 @@ type accountedModel struct {
 	mx             *metrics.Metrics
 }
 
+// Cost is what a call with usage u costs at this worker's price of the
+// model, for a usd budget's estimate; ok is false when it has none.
+func (m *accountedModel) Cost(u model.Usage) (usd float64, ok bool) {
+	if !m.priced {
+		return 0, false
+	}
+	return m.price.Cost(u), true
+}
+
 func (m *accountedModel) Generate(ctx context.Context, req model.Request) (model.Response, error) {
 	resp, err := m.Model.Generate(ctx, req)
 	if err != nil {

@@ -119,9 +119,16 @@ export function runView(root, runId) {
         `${t.done} done · ${t.running} running · ${t.failed} failed · ${t.cancelled} cancelled · ${t.refused} refused` +
         (t.waiting ? ` · ${t.waiting} waiting` : ''))));
     for (const [kind, used, limit] of budgetUse(s)) {
-      parts.push(meter(`Budget ${kind}`, used, limit, `budget-${kind}`, kind === 'duration' ? dur : String));
+      parts.push(meter(`Budget ${kind}`, used, limit, `budget-${kind}`, kind === 'duration' ? dur : kind === 'usd' ? dollars : String));
     }
     fill(limits, parts);
+  };
+
+  // dollars shows a budget's US dollars with cents, or finer where cents
+  // would hide it: $1.02, $0.0123.
+  const dollars = (usd) => {
+    const v = Number(usd) || 0;
+    return '$' + (v === 0 || Math.abs(v) >= 0.995 ? v.toFixed(2) : v.toFixed(4));
   };
 
   // cost is the run's cost in US dollars as the record says it (the run's
@@ -159,7 +166,7 @@ export function runView(root, runId) {
   };
 
   // budgetUse lists [kind, used, limit] for each bounded kind of the run's
-  // budget (durations in milliseconds): the record's own account once it
+  // budget (durations in milliseconds, usd in US dollars): the record's own account once it
   // has one (budget: {kind: {used, limit}}), else the limits it was
   // submitted with against what the tree shows so far.
   const budgetUse = (s) => {
@@ -170,7 +177,7 @@ export function runView(root, runId) {
     const now = Date.now();
     const started = tree.startedAt || ms(rec.started_at);
     const live = {tokens: s.total, input_tokens: s.input, output_tokens: s.output,
-      spawns: Math.max(0, tree.nodes.size - 1), duration: started ? Math.max(0, (tree.finishedAt || now) - started) : 0};
+      usd: s.cost || 0, spawns: Math.max(0, tree.nodes.size - 1), duration: started ? Math.max(0, (tree.finishedAt || now) - started) : 0};
     return Object.entries(rec.submitted_budget || {}).filter(([k, v]) => v > 0 && k in live)
       .map(([k, v]) => [k, live[k], k === 'duration' ? Math.round(v / 1e6) : v]);
   };

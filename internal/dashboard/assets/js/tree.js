@@ -206,17 +206,19 @@ export class Tree {
     this.version++;
   }
 
-  // sums sets each node's subtree tokens; returns the deepest depth and the
-  // live helpers.
+  // sums sets each node's subtree tokens; returns the deepest depth, the
+  // live helpers, and the tree's tokens and cost in US dollars.
   sums() {
     let deepest = 0;
     let live = 0;
     let input = 0;
     let output = 0;
+    let cost = 0;
     const walk = (n) => {
       let s = tokens(n.usage);
       input += (n.usage && n.usage.input_tokens) || 0;
       output += (n.usage && n.usage.output_tokens) || 0;
+      cost += (n.usage && n.usage.cost_usd) || 0;
       if (n.depth > deepest) deepest = n.depth;
       if (n.depth > 0 && !finalStatus(n.status)) live++;
       for (const c of n.children) s += walk(c);
@@ -225,7 +227,7 @@ export class Tree {
     };
     let total = 0;
     for (const n of this.tops()) total += walk(n);
-    return {deepest, live, total, input, output};
+    return {deepest, live, total, input, output, cost};
   }
 
   // tops are the nodes without a known parent: the root, and orphans whose
