@@ -16,6 +16,7 @@ import (
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/wire"
@@ -104,7 +105,7 @@ func (s *dearServer) handle(w http.ResponseWriter, r *http.Request) {
 // reason.
 func TestUSDBudgetStopsFanOut(t *testing.T) {
 	server := startDearServer(t)
-	_, cl := startPricedStack(t, server.srv.URL, mustPrices(t, "dear-model: {input: 0.01, output: 110}\n"), 64)
+	_, cl := startPricedStack(t, providers.FormatOpenAI, server.srv.URL+"/v1", mustPrices(t, "dear-model: {input: 0.01, output: 110}\n"), 64)
 
 	const n = 100
 	parallel := true

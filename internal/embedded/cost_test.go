@@ -106,7 +106,7 @@ func TestFanOutCost(t *testing.T) {
 	server := startCachingServer(t)
 	// Keyed by the full ref: this endpoint's model only.
 	prices := mustPrices(t, "q/priced-model: {input: 1.25, cached_input: 0.125, output: 10}\n")
-	_, cl := startPricedStack(t, server.srv.URL, prices, 16)
+	_, cl := startPricedStack(t, providers.FormatOpenAI, server.srv.URL+"/v1", prices, 16)
 	price, ok := prices.Lookup("q/priced-model")
 	if !ok {
 		t.Fatal("no price for q/priced-model")
@@ -225,10 +225,10 @@ func TestUnpricedCostIsNull(t *testing.T) {
 }
 
 // startPricedStack starts a stack of two workers whose endpoint "q" is the
-// OpenAI-compatible server at baseURL, at prices, and a client of it.
-func startPricedStack(t *testing.T, baseURL string, prices *pricing.Table, slots int) (*Stack, *client.Client) {
+// server at baseURL speaking format, at prices, and a client of it.
+func startPricedStack(t *testing.T, format, baseURL string, prices *pricing.Table, slots int) (*Stack, *client.Client) {
 	t.Helper()
-	eps, err := providers.Parse([]byte(fmt.Sprintf("endpoints:\n  q:\n    format: openai\n    base_url: %s/v1\n", baseURL)), nil)
+	eps, err := providers.Parse([]byte(fmt.Sprintf("endpoints:\n  q:\n    format: %s\n    base_url: %s\n", format, baseURL)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,8 +195,9 @@ func TestContextWindowElidesOldResults(t *testing.T) {
 		t.Fatalf("%d requests, want 31 (30 calls, then the answer)", len(bodies))
 	}
 	limit := int(window * bytesPerTokenMeasured)
-	extended := 0
+	extended, largest := 0, 0
 	for i, b := range bodies {
+		largest = max(largest, len(b))
 		if len(b) > limit {
 			t.Errorf("request %d is %d bytes, over the window's %d", i+1, len(b), limit)
 		}
@@ -207,7 +208,7 @@ func TestContextWindowElidesOldResults(t *testing.T) {
 	if pairs := len(bodies) - 1; extended*10 < pairs*8 {
 		t.Errorf("%d of %d requests extend the one before unchanged, want at least 80%%", extended, pairs)
 	}
-	t.Logf("largest request allowed %d bytes; %d of %d requests extend the one before", limit, extended, len(bodies)-1)
+	t.Logf("largest request %d bytes of the %d allowed; %d of %d requests extend the one before", largest, limit, extended, len(bodies)-1)
 
 	tr := journal.BuildTranscript("run", "t1", j.of("t1"))
 	var elisions, elided int
