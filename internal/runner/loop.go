@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RunThread runs one thread's agent loop to its end; th is read, never
@@ -250,15 +251,21 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 		CacheKey:          st.th.ID,
 	})
 	if err == nil {
-		st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: st.ref.String(), Usage: resp.Usage, LatencyMS: ms(latency),
-			Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
+		st.journalModel(turn, &resp, latency)
 	}
 	return resp, err
 }
 
+// journalModel journals the answer of turn's model call.
+func (st *threadState) journalModel(turn int, resp *model.Response, latency time.Duration) {
+	st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: st.ref.String(), Usage: resp.Usage, LatencyMS: ms(latency),
+		Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
+}
+
 // callModel makes one model call of the thread, its turn's or a summary's: it
-// checks the budget first, then accounts the call (usage, budget, event
-// model.call, trace, metrics) whatever it was for.
+// checks the budget first, then accounts the call (accountCall) whatever it
+// was for. What it holds while the model answers is small: a thread waits
+// here for most of its life.
 func (st *threadState) callModel(ctx context.Context, req model.Request) (model.Response, time.Duration, error) {
 	meter := meterFrom(ctx)
 	if meter != nil {
@@ -274,8 +281,14 @@ func (st *threadState) callModel(ctx context.Context, req model.Request) (model.
 	ctx, span := tracing.StartChat(ctx, st.ref.Provider, st.ref.Name)
 	resp, err := st.mdl.Generate(ctx, req)
 	notice.ended()
-
 	latency := st.r.cfg.Now().Sub(start)
+	st.accountCall(span, meter, &resp, latency, err)
+	return resp, latency, err
+}
+
+// accountCall accounts a model call that ended: the thread's usage and
+// budget, the event model.call, its trace span and the metrics.
+func (st *threadState) accountCall(span trace.Span, meter Meter, resp *model.Response, latency time.Duration, err error) {
 	e := st.th.Event(event.ModelCall)
 	e.Model = st.ref.String()
 	e.Latency = event.Duration(latency)
@@ -293,7 +306,6 @@ func (st *threadState) callModel(ctx context.Context, req model.Request) (model.
 	if obs := st.r.cfg.Observer; obs != nil {
 		obs.ModelCall(st.ref.Provider, st.ref.Name, latency, e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	}
-	return resp, latency, err
 }
 
 // become makes a the thread's current agent: its model, tools and system prompt.
