@@ -19,10 +19,11 @@ func TestTotalsAgree(t *testing.T) {
 	p := newPage(t)
 	c := startCoord(t, coordOpts{})
 	c.startWorker("w1", 8)
-	// one and two each spawn a child, three runs on: the run's budget
+	// Model calls take 10 s, so the cancel lands while three runs even on
+	// a loaded machine. one and two each spawn a child, three runs on: the run's budget
 	// admits four helpers, so one child is refused; a parent whose child
 	// ran has spent its subtree's 700 tokens and fails at its next call.
-	agent := slowAgent(5000) + "helper:\n  budget: {tokens: 700}\n"
+	agent := slowAgent(10000) + "helper:\n  budget: {tokens: 700}\n"
 	id := c.submit(map[string]any{"id": "totals-1", "task": "Parts:\n- one\n  - deep\n- two\n  - deeper\n- three",
 		"agent": agent, "budget": map[string]any{"spawns": 4}})
 	p.open(c.api + "/#/runs/" + id)
