@@ -277,17 +277,7 @@ func TestDurationBudgetCutsCalls(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for _, w := range s.Workers {
-			for w.Running() != 0 || w.Hosted() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("worker %s still runs %d and hosts %d threads", w.ID(), w.Running(), w.Hosted())
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	})
+	t.Cleanup(func() { waitWorkersIdle(t, s) })
 }
 
 var durationSpent = regexp.MustCompile(`^budget exhausted \(duration\): \S+/3s$`)

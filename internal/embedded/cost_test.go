@@ -11,12 +11,10 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/formica-run/formica/internal/client"
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
@@ -232,26 +230,7 @@ func startPricedStack(t *testing.T, format, baseURL string, prices *pricing.Tabl
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(context.Background(), Config{Workers: 2, Slots: slots, Models: &providers.Opener{Endpoints: eps},
-		Prices: prices, HeartbeatInterval: 200 * time.Millisecond, Coordinator: coordinator.Config{Cwd: os.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	nc, err := s.Connect("test-client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(nc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return s, cl
+	return startStackOf(t, Config{Workers: 2, Slots: slots, Models: &providers.Opener{Endpoints: eps}, Prices: prices})
 }
 
 // mustPrices reads a prices file's text.

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/formica-run/formica/internal/client"
-	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
@@ -35,9 +34,16 @@ func startStack(t *testing.T, workers, slots int) (*Stack, *client.Client) {
 // startStackWith is startStack with the workers' models opened by models.
 func startStackWith(t *testing.T, workers, slots int, models runner.ModelOpener) (*Stack, *client.Client) {
 	t.Helper()
-	s, err := Start(context.Background(), Config{Workers: workers, Slots: slots,
-		Models: models, HeartbeatInterval: 200 * time.Millisecond,
-		Coordinator: coordinator.Config{Cwd: os.TempDir()}}) // the runs' t.TempDir()s
+	return startStackOf(t, Config{Workers: workers, Slots: slots, Models: models})
+}
+
+// startStackOf starts the stack cfg describes, with the tests' heartbeat
+// and --cwd, and a client of it.
+func startStackOf(t *testing.T, cfg Config) (*Stack, *client.Client) {
+	t.Helper()
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.Coordinator.Cwd = os.TempDir() // the runs' t.TempDir()s
+	s, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +206,14 @@ func TestCancelEndsRunAndFreesSlots(t *testing.T) {
 			t.Errorf("thread %s: status %q, want cancelled", th.Name, th.Status)
 		}
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	waitWorkersIdle(t, s)
+}
+
+// waitWorkersIdle waits up to 10 s until no worker of s runs or hosts a
+// thread.
+func waitWorkersIdle(t *testing.T, s *Stack) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for _, w := range s.Workers {
 		for w.Running() != 0 || w.Hosted() != 0 {
 			if time.Now().After(deadline) {
