@@ -45,10 +45,7 @@ func startDearServer(t *testing.T) *dearServer {
 
 func (s *dearServer) handle(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
+		Messages []chatMessage `json:"messages"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -63,30 +60,7 @@ func (s *dearServer) handle(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.live--
 	s.mu.Unlock()
-	task, results := "", 0
-	for _, m := range req.Messages {
-		switch m.Role {
-		case "user":
-			if s, ok := m.Content.(string); ok && task == "" {
-				task = s
-			}
-		case "tool":
-			results++
-		}
-	}
-	msg := map[string]any{"role": "assistant", "content": "done: " + task}
-	finish := "stop"
-	var n int
-	if _, err := fmt.Sscanf(task, "fanout %d", &n); err == nil && results == 0 {
-		var calls []any
-		for i := range n {
-			args, _ := json.Marshal(map[string]string{"name": fmt.Sprintf("h%d", i), "task": fmt.Sprintf("leaf %d", i)})
-			calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
-				"function": map[string]any{"name": tools.AgentToolName, "arguments": string(args)}})
-		}
-		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": calls}
-		finish = "tool_calls"
-	}
+	msg, finish, _ := fanoutReply(req.Messages)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "dear-model",

@@ -47,11 +47,8 @@ func startCachingServer(t *testing.T) *cachingServer {
 
 func (s *cachingServer) handle(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-		PromptCacheKey string `json:"prompt_cache_key"`
+		Messages       []chatMessage `json:"messages"`
+		PromptCacheKey string        `json:"prompt_cache_key"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -60,30 +57,7 @@ func (s *cachingServer) handle(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.keys[req.PromptCacheKey]++
 	s.mu.Unlock()
-	task, results := "", 0
-	for _, m := range req.Messages {
-		switch m.Role {
-		case "user":
-			if s, ok := m.Content.(string); ok && task == "" {
-				task = s
-			}
-		case "tool":
-			results++
-		}
-	}
-	msg := map[string]any{"role": "assistant", "content": "done: " + task}
-	finish := "stop"
-	var n int
-	if _, err := fmt.Sscanf(task, "fanout %d", &n); err == nil && results == 0 {
-		var calls []any
-		for i := range n {
-			args, _ := json.Marshal(map[string]string{"name": fmt.Sprintf("h%d", i), "task": fmt.Sprintf("leaf %d", i)})
-			calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
-				"function": map[string]any{"name": tools.AgentToolName, "arguments": string(args)}})
-		}
-		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": calls}
-		finish = "tool_calls"
-	}
+	msg, finish, results := fanoutReply(req.Messages)
 	prompt := int64(1000 + 37*len(req.Messages) + 11*results)
 	cached := prompt / 2
 	out := int64(20 + 3*len(req.Messages))
@@ -245,4 +219,40 @@ func mustPrices(t *testing.T, pricesYAML string) *pricing.Table {
 		t.Fatal(err)
 	}
 	return prices
+}
+
+// chatMessage is a Chat Completions request message, as the test servers
+// read it.
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content any    `json:"content"`
+}
+
+// fanoutReply is the test servers' answer to a conversation: "fanout N"
+// as the task, before any tool result, calls the agent tool N times
+// (helpers h0... with tasks "leaf i"); anything else is answered "done:
+// <task>". results is the tool results the conversation holds.
+func fanoutReply(messages []chatMessage) (msg map[string]any, finish string, results int) {
+	task := ""
+	for _, m := range messages {
+		switch m.Role {
+		case "user":
+			if s, ok := m.Content.(string); ok && task == "" {
+				task = s
+			}
+		case "tool":
+			results++
+		}
+	}
+	var n int
+	if _, err := fmt.Sscanf(task, "fanout %d", &n); err != nil || results > 0 {
+		return map[string]any{"role": "assistant", "content": "done: " + task}, "stop", results
+	}
+	var calls []any
+	for i := range n {
+		args, _ := json.Marshal(map[string]string{"name": fmt.Sprintf("h%d", i), "task": fmt.Sprintf("leaf %d", i)})
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
+			"function": map[string]any{"name": tools.AgentToolName, "arguments": string(args)}})
+	}
+	return map[string]any{"role": "assistant", "content": nil, "tool_calls": calls}, "tool_calls", results
 }
