@@ -185,6 +185,9 @@ type Store struct {
 	runs      jetstream.KeyValue
 	approvals jetstream.KeyValue
 	payloads  jetstream.ObjectStore
+	// leases are the coordinators' holds on running runs (see HoldLease);
+	// nil for a client.
+	leases jetstream.KeyValue
 	// own is the transfers bucket this store writes bodies into: the
 	// coordinators' (Open), a worker's (OpenTransfers), none for a client.
 	own string
@@ -323,8 +326,16 @@ func (s *Store) openBuckets(ctx context.Context) error {
 		}
 	}
 	if !client {
+		lc := leasesConfig(s.cfg)
+		err := retry(ctx, s.log, "bucket "+LeasesBucket, func(ctx context.Context) (err error) {
+			s.leases, err = js.CreateOrUpdateKeyValue(ctx, lc)
+			return err
+		})
+		if err != nil {
+			return err
+		}
 		kc := keysConfig(s.cfg)
-		err := retry(ctx, s.log, "bucket "+KeysBucket, func(ctx context.Context) (err error) {
+		err = retry(ctx, s.log, "bucket "+KeysBucket, func(ctx context.Context) (err error) {
 			s.pkeys.kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
 			return err
 		})

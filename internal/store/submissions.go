@@ -21,7 +21,11 @@ import (
 )
 
 // pollWait bounds one pull request of Next; Next pulls again after it.
-const pollWait = 30 * time.Second
+// It is short because the server may deliver a message to any pull still
+// open, the pulls of a coordinator that froze since it asked included: a
+// run taken over from a frozen coordinator (after its lease went unrenewed
+// for seconds) must not go back to that coordinator's old pulls.
+const pollWait = 2 * time.Second
 
 // Enqueue submits a run. It creates the run's queued record first, then
 // publishes the submission with the run id as message id, so the stream
@@ -362,3 +366,7 @@ func (s *Store) QueueDepth(ctx context.Context) (pending, ackPending uint64, err
 	}
 	return info.NumPending, uint64(info.NumAckPending), nil
 }
+
+// AckSubject is where this delivery is acked: a lease names it so that
+// a coordinator taking the run over can give it back to the queue.
+func (s *Submission) AckSubject() string { return s.msg.Reply() }
