@@ -112,7 +112,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	o.sbf.Register(fs)
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "with --nats: give up when NATS cannot be reached for this long at start-up (0: keep trying)")
 	fs.DurationVar(&o.drainGrace, "drain-grace", coordinator.DefaultDrainGrace, "on SIGTERM, how long running runs may finish before they go back to the queue for another coordinator")
-	fs.StringVar(&o.cc.ID, "id", "", "coordinator id (one word); default random")
+	fs.StringVar(&o.cc.ID, "id", "", "coordinator id (one word); default: kept in --data-dir on the embedded server (random with --nats)")
 	fs.DurationVar(&o.cc.HeartbeatInterval, "heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat and progress interval")
 	fs.DurationVar(&o.cc.PlacementTimeout, "placement-timeout", coordinator.DefaultPlacementTimeout, "how long a thread may wait for a free worker slot")
 	fs.IntVar(&o.cc.MaxAttempts, "max-attempts", coordinator.DefaultMaxAttempts, "placements of a thread whose worker is lost")
@@ -130,7 +130,8 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.IntVar(&o.sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
 	fs.IntVar(&o.sc.MaxDeliver, "queue-max-deliver", store.DefaultMaxDeliver, "deliveries of a run before it is failed for good (its coordinator died each time)")
 	fs.DurationVar(&o.sc.JournalMaxAge, "journal-max-age", 0, "how long thread journals (resume, transcripts) are kept; 0: 7 days, or --retention if shorter; at most --retention")
-	fs.DurationVar(&o.sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a dead coordinator's run stays claimed before another takes it")
+	fs.DurationVar(&o.sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a run stays claimed by a coordinator that neither renews its lease nor is taken over (every coordinator gone)")
+	fs.DurationVar(&o.cc.LeaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL, "how long a running run's lease may go unrenewed (its coordinator dead or frozen) before another coordinator takes the run over")
 	fs.StringVar(&o.hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")
 	fs.StringVar(&o.hc.Token, "http-token", "", "bearer `token` the HTTP API requires; required beyond loopback")
 	fs.StringVar(&o.tokenFile, "http-token-file", "", "`file` holding the HTTP API's bearer token (instead of --http-token)")
@@ -259,6 +260,11 @@ func run(args []string) error {
 		defer lock.Release()
 		if cfg.WorkerIDs, err = localWorkerIDs(o.server.DataDir, o.localWorkers); err != nil {
 			return err
+		}
+		if cfg.Coordinator.ID == "" {
+			if cfg.Coordinator.ID, err = coordinatorID(o.server.DataDir); err != nil {
+				return err
+			}
 		}
 		server := o.server
 		if err := secureServer(&server, &cfg, o.insecure, o.tlsCert, o.tlsKey, o.tlsCA, logger); err != nil {

@@ -78,6 +78,9 @@ type Config struct {
 	Store *store.Store
 	// MaxRuns is how many queued runs this coordinator runs at once.
 	MaxRuns int
+	// LeaseTTL is how long a queued run's lease may go unrenewed before
+	// another coordinator takes the run over (default DefaultLeaseTTL).
+	LeaseTTL time.Duration
 	// TransfersSweep is how often, with a Store, the coordinator removes the
 	// empty transfers buckets of workers it does not know.
 	TransfersSweep time.Duration
@@ -190,6 +193,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = DefaultMaxRuns
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.TransfersSweep <= 0 {
 		cfg.TransfersSweep = DefaultTransfersSweep
@@ -344,8 +350,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	go c.tick()
 	go c.keepAlive()
 	if c.cfg.Store != nil {
-		c.loops.Add(2 + c.cfg.MaxRuns)
+		c.loops.Add(3 + c.cfg.MaxRuns)
 		go c.watchApprovals(c.background)
+		go c.watchLeases(c.background)
 		go c.sweepTransfers()
 		for range c.cfg.MaxRuns {
 			go c.consume(c.background)
@@ -438,6 +445,10 @@ func (c *Coordinator) every(f func()) {
 }
 
 func (c *Coordinator) heartbeat() {
+	if !c.leasesFresh() {
+		c.cfg.Logger.Warn("heartbeat held back: a run lease is not renewed yet")
+		return
+	}
 	hb := wire.CoordHeartbeat{ID: c.cfg.ID, Interval: c.cfg.HeartbeatInterval, Epoch: c.epoch,
 		Uptime: c.uptime(), Fenced: c.fencedNow()}
 	m := wire.Message(wire.TypeCoordHeartbeat, hb)

@@ -100,6 +100,12 @@ func (e *execution) placed(wid string, err error) {
 		e.done(thread.Failed(fmt.Sprintf("no worker available: %v", err)), false)
 		return
 	}
+	if !r.acting() {
+		// The run is no longer held here: nothing more is placed for it.
+		c.registry.release(wid)
+		e.done(thread.Cancelled(t.ctx), false)
+		return
+	}
 	ctx := r.startAttempt(t)
 	e.placements++
 	// Placed before the request is sent: the worker may spawn at once.

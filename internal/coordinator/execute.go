@@ -133,8 +133,11 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	rn.settle(settleTimeout)
 	c.syncJournal(rn)
 	res = runOutcome(rn, res)
-	c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
-		Status: res.Status, Reason: res.Error, Output: event.Clip(res.Output, maxEventOutput), Usage: res.Usage})
+	if !errors.Is(context.Cause(rn.ctx), errFenced) {
+		// A run taken over goes on elsewhere: its watchers see it end there.
+		c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
+			Status: res.Status, Reason: res.Error, Output: event.Clip(res.Output, maxEventOutput), Usage: res.Usage})
+	}
 	// Its events are sent before its record is final (publisher).
 	if !c.events.flush(flushTimeout) {
 		c.cfg.Logger.Warn("run's events not all sent in time", "run_id", sub.RunID)

@@ -76,7 +76,7 @@ func (c *Coordinator) recordDirect(sub wire.RunSubmit) bool {
 func (c *Coordinator) finishDirect(rec record.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c.finishRecord(ctx, rec.RunID, c.final(rec))
+	c.finishRecord(ctx, rec.RunID, 0, c.final(rec))
 }
 
 // handleBudget settles what a thread spent since its last grant and

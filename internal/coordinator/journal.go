@@ -31,7 +31,7 @@ const journalSyncTimeout = 10 * time.Second
 // waiting: nothing the coordinator does next depends on it being stored,
 // until the run ends (syncJournal).
 func (c *Coordinator) coordJournal(rn *run, thread, token string, e journal.Entry) {
-	if rn.journal == nil {
+	if rn.journal == nil || !rn.acting() {
 		return
 	}
 	e.Time = c.cfg.Now()

@@ -48,6 +48,8 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	if sub.Timeout == 0 {
 		sub.Timeout = c.cfg.RunTimeout
 	}
+	// Until the run starts and its lease is held, the submission is kept
+	// in progress by the queue's own clock.
 	stop := st.KeepInProgress(ctx, s)
 	defer stop()
 
@@ -86,7 +88,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 			s.Nak(ctx, 0)
 			return
 		}
-		c.finishRecord(ctx, sub.RunID, func(r *record.Run) {
+		c.finishRecord(ctx, sub.RunID, 0, func(r *record.Run) {
 			r.Status, r.Error, r.FinishedAt = event.Failed, err.Error(), c.cfg.Now()
 		})
 		s.Ack(ctx)
@@ -131,7 +133,16 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.retryLater(ctx, s, "start run record", err)
 		return
 	}
-	c.cfg.Logger.Info("run started", "run_id", sub.RunID, "attempt", started.Attempts, "trace_id", started.TraceID)
+	stop()
+	attempt := started.Attempts
+	lease, err := c.holdLease(ctx, s, rn, attempt)
+	if err != nil {
+		c.retryLater(ctx, s, "hold run lease", err)
+		return
+	}
+	rn.lease.Store(lease)
+	defer lease.release(ctx)
+	c.cfg.Logger.Info("run started", "run_id", sub.RunID, "attempt", attempt, "trace_id", started.TraceID)
 	if s.Delivered() > 1 {
 		c.cfg.Metrics.Redelivered()
 	} else {
@@ -142,19 +153,37 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	}
 
 	begun := time.Now()
-	stopLive := c.liveBudget(ctx, sub.RunID, rn)
-	rec := c.execute(rn, sub, started.Attempts > 1)
+	stopLive := c.liveBudget(ctx, sub.RunID, rn, attempt)
+	rec := c.execute(rn, sub, attempt > 1)
 	stopLive()
-	if errors.Is(context.Cause(rn.ctx), errStopping) {
+	ctx = context.WithoutCancel(ctx)
+	left := func(cause error) {
+		// Another coordinator holds the run now: leave it all to it.
+		c.cfg.Logger.Warn("run left to the coordinator that took it over", "run_id", sub.RunID, "attempt", attempt, "reason", cause)
+	}
+	switch cause := context.Cause(rn.ctx); {
+	case errors.Is(cause, errFenced):
+		left(cause)
+		return
+	case errors.Is(cause, errStopping):
 		c.cfg.Logger.Info("run handed back to the queue", "run_id", sub.RunID, "trace_id", rec.TraceID)
 		// Shutting down: hand the run to the next coordinator untouched.
-		c.finishRecord(context.WithoutCancel(ctx), sub.RunID, func(r *record.Run) { r.Status = record.Queued })
-		s.Nak(context.WithoutCancel(ctx), 0)
+		err := c.finishRecord(ctx, sub.RunID, attempt, func(r *record.Run) { r.Status = record.Queued })
+		if err == nil {
+			s.Nak(ctx, 0)
+		} else if errors.Is(err, errFenced) {
+			left(err)
+		}
 		return
 	}
-	c.finishRecord(context.WithoutCancel(ctx), sub.RunID, c.final(rec))
-	c.logFinished(rec, started.Attempts, time.Since(begun))
-	if err := s.Ack(context.WithoutCancel(ctx)); err != nil {
+	if err := c.finishRecord(ctx, sub.RunID, attempt, c.final(rec)); err != nil {
+		if errors.Is(err, errFenced) {
+			left(err)
+		}
+		return
+	}
+	c.logFinished(rec, attempt, time.Since(begun))
+	if err := s.Ack(ctx); err != nil {
 		c.cfg.Logger.Warn("ack run", "run_id", sub.RunID, "err", err)
 	}
 }
@@ -188,7 +217,7 @@ func (c *Coordinator) endQueued(ctx context.Context, s *store.Submission, status
 		reason = "cancelled"
 	}
 	c.cfg.Logger.Info("run settled without running", "run_id", s.Sub.RunID, "status", status, "reason", reason)
-	c.finishRecord(ctx, s.Sub.RunID, func(r *record.Run) {
+	c.finishRecord(ctx, s.Sub.RunID, 0, func(r *record.Run) {
 		if !r.Status.Final() {
 			r.Status, r.Error, r.FinishedAt, r.CancelRequested = status, reason, c.cfg.Now(), ""
 		}
@@ -203,7 +232,7 @@ const budgetEvery = 2 * time.Second
 
 // liveBudget keeps the budget use in the record of a running run up to
 // date, every budgetEvery while it changes, until stop is called.
-func (c *Coordinator) liveBudget(ctx context.Context, id string, rn *run) (stop func()) {
+func (c *Coordinator) liveBudget(ctx context.Context, id string, rn *run, attempt int) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -224,7 +253,7 @@ func (c *Coordinator) liveBudget(ctx context.Context, id string, rn *run) (stop 
 			}
 			last = use
 			_, err := c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
-				if r.Status != event.Running {
+				if r.Status != event.Running || r.Attempts != attempt {
 					return errNotRunning
 				}
 				r.Budget = use
@@ -251,22 +280,33 @@ func (c *Coordinator) retryLater(ctx context.Context, s *store.Submission, what 
 		return
 	}
 	reason := fmt.Sprintf("gave up after %d deliveries: %s: %v", s.Delivered(), what, err)
-	c.finishRecord(ctx, s.Sub.RunID, func(r *record.Run) {
+	c.finishRecord(ctx, s.Sub.RunID, 0, func(r *record.Run) {
 		r.Status, r.Error, r.FinishedAt = event.Failed, reason, c.cfg.Now()
 	})
 	s.Term(ctx, reason)
 }
 
-// finishRecord updates a run record, retrying for a while: the ack waits on it.
-func (c *Coordinator) finishRecord(ctx context.Context, id string, fn func(*record.Run)) {
-	for attempt := 0; attempt < 10; attempt++ {
-		_, err := c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error { fn(r); return nil })
-		if err == nil {
-			return
+// finishRecord updates a run record, retrying for a while: the ack waits on
+// it. With attempt above 0 it is fenced: a record started by a later
+// attempt (another coordinator took the run over) is left alone, and
+// errFenced returned.
+func (c *Coordinator) finishRecord(ctx context.Context, id string, attempt int, fn func(*record.Run)) error {
+	var err error
+	for try := 0; try < 10; try++ {
+		_, err = c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+			if attempt > 0 && r.Attempts != attempt {
+				return fmt.Errorf("%w: the record is at attempt %d, this coordinator ran attempt %d", errFenced, r.Attempts, attempt)
+			}
+			fn(r)
+			return nil
+		})
+		if err == nil || errors.Is(err, errFenced) {
+			return err
 		}
 		c.cfg.Logger.Warn("update run record", "run_id", id, "err", err)
-		sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond)
+		sleep(ctx, time.Duration(try+1)*200*time.Millisecond)
 	}
+	return err
 }
 
 func sleep(ctx context.Context, d time.Duration) {

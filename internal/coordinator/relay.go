@@ -45,8 +45,12 @@ func (c *Coordinator) relay(t *threadRec, events []event.Event, subject string) 
 }
 
 // publish queues e for the run's watchers (publisher); its time is the
-// moment it was queued when it has none.
+// moment it was queued when it has none. An event of a run this
+// coordinator no longer holds is dropped (acting).
 func (c *Coordinator) publish(e event.Event) {
+	if rn := c.run(e.RunID); rn != nil && !rn.acting() {
+		return
+	}
 	if e.Time.IsZero() {
 		e.Time = c.cfg.Now()
 	}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"sync/atomic"
 	"context"
 	"errors"
 	"sync"
@@ -33,6 +34,9 @@ type run struct {
 	// journal writes the coordinator's journal entries of the run; nil
 	// without a store.
 	journal *store.RunJournal
+	// lease is this coordinator's hold on a queued run; nil for a run
+	// submitted directly.
+	lease atomic.Pointer[runLease]
 
 	// admitting makes a spawn's check for its helper and the helper's
 	// registration one step: a spawn request sent twice (again after its

@@ -70,6 +70,7 @@ type Metrics struct {
 	runAttempts   prometheus.Counter
 
 	redeliveries prometheus.Counter
+	takeovers    prometheus.Counter
 
 	threadsSpawned  prometheus.Counter
 	spawnsRefused   *prometheus.CounterVec
@@ -128,6 +129,7 @@ func New() *Metrics {
 	m.runAttempts = f.counter("formica_run_attempts_total", "Run starts, redelivered runs included.")
 
 	m.redeliveries = f.counter("formica_queue_redeliveries_total", "Submissions delivered again (a coordinator died or gave one back).")
+	m.takeovers = f.counter("formica_run_takeovers_total", "Queued runs this coordinator took over from a coordinator whose lease lapsed.")
 
 	m.threadsSpawned = f.counter("formica_threads_spawned_total", "Helpers admitted.")
 	m.spawnsRefused = f.counterVec("formica_spawns_refused_total", "Spawns refused by a limit, by reason.", "reason")

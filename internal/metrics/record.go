@@ -49,6 +49,13 @@ func (m *Metrics) Redelivered() {
 	}
 }
 
+// TakenOver counts a run taken over from a coordinator whose lease lapsed.
+func (m *Metrics) TakenOver() {
+	if m != nil {
+		m.takeovers.Inc()
+	}
+}
+
 // JournalReplayed counts a placement of a thread that replays journaled work.
 func (m *Metrics) JournalReplayed() {
 	if m != nil {
