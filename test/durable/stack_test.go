@@ -65,6 +65,9 @@ type coordOpts struct {
 	extra    []string
 	// env is added to the coordinator's environment.
 	env []string
+	// defaults leaves --id, --heartbeat and --queue-ack-wait at their
+	// defaults.
+	defaults bool
 }
 
 // startCoord starts a coordinator on free loopback ports and waits until it
@@ -80,9 +83,11 @@ func startCoord(t *testing.T, o coordOpts) *coord {
 		if host == "" {
 			host = "127.0.0.1"
 		}
-		c.args = []string{"--id", "coord", "--data-dir", c.dataDir, "--cwd", c.cwd,
-			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--http", fmt.Sprintf("%s:%d", host, ports[1]),
-			"--heartbeat", heartbeat, "--queue-ack-wait", ackWait, "--allow-scripted"}
+		c.args = []string{"--data-dir", c.dataDir, "--cwd", c.cwd,
+			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--http", fmt.Sprintf("%s:%d", host, ports[1]), "--allow-scripted"}
+		if !o.defaults {
+			c.args = append(c.args, "--id", "coord", "--heartbeat", heartbeat, "--queue-ack-wait", ackWait)
+		}
 		if o.maxRuns > 0 {
 			c.args = append(c.args, "--max-runs", strconv.Itoa(o.maxRuns))
 		}
