@@ -1,10 +1,10 @@
 package coordinator
 
 import (
-	"sync/atomic"
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
