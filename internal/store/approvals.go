@@ -82,18 +82,14 @@ func (s *Store) getApproval(ctx context.Context, id string) (Approval, uint64, e
 // ListApprovals returns the approvals, only the pending ones if
 // pendingOnly, oldest RequestedAt first.
 func (s *Store) ListApprovals(ctx context.Context, pendingOnly bool) ([]Approval, error) {
-	entries, err := snapshot(ctx, s.approvals)
+	entries, err := s.snapshot(ctx, ApprovalsBucket)
 	if err != nil {
 		return nil, fmt.Errorf("store: list approvals: %w", err)
 	}
 	out := make([]Approval, 0, len(entries))
 	for _, e := range entries {
-		var a Approval
-		if err := json.Unmarshal(e.Value(), &a); err != nil {
-			s.log.Warn("store: skipping unreadable approval", "key", e.Key(), "err", err)
-			continue
-		}
-		if !pendingOnly || a.Pending() {
+		a, ok := s.decodeApproval(e)
+		if ok && (!pendingOnly || a.Pending()) {
 			out = append(out, a)
 		}
 	}
@@ -143,14 +139,18 @@ func (s *Store) Decide(ctx context.Context, id string, allow bool, reason string
 // closed. Deletions are not sent. The reader must keep reading or cancel
 // ctx.
 func (s *Store) WatchApprovals(ctx context.Context) (<-chan Approval, error) {
-	return watch(ctx, s.approvals, jetstream.AllKeys, s.log, func(e jetstream.KeyValueEntry) (Approval, bool) {
-		var a Approval
-		if err := json.Unmarshal(e.Value(), &a); err != nil {
-			s.log.Warn("store: skipping unreadable approval", "key", e.Key(), "err", err)
-			return a, false
-		}
-		return a, true
-	})
+	return watch(ctx, s, ApprovalsBucket, storedApprovals, ">", s.decodeApproval)
+}
+
+// decodeApproval reads a stored approval; one that does not decode is
+// logged and skipped.
+func (s *Store) decodeApproval(m *storedMsg) (Approval, bool) {
+	var a Approval
+	if err := json.Unmarshal(m.data, &a); err != nil {
+		s.log.Warn("store: skipping unreadable approval", "key", kvKey(ApprovalsBucket, m), "err", err)
+		return a, false
+	}
+	return a, true
 }
 
 // DeleteApproval removes approval id; removing a missing one is no error.

@@ -8,16 +8,24 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Streams others write (the journal, whose thread entries workers write;
-// the object stores) are read by direct gets alone, never through a
-// consumer: a consumer delivers on whatever subject its creator names, so a
-// reader that may create one could have the server republish what a worker
-// wrote onto another worker's subject. readDirect asks for them in batches.
+// Every read a client makes, and every read of what others write (the
+// journal, whose thread entries workers write; the object stores), is a
+// direct get, never a consumer: a consumer delivers on whatever subject its
+// creator names, so a reader that may create one could have the server
+// republish what a worker wrote onto another worker's subject. readDirect
+// asks for them in batches; follow adds what the streams republish.
 
-// directBatch is how many messages one batched direct get asks for.
-const directBatch = 512
+// directBatch is how many messages one batched direct get asks for, and
+// directBytes how many bytes: the server stops after the message that
+// passes it, so a batch stays well under a subscription's pending limit
+// (64 MiB) whatever its messages hold.
+const (
+	directBatch = 512
+	directBytes = 8 << 20
+)
 
 // storedMsg is a message read back from a stream.
 type storedMsg struct {
@@ -31,35 +39,45 @@ func (m *storedMsg) Subject() string      { return m.subject }
 func (m *storedMsg) Headers() nats.Header { return m.hdr }
 func (m *storedMsg) Data() []byte         { return m.data }
 
+// storedFrom reads the stream's headers of m, a direct get's answer or a
+// republished copy: both name the stored subject and sequence.
+func storedFrom(m *nats.Msg) (*storedMsg, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil || seq == 0 {
+		return nil, errors.New("stored message without its sequence")
+	}
+	return &storedMsg{subject: m.Header.Get(jetstream.SubjectHeader), seq: seq, hdr: m.Header, data: m.Data}, nil
+}
+
 // errNoDirect reports a stream that does not answer direct gets.
 var errNoDirect = errors.New("store: stream does not answer direct gets")
 
 // readDirect calls each, in stream order, with every message of stream
-// whose subject matches filter, read by direct gets of batch messages each
-// (the server's batch, ended by its EOB status, until nothing is pending).
-func (s *Store) readDirect(ctx context.Context, stream, filter string, batch int, each func(*storedMsg)) error {
+// whose subject matches filter from sequence from on, read by direct gets
+// of batch messages each (the server's batch, ended by its EOB status,
+// until nothing is pending). It stops at each's first error and returns it
+// as it is.
+func (s *Store) readDirect(ctx context.Context, stream, filter string, from uint64, batch int, each func(*storedMsg) error) error {
 	inbox := s.nc.NewInbox()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {
 		return fmt.Errorf("store: read %s: %w", stream, err)
 	}
 	defer sub.Unsubscribe()
-	seq := uint64(1)
+	seq := max(from, 1)
 	for {
 		req, _ := json.Marshal(struct {
-			Seq     uint64 `json:"seq"`
-			NextFor string `json:"next_by_subj"`
-			Batch   int    `json:"batch"`
-		}{seq, filter, batch})
+			Seq      uint64 `json:"seq"`
+			NextFor  string `json:"next_by_subj"`
+			Batch    int    `json:"batch"`
+			MaxBytes int    `json:"max_bytes"`
+		}{seq, filter, batch, directBytes})
 		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
 			return fmt.Errorf("store: read %s: %w", stream, err)
 		}
-		next, done, err := readBatch(ctx, sub, each)
-		if err != nil {
-			return fmt.Errorf("store: read %s: %w", stream, err)
-		}
-		if done {
-			return nil
+		next, done, err := readBatch(ctx, sub, stream, each)
+		if err != nil || done {
+			return err
 		}
 		seq = next
 	}
@@ -67,32 +85,35 @@ func (s *Store) readDirect(ctx context.Context, stream, filter string, batch int
 
 // readBatch takes one batch's replies: messages, then the EOB status. It
 // returns where the next batch starts, or done when nothing is left.
-func readBatch(ctx context.Context, sub *nats.Subscription, each func(*storedMsg)) (next uint64, done bool, err error) {
+func readBatch(ctx context.Context, sub *nats.Subscription, stream string, each func(*storedMsg) error) (next uint64, done bool, err error) {
+	fail := func(err error) (uint64, bool, error) { return 0, false, fmt.Errorf("store: read %s: %w", stream, err) }
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return 0, false, err
+			return fail(err)
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
-			seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+			sm, err := storedFrom(m)
 			if err != nil {
-				return 0, false, fmt.Errorf("direct get: message without its sequence")
+				return fail(fmt.Errorf("direct get: %w", err))
 			}
-			each(&storedMsg{subject: m.Header.Get("Nats-Subject"), seq: seq, hdr: m.Header, data: m.Data})
+			if err := each(sm); err != nil {
+				return 0, false, err
+			}
 		case "204": // EOB
 			pending, perr := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-			last, lerr := strconv.ParseUint(m.Header.Get("Nats-Last-Sequence"), 10, 64)
+			last, lerr := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
 			if perr != nil || lerr != nil {
-				return 0, false, fmt.Errorf("direct get: end of batch without its counts")
+				return fail(errors.New("direct get: end of batch without its counts"))
 			}
 			return last + 1, pending == 0, nil
 		case "404": // nothing (more) matches
 			return 0, true, nil
 		case "503":
-			return 0, false, errNoDirect
+			return fail(errNoDirect)
 		default:
-			return 0, false, fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description"))
+			return fail(fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description")))
 		}
 	}
 }

@@ -70,6 +70,7 @@ func TestEventsReplayThenLive(t *testing.T) {
 	for range 3 { // the stored ones
 		seen = append(seen, recv(t, got))
 	}
+	noConsumers(t, s, "while Events follows a run")
 	appendEvents(t, s, "run-a", ev("run-a", event.ModelCall, "x"), ev("run-a", event.ThreadFinished, "x"))
 	appendEvents(t, s, "run-b", ev("run-b", event.RunFinished, "x"))
 	appendEvents(t, s, "run-a", ev("run-a", event.RunFinished, "x"))
@@ -135,13 +136,19 @@ func TestEventsReplayThenLive(t *testing.T) {
 		t.Fatalf("ctx end: %v", err)
 	}
 
-	// Each Events call removed its consumer on the way out.
-	st, err := s.js.Stream(ctx, EventsStream)
+	noConsumers(t, s, "after the Events calls")
+}
+
+// noConsumers fails t if the events stream has a consumer: Events reads
+// without one.
+func noConsumers(t *testing.T, s *Store, when string) {
+	t.Helper()
+	st, err := s.js.Stream(ctxT(t, 5*time.Second), EventsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := st.CachedInfo().State.Consumers; n != 0 {
-		t.Fatalf("%d consumers left on the events stream, want 0", n)
+		t.Fatalf("%s: %d consumers on the events stream, want 0", when, n)
 	}
 }
 

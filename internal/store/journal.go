@@ -336,16 +336,17 @@ func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	// By direct gets: clients read journals too, and may create no
-	// consumer of what workers write (see readDirect).
+	// By direct gets: clients read journals too, and create no consumer
+	// (see readDirect).
 	var out []journal.Entry
 	proofs := proofs{s: s, run: run}
-	err := s.readDirect(ctx, JournalStream, filter, directBatch, func(msg *storedMsg) {
+	err := s.readDirect(ctx, JournalStream, filter, 1, directBatch, func(msg *storedMsg) error {
 		for _, e := range s.decodeEntries(ctx, msg) {
 			e.Seq = msg.seq
 			proofs.check(ctx, &e)
 			out = append(out, e)
 		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: journal of %s: %w", run, err)

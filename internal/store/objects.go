@@ -17,7 +17,7 @@ import (
 // stream may point one's delivery at any subject: the chunks someone wrote
 // there would be republished as a message on another worker's subject, the
 // server publishing it. So neither workers nor clients may create
-// consumers on the object stores, and they read them this way.
+// consumers, and they read objects this way.
 
 // maxObjectPrealloc bounds what a read reserves up front from the size an
 // object's info claims (an info is as trustworthy as its writer).
@@ -49,14 +49,15 @@ func (s *Store) readObject(ctx context.Context, ob jetstream.ObjectStore, bucket
 	body.Grow(int(min(info.Size, maxObjectPrealloc)))
 	digest := sha256.New()
 	chunks, over := uint32(0), false
-	err = s.readDirect(ctx, ObjectStream(bucket), "$O."+bucket+".C."+info.NUID, objectBatch, func(m *storedMsg) {
+	err = s.readDirect(ctx, ObjectStream(bucket), "$O."+bucket+".C."+info.NUID, 1, objectBatch, func(m *storedMsg) error {
 		if over || uint64(body.Len()+len(m.data)) > info.Size {
 			over = true
-			return
+			return nil
 		}
 		chunks++
 		body.Write(m.data)
 		digest.Write(m.data)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("object %s: chunks: %w", name, err)

@@ -169,12 +169,12 @@ func (s *Store) WatchRecord(ctx context.Context, id string) (<-chan record.Run, 
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	return watch(ctx, s.runs, id, s.log, func(e jetstream.KeyValueEntry) (record.Run, bool) {
-		r, err := s.decodeRecord(ctx, e.Value())
+	return watch(ctx, s, RunsBucket, storedRuns, id, func(m *storedMsg) (record.Run, bool) {
+		r, err := s.decodeRecord(ctx, m.data)
 		if err != nil {
 			// A large record replaced meanwhile: its successor follows.
 			if !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
-				s.log.Warn("store: skipping unreadable record", "key", e.Key(), "err", err)
+				s.log.Warn("store: skipping unreadable record", "key", id, "err", err)
 			}
 			return r, false
 		}

@@ -13,7 +13,11 @@
 //   - events: the limits stream FORMICA_EVENTS on formica.eventlog.>, each
 //     run's events in batches, in order, as its coordinator stores them
 //     (AppendEvents; it publishes each one live on formica.events.> too);
-//     Events replays a run's events and follows it live.
+//     Events replays a run's events and follows it live. The stream
+//     republishes each batch on formica.stored.events.<run>, as the
+//     records and approvals buckets do each write on
+//     formica.stored.runs.<run> and formica.stored.approvals.<id>: readers
+//     follow them there, with no consumer (see follower).
 //   - thread journals: the limits stream FORMICA_JOURNAL on
 //     formica.journal.<run>.<thread>.{t,c}, every thread's life entry by
 //     entry (see JournalWriter, ReadJournal and package journal).
@@ -246,6 +250,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		MaxAge:      cfg.EventsMaxAge,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
+		// Followed without a consumer (Events).
+		AllowDirect: true,
+		RePublish:   republish(SubjectEventLogAll, storedEvents),
 	}, {
 		Name:        IndexStream,
 		Description: "Formica runs in the order they were created",
@@ -310,10 +317,11 @@ func (s *Store) openBuckets(ctx context.Context) error {
 		dst  *jetstream.KeyValue
 		name string
 		desc string
-	}{{&s.runs, RunsBucket, "Formica run records"}, {&s.approvals, ApprovalsBucket, "Formica approvals"}} {
+		tree string // where it republishes (see watch)
+	}{{&s.runs, RunsBucket, "Formica run records", storedRuns}, {&s.approvals, ApprovalsBucket, "Formica approvals", storedApprovals}} {
 		kc := jetstream.KeyValueConfig{
 			Bucket: kv.name, Description: kv.desc, History: 1, TTL: s.cfg.Retention,
-			Storage: jetstream.FileStorage, Replicas: r,
+			Storage: jetstream.FileStorage, Replicas: r, RePublish: republish(kvSubject(kv.name, ">"), kv.tree),
 		}
 		err := retry(ctx, s.log, "bucket "+kv.name, func(ctx context.Context) (err error) {
 			*kv.dst, err = ensure(ctx, client, js.KeyValue, kv.name, jetstream.ErrBucketNotFound,

@@ -176,6 +176,23 @@ func TestOpenCluster(t *testing.T) {
 	if r, _, err := s.GetRecord(ctx, "r3"); err != nil || r.Attempts != 1 {
 		t.Fatalf("record %+v, %v", r, err)
 	}
+	// Followed on the cluster: the stream's leader republishes, any
+	// replica answers the direct gets.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := s.WatchRecord(wctx, "r3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, ch); r.Attempts != 1 {
+		t.Fatalf("watched %+v", r)
+	}
+	if _, err := s.UpdateRecord(ctx, "r3", func(r *record.Run) error { r.Attempts++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, ch); r.Attempts != 2 {
+		t.Fatalf("watched update %+v", r)
+	}
 }
 
 // TestJournalKeptNoLongerThanRetention: journals default to 7 days, or to
