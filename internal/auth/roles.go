@@ -133,28 +133,19 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			// A cancel kept for the coordinator that picks the run up.
 			store.SubjectCancels,
 			// JetStream reads: stream info and single messages of any stream,
-			// flow control of the consumers below; no write, purge, delete,
-			// configuration or ack.
-			"$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>", "$JS.FC.>",
+			// by direct gets; no consumer, write, purge, delete,
+			// configuration or ack. A consumer delivers on whatever subject
+			// its creator names, so the right to create one, on any
+			// stream, is a right to have the server publish stored bytes
+			// on a worker's exec subject.
+			"$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
 		)
-		for _, stream := range clientReads {
-			p.Pub.Allow.Add(
-				"$JS.API.CONSUMER.CREATE."+stream+".>", "$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
-				"$JS.API.CONSUMER.INFO."+stream+".*", "$JS.API.CONSUMER.DELETE."+stream+".*",
-			)
-		}
 		p.Sub.Allow.Add(wire.EventsAll, InboxPrefix(Client, id)+".>")
+		// What the events, records and approvals streams republish as
+		// they store it, with no reply subject: how a client follows a
+		// run, a record or the approvals without a consumer.
+		p.Sub.Allow.Add(store.StoredSubjects...)
 		// An approver answers with progress and then its decision.
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: -1, Expires: time.Hour}
 	}
-}
-
-// clientReads are the streams a client reads through consumers (ordered
-// ones, for watching a record, replaying events, listing approvals): their
-// messages are written by coordinators. The cancel requests, which clients
-// write, and the journal and the object stores, which workers write, are
-// read by direct gets only: a consumer delivers on whatever subject its
-// creator names, and would republish what another wrote there.
-var clientReads = []string{
-	"KV_" + store.RunsBucket, "KV_" + store.ApprovalsBucket, store.EventsStream,
 }

@@ -133,17 +133,20 @@ func violations(t *testing.T, s *Stack, role auth.Role, id string) (*nats.Conn, 
 // another worker's subjects, speak on another worker's subjects, publish
 // run events, touch the records and approvals buckets, write, delete or
 // purge another's transfers (or read another worker's), or make, change or
-// delete a stream, its own bucket's included; a client's cannot
-// publish exec requests, spawns or events, nor write the records or
-// approvals buckets, the queue or the run index, nor read another client's
-// inbox (where its approvals are asked).
+// delete a stream, its own bucket's included, nor follow what clients
+// follow; a client's cannot publish exec requests, spawns or events, nor
+// write the records or approvals buckets, the queue or the run index, nor
+// create a consumer, nor subscribe to the streams' own subjects, nor read
+// another client's inbox (where its approvals are asked).
 func TestWorkerCredentialsArePinned(t *testing.T) {
 	s, _ := startSecured(t)
 	victim := s.Workers[0].ID()
 	nc, seen := violations(t, s, auth.Worker, "mallory")
 	mine, theirs := store.ObjectStream(store.WorkerTransfers("mallory")), store.ObjectStream(store.WorkerTransfers(victim))
 
-	for _, subj := range []string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", "formica.approver.*", wire.ClientInboxPrefix + ">", wire.EventsAll + "x", ">"} {
+	workerSubDenied := append([]string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", "formica.approver.*", wire.ClientInboxPrefix + ">", wire.EventsAll + "x", ">"},
+		store.StoredSubjects...) // what clients follow: no business of a worker's
+	for _, subj := range workerSubDenied {
 		if _, err := nc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +177,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := 6 + 30
+	want := len(workerSubDenied) + 30
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -202,13 +205,22 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		"$JS.API.STREAM.CREATE.x", "formica.anything",
 		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1", "$JS.API.CONSUMER.CREATE.OBJ_" + store.PayloadsBucket + ".c1",
 		// The journal's thread entries are workers': read by direct gets.
-		"$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1", "$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1.formica.journal.r1.>"}
+		"$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1", "$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1.formica.journal.r1.>",
+		// No consumer at all, even of what coordinators write (see
+		// TestClientsCreateNoConsumers), so no flow control either.
+		"$JS.API.CONSUMER.CREATE." + store.EventsStream + ".c1", "$JS.API.CONSUMER.CREATE.KV_" + store.RunsBucket + ".c1",
+		"$JS.API.CONSUMER.CREATE.KV_" + store.ApprovalsBucket + ".c1", "$JS.API.CONSUMER.MSG.NEXT." + store.EventsStream + ".c1",
+		"$JS.FC." + store.EventsStream + ".x"}
 	for _, subj := range clientDenied {
 		if err := cnc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	clientSubDenied := []string{"formica.approver.*", wire.ClientInboxPrefix + "alice.>", store.SubjectCancels}
+	// Nor the streams' own subjects, whose messages carry their writer's
+	// reply subject (a client may answer what it receives): it follows
+	// their republished copies, which carry none.
+	clientSubDenied := []string{"formica.approver.*", wire.ClientInboxPrefix + "alice.>", store.SubjectCancels,
+		store.SubjectEventLogAll, "$KV." + store.RunsBucket + ".>", "$KV." + store.ApprovalsBucket + ".>"}
 	for _, subj := range clientSubDenied {
 		if _, err := cnc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
