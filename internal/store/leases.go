@@ -129,7 +129,13 @@ func (s *Store) WatchLeases(ctx context.Context) (<-chan LeaseEntry, error) {
 	out := make(chan LeaseEntry, 64)
 	go func() {
 		defer close(out)
-		defer stopWatcher(w)
+		defer func() {
+			_ = w.Stop()
+			go func() { // drained, so the watcher's own goroutine ends
+				for range w.Updates() {
+				}
+			}()
+		}()
 		defer cancel()
 		for {
 			var e jetstream.KeyValueEntry
