@@ -30,7 +30,8 @@ const DefaultHelperInstructions = "You are a focused helper agent. Complete the 
 //     each name once. (Which implementation runs a name — a local tool
 //     replacing an inherited one — is the runner's business, not the spec's.)
 //   - Harness: the parent's (same cwd, same permissions: a helper inherits its
-//     parent's policy). ParallelToolCalls and MaxTurns: the parent's.
+//     parent's policy), with the template's at_most_once added to the
+//     parent's. ParallelToolCalls and MaxTurns: the parent's.
 //   - Helper: the parent's template, so helpers of helpers are alike.
 //   - Handoffs: none.
 //
@@ -59,11 +60,14 @@ func SetHelperSpec(a, parent *Agent, name string) {
 	a.Harness.Tools = slices.Clone(a.Harness.Tools)
 	a.Harness.MCP = slices.Clone(a.Harness.MCP)
 	a.Harness.Permissions.Rules = slices.Clone(a.Harness.Permissions.Rules)
+	a.Harness.AtMostOnce = slices.Clone(a.Harness.AtMostOnce)
+	a.Harness.AddOnce(&Harness{AtMostOnce: h.AtMostOnce})
 	a.Helper = parent.Helper
 	a.Helper.ModelArgs = maps.Clone(a.Helper.ModelArgs)
 	a.Helper.OutputSchema = slices.Clone(a.Helper.OutputSchema)
 	a.Helper.Tools.Only = slices.Clone(a.Helper.Tools.Only)
 	a.Helper.Tools.Add = slices.Clone(a.Helper.Tools.Add)
+	a.Helper.AtMostOnce = slices.Clone(a.Helper.AtMostOnce)
 	a.ContextWindow = h.ContextWindow
 	if h.Model != "" {
 		a.Model = h.Model

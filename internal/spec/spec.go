@@ -60,6 +60,16 @@ type Harness struct {
 	// (mcp__<server>__<tool>). A spec only names servers: what each one
 	// runs is the operator's worker configuration (--mcp-config).
 	MCP []string `json:"mcp,omitempty" yaml:"mcp,omitempty" msgpack:"mcp,omitempty"`
+	// AtMostOnce names tools (name globs, as in permission rules: bash,
+	// mcp__pay__*) whose calls must not run twice. Each call of one is
+	// journaled as started before it runs; a thread that runs again after a
+	// failure and finds one started but not answered does not run it
+	// again: the call is in doubt (InDoubt). Other tools' calls in flight
+	// at a failure run again (at least once).
+	AtMostOnce []string `json:"at_most_once,omitempty" yaml:"at_most_once,omitempty" msgpack:"at_most_once,omitempty"`
+	// InDoubt is what becomes of a call in doubt: report (the default)
+	// or ask.
+	InDoubt InDoubt `json:"in_doubt,omitempty" yaml:"in_doubt,omitempty" msgpack:"in_doubt,omitempty"`
 }
 
 // Helper is the `agent` tool's template, never shown to the model.
@@ -77,6 +87,10 @@ type Helper struct {
 	Tools        ToolPolicy      `json:"tools,omitzero" yaml:"tools,omitempty" msgpack:"tools,omitempty"`
 	// Budget bounds each helper's whole subtree, inside its parent's budget.
 	Budget limits.Budget `json:"budget,omitzero" yaml:"budget,omitempty" msgpack:"budget,omitempty"`
+	// AtMostOnce names more tools whose calls must not run twice in each
+	// helper, besides the parent's harness.at_most_once, which every
+	// helper keeps.
+	AtMostOnce []string `json:"at_most_once,omitempty" yaml:"at_most_once,omitempty" msgpack:"at_most_once,omitempty"`
 }
 
 // ToolPolicy says which of the parent's direct tools a helper gets.

@@ -23,7 +23,8 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 // It checks: names (required, one word, unique across the root and agents[]),
 // model references, max_turns >= 0, context windows (0 or at least
 // MinContextWindow), tool name lists, permission policies, the
-// helper's tool policy (`only` needs restrict), handoff targets (an agent of
+// helper's tool policy (`only` needs restrict), the at-most-once tool
+// globs and in_doubt (report or ask), handoff targets (an agent of
 // this file, not itself) and that output schemas compile.
 func (f *File) Validate() error {
 	v := &validator{}
@@ -89,6 +90,7 @@ func (v *validator) agent(p string, a *Agent) {
 	v.servers(p+"harness.mcp", a.Harness.MCP)
 	v.permissions(p+"harness.permissions", a.Harness.Permissions)
 	v.sandbox(p+"harness.sandbox.", a.Harness.Sandbox)
+	v.onceRule(p+"harness.", &a.Harness, p+"helper.at_most_once", a.Helper.AtMostOnce)
 	h := &a.Helper
 	v.modelRef(p+"helper.model", h.Model)
 	v.window(p+"helper.context_window", h.ContextWindow)

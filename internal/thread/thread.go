@@ -79,7 +79,8 @@ func Cancelled(ctx context.Context) Result {
 // SetHelper makes th, in place, the helper that the parent thread, as its
 // owner holds it, asked for under name with task, after it handed off to the
 // agents in handoffs: the spec from the current agent's helper template, the
-// parent's cwd, the parent's permissions narrowed by every handoff, depth and
+// parent's cwd, the parent's permissions narrowed by every handoff, the
+// at-most-once tools of the parent and of every handoff target, depth and
 // path one below the parent's. It is the same helper the parent's own runner
 // would build, so a remote parent needs to send nothing more than its
 // arguments, which the caller checked first (tools.CheckHelperArgs). A
@@ -87,12 +88,16 @@ func Cancelled(ctx context.Context) Result {
 // caller keeps it, not returned.
 func SetHelper(th, parent *Thread, handoffs []string, id, name, task string) error {
 	agent, perms := &parent.Agent, parent.Permissions
+	// The at-most-once rule only grows along the way (spec.Harness.AddOnce).
+	once := spec.Harness{}
+	once.AddOnce(&parent.Agent.Harness)
 	for _, h := range handoffs {
 		a, ok := parent.Agents[h]
 		if !ok {
 			return fmt.Errorf("%w: handoff target %q", ErrUnknownAgent, h) // th is untouched
 		}
 		agent, perms = &a, perms.Narrow(a.Harness.Permissions)
+		once.AddOnce(&a.Harness)
 	}
 	// Field by field into the result, as the spec is (spec.SetHelperSpec).
 	th.RunID, th.ID, th.ParentID = parent.RunID, id, parent.ID
@@ -100,6 +105,7 @@ func SetHelper(th, parent *Thread, handoffs []string, id, name, task string) err
 	th.Name, th.Task = name, task
 	th.Cwd, th.Permissions = parent.Cwd, slices.Clone(perms)
 	spec.SetHelperSpec(&th.Agent, agent, name)
+	th.Agent.Harness.AddOnce(&once)
 	return nil
 }
 
