@@ -120,15 +120,18 @@ func (c *Coordinator) loadRunJournal(rn *run) {
 	journals := rn.journals
 	rn.mu.Unlock()
 	// Helpers that finished are part of the run's tree even when their
-	// parents reuse their results without asking for them again.
+	// parents reuse their results without asking for them again; calls
+	// found in doubt before are reused without a new tool.result, and
+	// count in the record all the same.
 	for id, es := range journals {
+		tr := journal.BuildTranscript(rn.id, id, es)
+		rn.rec.InDoubtBefore(id, tr.InDoubt)
 		if id == journal.RootID(rn.id) {
 			continue
 		}
 		if _, ok := journal.NewReplay(es).Finished(); !ok {
 			continue
 		}
-		tr := journal.BuildTranscript(rn.id, id, es)
 		th := thread.Thread{RunID: rn.id, ID: id, ParentID: tr.ParentID, Depth: tr.Depth, Name: tr.Name}
 		rn.rec.Emit(threadEvent(event.ThreadSpawned, &th))
 		e := threadEvent(event.ThreadFinished, &th)

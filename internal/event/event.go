@@ -77,6 +77,11 @@ type Event struct {
 	Output    string `json:"output,omitempty" msgpack:"output,omitempty"`
 	// Decision is allow or deny (approval.resolved).
 	Decision string `json:"decision,omitempty" msgpack:"decision,omitempty"`
+	// InDoubt marks a call of an at-most-once tool that a failure cut
+	// before its result: on tool.result, the call was not run again and
+	// may or may not have taken effect; on approval.requested, a person
+	// is asked whether it runs again.
+	InDoubt bool `json:"in_doubt,omitempty" msgpack:"in_doubt,omitempty"`
 }
 
 // Waiting is the status of a thread whose placement waits for a worker slot.

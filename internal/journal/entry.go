@@ -56,8 +56,16 @@ const (
 	// replay the helper is asked again (it carries on from its journal).
 	ToolHelperFailed = "helper_failed"
 	// ToolNotRun is a call the worker refused to start (its placement had
-	// lapsed): on replay it runs.
+	// lapsed, or its start could not be journaled): on replay it runs.
 	ToolNotRun = "not_run"
+	// ToolStarted is a call of an at-most-once tool (harness.at_most_once)
+	// about to run: it is stored before the tool runs, and its result
+	// follows as another entry. A start with no result after it is a call
+	// in doubt: on replay it is not run again.
+	ToolStarted = "started"
+	// ToolInDoubt answers a call in doubt without running it again: it
+	// may or may not have taken effect.
+	ToolInDoubt = "in_doubt"
 )
 
 // Entry is one thing a thread did. Only the fields of its Kind are set.
@@ -94,6 +102,10 @@ type Entry struct {
 	// Allow is an approval's decision; Reason why (approval, refusal).
 	Allow  bool   `json:"allow,omitempty" msgpack:"allow,omitempty"`
 	Reason string `json:"reason,omitempty" msgpack:"reason,omitempty"`
+	// InDoubt marks an approval of a call in doubt (harness.in_doubt ask):
+	// allow ran it again, deny reported it in doubt. It is no decision of
+	// the permission policy, which replay reuses.
+	InDoubt bool `json:"in_doubt,omitempty" msgpack:"in_doubt,omitempty"`
 	// Child is the helper a spawn started; Name its name.
 	Child string `json:"child_id,omitempty" msgpack:"child,omitempty"`
 	Name  string `json:"name,omitempty" msgpack:"name,omitempty"`

@@ -34,10 +34,12 @@ type Replay struct {
 	// compactions are each turn's elision and summary, in journal order.
 	compactions map[int][]Entry
 	tools       map[string]Entry
-	approvals   map[string]Entry
-	end         *Entry
-	turns       int
-	started     bool
+	// starts counts each call's journaled starts (ToolStarted).
+	starts    map[string]int
+	approvals map[string]Entry
+	end       *Entry
+	turns     int
+	started   bool
 }
 
 // NewReplay indexes trusted entries (Trusted). The first entry of each turn
@@ -47,7 +49,8 @@ type Replay struct {
 // any: a turn redone after a crash reuses them and journals only what it
 // adds.
 func NewReplay(entries []Entry) *Replay {
-	r := &Replay{responses: map[int]Entry{}, compactions: map[int][]Entry{}, tools: map[string]Entry{}, approvals: map[string]Entry{}}
+	r := &Replay{responses: map[int]Entry{}, compactions: map[int][]Entry{}, tools: map[string]Entry{}, starts: map[string]int{},
+		approvals: map[string]Entry{}}
 	for _, e := range entries {
 		switch e.Kind {
 		case KindElision, KindSummary:
@@ -63,9 +66,12 @@ func NewReplay(entries []Entry) *Replay {
 			if old, ok := r.tools[k]; !ok || !reusable(old) {
 				r.tools[k] = e
 			}
+			if e.ToolStatus == ToolStarted {
+				r.starts[k]++
+			}
 		case KindApproval:
 			k := CallKey(e.Turn, e.CallID)
-			if _, ok := r.approvals[k]; !ok {
+			if _, ok := r.approvals[k]; !ok && !e.InDoubt {
 				r.approvals[k] = e
 			}
 		case KindEnd:
@@ -140,10 +146,26 @@ func (r *Replay) ToolResult(turn int, callID string) (Entry, bool) {
 	return e, true
 }
 
+// InDoubt reports whether call callID of turn is in doubt: journaled as
+// started (at most once), with no result after its last start. starts
+// counts its starts, each a try that may have taken effect.
+func (r *Replay) InDoubt(turn int, callID string) (starts int, ok bool) {
+	if r == nil {
+		return 0, false
+	}
+	k := CallKey(turn, callID)
+	e, ok := r.tools[k]
+	if !ok || e.ToolStatus != ToolStarted {
+		return 0, false
+	}
+	return r.starts[k], true
+}
+
 // reusable reports whether a tool result stands on replay: not a helper
-// that failed (it is asked again) nor a call that never ran.
+// that failed (it is asked again), nor a call that never ran, nor a start
+// (its result, or the lack of one, decides).
 func reusable(e Entry) bool {
-	return e.ToolStatus != ToolHelperFailed && e.ToolStatus != ToolNotRun
+	return e.ToolStatus != ToolHelperFailed && e.ToolStatus != ToolNotRun && e.ToolStatus != ToolStarted
 }
 
 // Approval returns the journaled approval decision of call callID of turn.

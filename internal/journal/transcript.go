@@ -27,6 +27,10 @@ type Transcript struct {
 	Worker string `json:"worker,omitempty"`
 	// Attempts counts the thread's placements.
 	Attempts int `json:"attempts,omitempty"`
+	// InDoubt counts the calls found in doubt: started (at most once),
+	// cut by a failure before their result, and not run again (their
+	// entries' tool_status is in_doubt).
+	InDoubt int `json:"in_doubt,omitempty"`
 	// Usage is the thread's own model calls, counted once.
 	Usage      model.Usage `json:"usage"`
 	StartedAt  time.Time   `json:"started_at,omitzero"`
@@ -87,6 +91,7 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 			if old, ok := results[k]; !ok || !reusable(old) {
 				results[k] = e
 			}
+
 		case KindCorrection, KindHandoff:
 			steps = append(steps, e)
 		case KindElision, KindSummary:
@@ -105,6 +110,11 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 			t.Status, t.Output, t.Error, t.FinishedAt = e.Status, e.Output, e.Error, e.Time
 		}
 	}
+	for _, r := range results {
+		if r.ToolStatus == ToolInDoubt {
+			t.InDoubt++
+		}
+	}
 	for _, e := range steps {
 		switch e.Kind {
 		case KindStart:
@@ -115,7 +125,7 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 			t.Messages = append(t.Messages, *e.Message)
 			for _, c := range e.Message.ToolCalls {
 				r, ok := results[CallKey(e.Turn, c.ID)]
-				if !ok {
+				if !ok || r.ToolStatus == ToolStarted {
 					continue // the call never finished
 				}
 				t.Messages = append(t.Messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: r.Result})

@@ -14,6 +14,10 @@ type ApprovalRequest struct {
 	// CallID is the tool call's key within its thread (journal.CallKey): a
 	// request asked again for the same call gets the same decision.
 	CallID string `json:"call_id,omitempty" msgpack:"call_id,omitempty"`
+	// InDoubt asks about a call of an at-most-once tool that a failure
+	// cut before its result (harness.in_doubt ask): it may or may not have
+	// taken effect. Allow runs it again; deny reports it in doubt.
+	InDoubt bool `json:"in_doubt,omitempty" msgpack:"in_doubt,omitempty"`
 }
 
 // Approval is the answer to an ApprovalRequest.

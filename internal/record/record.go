@@ -98,7 +98,11 @@ type Thread struct {
 	// Reused says the thread had finished in an earlier execution of the
 	// run (a delivery after its coordinator died, or a resume): its output
 	// came from its journal and it did not run again.
-	Reused     bool      `json:"reused,omitempty"`
+	Reused bool `json:"reused,omitempty"`
+	// InDoubt counts the thread's calls of at-most-once tools that a
+	// failure cut before their result and that were not run again: each
+	// may or may not have taken effect (its tool.result says in_doubt).
+	InDoubt    int       `json:"in_doubt,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
@@ -123,12 +127,16 @@ type Recorder struct {
 	// call ("parent/call id"), and the call that spawned each helper.
 	calls   map[string]int
 	spawnOf map[string]string
+	// inDoubt is each thread's calls found in doubt in earlier executions
+	// of the run (InDoubtBefore).
+	inDoubt map[string]int
 }
 
 // NewRecorder returns a recorder. changed, if not nil, is called (outside the
 // lock) after each event that alters the record.
 func NewRecorder(changed func()) *Recorder {
-	return &Recorder{threads: map[string]*Thread{}, changed: changed, calls: map[string]int{}, spawnOf: map[string]string{}}
+	return &Recorder{threads: map[string]*Thread{}, changed: changed, calls: map[string]int{}, spawnOf: map[string]string{},
+		inDoubt: map[string]int{}}
 }
 
 // Emit folds one event into the record.
@@ -166,6 +174,11 @@ func (r *Recorder) apply(e *event.Event) bool {
 		if _, seen := r.calls[e.ThreadID+"/"+e.CallID]; !seen {
 			r.calls[e.ThreadID+"/"+e.CallID] = len(r.calls)
 		}
+	case event.ToolResult:
+		if !e.InDoubt {
+			return false
+		}
+		r.thread(e).InDoubt++
 	case event.ThreadSpawned:
 		r.thread(e)
 		if e.CallID != "" {
@@ -209,7 +222,8 @@ func (r *Recorder) apply(e *event.Event) bool {
 func (r *Recorder) thread(e *event.Event) *Thread {
 	t, ok := r.threads[e.ThreadID]
 	if !ok {
-		t = &Thread{ID: e.ThreadID, ParentID: e.ParentID, Name: e.Name, Depth: e.Depth, Status: "pending"}
+		t = &Thread{ID: e.ThreadID, ParentID: e.ParentID, Name: e.Name, Depth: e.Depth, Status: "pending",
+			InDoubt: r.inDoubt[e.ThreadID]}
 		r.threads[e.ThreadID] = t
 		r.order = append(r.order, e.ThreadID)
 	}
@@ -222,6 +236,21 @@ func (r *Recorder) ThreadUsage(id string, u model.Usage) {
 	defer r.mu.Unlock()
 	if t, ok := r.threads[id]; ok {
 		t.Usage = u
+	}
+}
+
+// InDoubtBefore counts n calls of thread id found in doubt in earlier
+// executions of the run (its journal says so): this execution reuses
+// their answers without a tool.result.
+func (r *Recorder) InDoubtBefore(id string, n int) {
+	if n == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inDoubt[id] = n
+	if t, ok := r.threads[id]; ok {
+		t.InDoubt += n
 	}
 }
 

@@ -16,7 +16,9 @@ type Totals struct {
 	Cancelled int `json:"cancelled"`
 	// Refused counts the spawns turned away by the depth, thread and
 	// budget limits together (Refusals has each).
-	Refused      int   `json:"refused"`
+	Refused int `json:"refused"`
+	// InDoubt counts the tree's calls in doubt (Thread.InDoubt).
+	InDoubt      int   `json:"in_doubt,omitempty"`
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
 	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens
@@ -47,6 +49,7 @@ func (r *Run) Sum() Totals {
 			t.Running++
 		}
 		sum = sum.Add(th.Usage)
+		t.InDoubt += th.InDoubt
 	}
 	if u := r.Usage; u.InputTokens+u.OutputTokens > 0 {
 		sum = u

@@ -210,7 +210,7 @@ func (st *threadState) endCall(cs *callStart, turn int, c model.ToolCall, out, s
 	if cs.ctx.Err() == nil {
 		st.recordCall(turn, c, out, status, st.r.cfg.Now().Sub(cs.start), &cs.hc)
 	}
-	st.toolResult(c, out)
+	st.toolResult(c, out, status)
 	return out
 }
 
@@ -231,9 +231,9 @@ func (st *threadState) recordCall(turn int, c model.ToolCall, out, status string
 }
 
 // toolResult emits call c's tool.result event.
-func (st *threadState) toolResult(c model.ToolCall, out string) {
+func (st *threadState) toolResult(c model.ToolCall, out, status string) {
 	e := st.th.Event(event.ToolResult)
-	e.Tool, e.CallID = c.Name, c.ID
+	e.Tool, e.CallID, e.InDoubt = c.Name, c.ID, status == journal.ToolInDoubt
 	e.Output = event.Clip(out, maxEventOutput)
 	st.r.emit(e)
 }
@@ -242,6 +242,9 @@ func (st *threadState) toolResult(c model.ToolCall, out string) {
 // CallGuard. An agent call is the loop's own and never comes here
 // (startAgentCall).
 func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall) (string, string) {
+	if out, in, again := st.inDoubt(ctx, turn, c); in && !again {
+		return out, journal.ToolInDoubt
+	}
 	t, ok := st.tools.byName[c.Name]
 	if !ok {
 		return fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", c.Name, strings.Join(tools.Names(st.tools.visible), ", ")), journal.ToolError
@@ -255,6 +258,11 @@ func (st *threadState) execute(ctx context.Context, turn int, c model.ToolCall) 
 	if guard := st.r.cfg.CallGuard; guard != nil {
 		if err := guard(ctx, st.th); err != nil {
 			return "Error: " + err.Error(), journal.ToolNotRun
+		}
+	}
+	if st.once.OnceOnly(c.Name) {
+		if err := st.startOnce(ctx, turn, c); err != nil {
+			return "Error: the call was not run: " + err.Error(), journal.ToolNotRun
 		}
 	}
 	out, err := t.Run(ctx, args)
@@ -288,34 +296,41 @@ func (st *threadState) ask(ctx context.Context, turn int, callID, name string, a
 		}
 		return "", true
 	}
-	req := policy.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path, Tool: name, Arguments: string(args),
-		CallID: journal.CallKey(turn, callID)}
-	e := st.th.Event(event.ApprovalRequested)
-	e.Tool, e.Arguments = name, event.Clip(req.Arguments, maxEventArguments)
-	st.r.emit(e)
-	tracing.AddEvent(ctx, tracing.EventApprovalRequested, tracing.AttrToolName.String(name))
-
-	ap, err := st.r.cfg.Approver.Approve(ctx, req)
-	decided := err == nil // a failure to ask is no decision to keep
-	if err != nil {
-		ap = policy.Approval{Reason: err.Error()}
-	}
-	e = st.th.Event(event.ApprovalResolved)
-	e.Tool, e.Reason, e.Decision = name, ap.Reason, "deny"
-	if ap.Allow {
-		e.Decision = "allow"
-	}
-	tracing.AddEvent(ctx, tracing.EventApprovalResolved, tracing.AttrToolName.String(name), attribute.String("decision", e.Decision))
-	st.r.emit(e)
-	if decided && ctx.Err() == nil {
-		st.record(journal.Entry{Kind: journal.KindApproval, Turn: turn, CallID: callID, Tool: name, Arguments: req.Arguments,
-			Allow: ap.Allow, Reason: ap.Reason})
-		st.j.Flush() // sent now: the call may run long, and nobody is to be asked twice
-	}
+	ap := st.approve(ctx, turn, callID, policy.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path,
+		Tool: name, Arguments: string(args), CallID: journal.CallKey(turn, callID)})
 	if !ap.Allow {
 		return tools.NotApprovedText(name, ap.Reason), false
 	}
 	return "", true
+}
+
+// approve asks the run's approver req about call callID of turn, with its
+// events, and journals the decision. An approver that could not be asked
+// denies, and nothing is journaled: a failure to ask is no decision to keep.
+func (st *threadState) approve(ctx context.Context, turn int, callID string, req policy.ApprovalRequest) policy.Approval {
+	e := st.th.Event(event.ApprovalRequested)
+	e.Tool, e.Arguments, e.InDoubt = req.Tool, event.Clip(req.Arguments, maxEventArguments), req.InDoubt
+	st.r.emit(e)
+	tracing.AddEvent(ctx, tracing.EventApprovalRequested, tracing.AttrToolName.String(req.Tool))
+
+	ap, err := st.r.cfg.Approver.Approve(ctx, req)
+	decided := err == nil
+	if err != nil {
+		ap = policy.Approval{Reason: err.Error()}
+	}
+	e = st.th.Event(event.ApprovalResolved)
+	e.Tool, e.Reason, e.Decision = req.Tool, ap.Reason, "deny"
+	if ap.Allow {
+		e.Decision = "allow"
+	}
+	tracing.AddEvent(ctx, tracing.EventApprovalResolved, tracing.AttrToolName.String(req.Tool), attribute.String("decision", e.Decision))
+	st.r.emit(e)
+	if decided && ctx.Err() == nil {
+		st.record(journal.Entry{Kind: journal.KindApproval, Turn: turn, CallID: callID, Tool: req.Tool, Arguments: req.Arguments,
+			Allow: ap.Allow, Reason: ap.Reason, InDoubt: req.InDoubt})
+		st.j.Flush() // sent now: the call may run long, and nobody is to be asked twice
+	}
+	return ap
 }
 
 // outcomeOf is the Observer's word for a journaled tool call status.
@@ -323,7 +338,7 @@ func outcomeOf(status string) string {
 	switch status {
 	case journal.ToolDenied:
 		return ToolDenied
-	case journal.ToolError, journal.ToolNotRun:
+	case journal.ToolError, journal.ToolNotRun, journal.ToolInDoubt:
 		return ToolError
 	}
 	return ToolOK

@@ -58,6 +58,9 @@ type threadState struct {
 	schema    *compiledSchema
 	messages  []model.Message
 	permStack policy.Permissions
+	// once is the at-most-once rule in force (once.go): the thread's
+	// agent's, with every handoff target's added.
+	once spec.Harness
 	// handedTo is every agent the thread handed off to, in order.
 	handedTo []string
 	// ctx is the thread's context, for what become starts (MCP servers);
@@ -71,6 +74,7 @@ type threadState struct {
 	// input tokens (context.go); 0 is none yet.
 	ratio float64
 
+	startMu     sync.Mutex // one start of an at-most-once call stored at a time (startOnce)
 	mu          sync.Mutex
 	own         model.Usage // this thread's model calls
 	helpers     model.Usage // every helper's subtree
@@ -114,6 +118,7 @@ func (st *threadState) begin() (res thread.Result, fromJournal, over bool) {
 		return res, true, true
 	}
 	st.permStack = st.th.Permissions
+	st.once.AddOnce(&st.th.Agent.Harness)
 	if err := st.become(&st.th.Agent); err != nil {
 		return failed(err), false, true
 	}

@@ -235,7 +235,8 @@ func handoffTool(target spec.Agent) tools.Tool {
 
 // handoff switches the thread to another agent of the run's catalog: same
 // thread, same depth, same conversation, the new agent's prompt, model and tools.
-// The target's permissions can only narrow the thread's.
+// The target's permissions can only narrow the thread's, and its
+// at-most-once tools only add to the thread's.
 func (st *threadState) handoff(name string) error {
 	target, ok := st.th.Agents[name]
 	if !ok {
@@ -243,6 +244,7 @@ func (st *threadState) handoff(name string) error {
 	}
 	from := st.agent.Name
 	st.permStack = st.permStack.Narrow(target.Harness.Permissions)
+	st.once.AddOnce(&target.Harness)
 	st.handedTo = append(st.handedTo, name)
 	if err := st.become(&target); err != nil {
 		return err
