@@ -97,6 +97,10 @@ type Approval struct {
 	ThreadPath string `json:"thread_path"`
 	Tool       string `json:"tool"`
 	// Arguments are the exact arguments of the call, as JSON text.
-	Arguments   string    `json:"arguments"`
+	Arguments string `json:"arguments"`
+	// InDoubt asks whether to run again a call of an at-most-once tool
+	// that a failure cut before its result: it may or may not have taken
+	// effect. Allow runs it again; deny tells the agent it is in doubt.
+	InDoubt     bool      `json:"in_doubt,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
 }

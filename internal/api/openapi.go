@@ -255,10 +255,11 @@ func openAPISchemas() obj {
 				"Past 80% of it the thread elides old tool results, then summarizes its oldest turns."),
 			"output_schema": typ("object", "A JSON Schema the final answer must satisfy."),
 			"handoffs":      arrayOf(typ("string", "")),
-			"harness":       typ("object", "cwd, tools and permissions of the base tools."),
-			"helper":        typ("object", "The `agent` tool's template for helpers; its `budget` bounds each helper's subtree, its `context_window` each helper's window."),
-			"budget":        typ("object", "The run's budget when this is the root agent: tokens, input_tokens, output_tokens, duration, spawns, usd."),
-			"agents":        arrayOf(ref("AgentSpec")),
+			"harness": typ("object", "cwd, tools and permissions of the base tools; at_most_once, the tools (name globs) whose calls must not run twice, "+
+				"and in_doubt (report or ask), what becomes of such a call a failure cut before its result."),
+			"helper": typ("object", "The `agent` tool's template for helpers; its `budget` bounds each helper's subtree, its `context_window` each helper's window."),
+			"budget": typ("object", "The run's budget when this is the root agent: tokens, input_tokens, output_tokens, duration, spawns, usd."),
+			"agents": arrayOf(ref("AgentSpec")),
 		}), "description", "An agent spec file as JSON, checked like a spec file (unknown keys are errors). "+
 			"`agents`, only in a submission, lists the agents it may hand off to."),
 		"Usage": object(nil, obj{
@@ -282,14 +283,17 @@ func openAPISchemas() obj {
 			"cache_read_tokens":  typ("integer", "The part of input_tokens read from the providers' prompt caches, likewise."),
 			"cache_write_tokens": typ("integer", "The part of input_tokens written to the providers' prompt caches, likewise."),
 			"cost_usd":           obj{"type": nullable("number"), "description": "What the run cost in US dollars, likewise; null when a model of it has no price."},
+			"in_doubt":           typ("integer", "The tree's calls in doubt (Thread.in_doubt)."),
 		}),
 		"Thread": object([]string{"id", "status"}, obj{
 			"id": typ("string", ""), "parent_id": typ("string", ""), "name": typ("string", ""), "depth": typ("integer", ""),
 			"status": threadStatus, "worker": typ("string", ""), "error": typ("string", ""),
-			"waiting":    typ("string", "Why a waiting thread has not started: waiting for a worker."),
-			"usage":      obj{"$ref": "#/components/schemas/Usage", "description": "The thread's own model calls, not its helpers'; the run's usage is the whole tree's."},
-			"cost_usd":   obj{"type": nullable("number"), "description": "What the thread's own model calls cost in US dollars; null when one was of a model with no price."},
-			"reused":     typ("boolean", "It had finished in an earlier execution of the run; its output came from its journal."),
+			"waiting":  typ("string", "Why a waiting thread has not started: waiting for a worker."),
+			"usage":    obj{"$ref": "#/components/schemas/Usage", "description": "The thread's own model calls, not its helpers'; the run's usage is the whole tree's."},
+			"cost_usd": obj{"type": nullable("number"), "description": "What the thread's own model calls cost in US dollars; null when one was of a model with no price."},
+			"reused":   typ("boolean", "It had finished in an earlier execution of the run; its output came from its journal."),
+			"in_doubt": typ("integer", "Its calls of at-most-once tools that a failure cut before their result and that were not run again: "+
+				"each may or may not have taken effect."),
 			"started_at": timeProp(""), "finished_at": timeProp(""),
 		}),
 		"ResumeResponse": object([]string{"run_id", "status"}, obj{"run_id": typ("string", ""), "status": obj{"const": "queued"}}),
@@ -319,6 +323,7 @@ func openAPISchemas() obj {
 			"path": typ("string", ""), "depth": typ("integer", ""), "model": typ("string", ""), "status": threadStatus,
 			"output": typ("string", ""), "error": typ("string", ""), "worker": typ("string", ""),
 			"attempts": typ("integer", ""), "usage": usage, "started_at": timeProp(""), "finished_at": timeProp(""),
+			"in_doubt": typ("integer", "Its calls found in doubt (entries with tool_status in_doubt)."),
 			"messages": with(arrayOf(ref("Message")), "description", "The conversation exactly as the model saw it: system prompt, task, "+
 				"each assistant message followed by its tool results in call order."),
 			"entries": with(arrayOf(ref("JournalEntry")), "description", "The journal, in the order it was written."),
@@ -333,9 +338,11 @@ func openAPISchemas() obj {
 			"spec": ref("AgentSpec"), "model": typ("string", ""),
 			"message": ref("Message"), "usage": usage, "latency_ms": typ("integer", ""),
 			"call_id": typ("string", ""), "tool": typ("string", ""), "arguments": typ("string", ""),
-			"result":      typ("string", "tool: what the model was given."),
-			"tool_status": obj{"type": "string", "enum": []string{"ok", "error", "denied", "helper_failed"}},
+			"result": typ("string", "tool: what the model was given."),
+			"tool_status": obj{"type": "string", "enum": []string{"ok", "error", "denied", "helper_failed", "not_run", "started", "in_doubt"},
+				"description": "started: a call of an at-most-once tool about to run (its result is another entry); in_doubt: one a failure cut, not run again."},
 			"duration_ms": typ("integer", ""), "allow": typ("boolean", "approval: the decision."), "reason": typ("string", ""),
+			"in_doubt": typ("boolean", "approval: a decision on a call in doubt (allow ran it again)."),
 			"child_id": typ("string", "spawn: the helper's thread id."), "name": typ("string", "spawn, refusal: the helper's name."),
 			"content": typ("string", "correction: the message asking for output that fits the schema; summary: the summary."),
 			"elided": with(arrayOf(object([]string{"index", "call_id", "tool", "bytes"}, obj{
@@ -383,11 +390,15 @@ func openAPISchemas() obj {
 			"latency_ms": typ("integer", "Milliseconds, an integer: a model call's latency (model.call), a thread's time from start to end (thread.finished)."),
 			"tool":       typ("string", ""), "call_id": typ("string", ""), "arguments": typ("string", ""), "output": typ("string", ""),
 			"decision": obj{"type": "string", "enum": []string{"allow", "deny"}},
+			"in_doubt": typ("boolean", "tool.result: a call of an at-most-once tool a failure cut before its result, not run again; "+
+				"approval.requested: asks whether to run such a call again."),
 		}),
 		"Approval": object([]string{"id", "run_id", "thread_id", "thread_path", "tool", "arguments", "requested_at"}, obj{
 			"id": typ("string", ""), "run_id": typ("string", ""), "thread_id": typ("string", ""),
 			"thread_path": typ("string", "The names from the root down to the asking thread (formica/name/...)."), "tool": typ("string", ""),
 			"arguments": typ("string", "The call's exact arguments, as JSON text."), "requested_at": timeProp(""),
+			"in_doubt": typ("boolean", "Asks whether to run again a call a failure cut before its result (it may or may not have taken effect): "+
+				"allow runs it again, deny tells the agent it is in doubt."),
 		}),
 		"Worker": object([]string{"id"}, obj{
 			"id": typ("string", ""), "host": typ("string", ""), "slots": typ("integer", "Threads it hosts at once."),

@@ -42,7 +42,12 @@ func (p *promptApprover) Approve(ctx context.Context, req policy.ApprovalRequest
 		defer p.view.mu.Unlock()
 		p.view.clearLocked()
 	}
-	fmt.Fprintf(p.out, "\n%s wants to run %s %s\nAllow? [y/N] ", req.ThreadPath, req.Tool, req.Arguments)
+	if req.InDoubt {
+		fmt.Fprintf(p.out, "\n%s: this %s call was cut by a failure before its result, and may or may not have taken effect: %s\nRun it again? [y/N] ",
+			req.ThreadPath, req.Tool, req.Arguments)
+	} else {
+		fmt.Fprintf(p.out, "\n%s wants to run %s %s\nAllow? [y/N] ", req.ThreadPath, req.Tool, req.Arguments)
+	}
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(p.out)

@@ -307,7 +307,11 @@ func approvalsCommand(args []string, stdio Stdio) int {
 			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tRUN\tTHREAD\tTOOL\tARGUMENTS\tREQUESTED")
 			for _, a := range as {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.RunID, a.ThreadPath, a.Tool, oneLine(a.Arguments, 60), stamp(a.RequestedAt))
+				tool := a.Tool
+				if a.InDoubt {
+					tool += " (in doubt: run again?)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.RunID, a.ThreadPath, tool, oneLine(a.Arguments, 60), stamp(a.RequestedAt))
 			}
 			return ExitOK, w.Flush()
 		})

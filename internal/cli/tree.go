@@ -382,7 +382,7 @@ func totals(run record.Run, elapsed time.Duration, width int) []string {
 }
 
 // totalsLine sums up a run (record.Run.Sum): threads by state, spawns
-// refused, the whole run's tokens, and its time.
+// refused, the whole run's tokens, its time, and its calls in doubt.
 func totalsLine(run record.Run, elapsed time.Duration) string {
 	t := run.Sum()
 	if !run.StartedAt.IsZero() && !run.FinishedAt.IsZero() {
@@ -398,6 +398,9 @@ func totalsLine(run record.Run, elapsed time.Duration) string {
 	}
 	if t.CostUSD != nil {
 		s += " · " + fmtCost(*t.CostUSD)
+	}
+	if t.InDoubt > 0 {
+		s += fmt.Sprintf(" · %d tool calls in doubt (cut by a failure, not run again)", t.InDoubt)
 	}
 	return s
 }

@@ -115,7 +115,7 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalRequest) (_ policy.Approval, timedOut bool) {
 	a := store.Approval{
 		ID: c.cfg.NewID(), RunID: req.RunID, ThreadID: req.ThreadID, ThreadPath: req.ThreadPath,
-		Tool: req.Tool, Arguments: req.Arguments, Coordinator: c.cfg.ID, RequestedAt: c.cfg.Now(),
+		Tool: req.Tool, Arguments: req.Arguments, InDoubt: req.InDoubt, Coordinator: c.cfg.ID, RequestedAt: c.cfg.Now(),
 	}
 	decided := make(chan store.Approval, 1)
 	c.mu.Lock()

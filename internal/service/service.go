@@ -303,7 +303,7 @@ func (s *Service) ListApprovals(ctx context.Context) ([]api.Approval, error) {
 	out := make([]api.Approval, len(as))
 	for i, a := range as {
 		out[i] = api.Approval{ID: a.ID, RunID: a.RunID, ThreadID: a.ThreadID, ThreadPath: a.ThreadPath,
-			Tool: a.Tool, Arguments: a.Arguments, RequestedAt: a.RequestedAt}
+			Tool: a.Tool, Arguments: a.Arguments, InDoubt: a.InDoubt, RequestedAt: a.RequestedAt}
 	}
 	return out, nil
 }

@@ -28,6 +28,10 @@ type Approval struct {
 	Tool       string `json:"tool"`
 	// Arguments are the tool call's exact arguments (JSON text).
 	Arguments string `json:"arguments"`
+	// InDoubt asks whether to run again a call that a failure cut before
+	// its result (harness.in_doubt ask): it may or may not have taken
+	// effect.
+	InDoubt bool `json:"in_doubt,omitempty"`
 	// Coordinator owns the run and waits for the decision.
 	Coordinator string    `json:"coordinator"`
 	RequestedAt time.Time `json:"requested_at"`

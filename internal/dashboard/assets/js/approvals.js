@@ -50,6 +50,8 @@ export function approvalCard(a, now, busy, decide) {
       h('span', {class: 'spacer'}),
       h('span', {class: 'muted'}, `asked ${age(a.requested_at, now)}`),
       h('span', {class: 'muted left'}, left > 0 ? ` · denied in ${dur(left)} unless answered` : ' · timing out')),
+    a.in_doubt ? h('p', {class: 'in-doubt'}, 'In doubt: this call was cut by a failure before its result and may or may not have taken effect. ' +
+      'Allow runs it again; Deny tells the agent it is in doubt.') : null,
     h('pre', {class: 'args'}, prettyJSON(a.arguments)),
     h('div', {class: 'actions'},
       h('button', {type: 'button', class: 'allow', disabled: waiting, onclick: () => decide(a, 'allow')}, 'Allow'),

@@ -92,7 +92,8 @@ function entry(e, tree, runId) {
       return row('tool-call', h('strong', null, `→ ${e.tool}`), h('span', {class: 'muted'}, ` ${e.call_id || ''}`),
         h('pre', {class: 'args', dataset: {callId: e.call_id || ''}}, prettyJSON(e.arguments)));
     case 'tool.result':
-      return row('tool-result', h('strong', null, `← ${e.tool}`), h('span', {class: 'muted'}, ` ${e.call_id || ''}`), folded(e.output || ''));
+      return row('tool-result', h('strong', null, `← ${e.tool}`), h('span', {class: 'muted'}, ` ${e.call_id || ''}`),
+        e.in_doubt ? h('span', {class: 'in-doubt'}, ' in doubt') : null, folded(e.output || ''));
     case 'approval.requested':
       return row('approval', h('strong', null, 'approval asked '), e.tool || '', h('pre', {class: 'args'}, prettyJSON(e.arguments)));
     case 'approval.resolved':
