@@ -10,10 +10,16 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
-// A thread's lease: it may start a tool call only while its coordinator was
-// heard from within the loss window (MissedHeartbeats intervals), measured
-// on the monotonic clock, under the epoch the thread was placed in, and
-// while its placement has not been fenced.
+// A thread's lease: it lives while its coordinator was heard from within
+// the loss window (MissedHeartbeats intervals), measured on the monotonic
+// clock, under the epoch the thread was placed in, and while its placement
+// has not been fenced. A tool call starts only while the coordinator was
+// heard from within one interval and heardSlack: past that, the call
+// waits for the next heartbeat, and is refused (the thread stopped) if the
+// lease lapses first. So a worker cut off from its coordinator starts no
+// new effects for its threads after about one heartbeat, though it keeps
+// them for the whole window, in case the silence was a hiccup; a refusal
+// comes only where the lease lapsed, never from heartbeat jitter.
 //
 // "Heard from" is when the coordinator sent, not when this worker read:
 // a worker frozen (SIGSTOP) past the window wakes up to heartbeats that sat
@@ -29,6 +35,9 @@ type coordSeen struct {
 	base     time.Time // the coordinator's birth on this worker's clock
 	sent     time.Time // the latest send time heard
 	interval time.Duration
+	// beat is closed, and replaced, whenever sent moves or the epoch
+	// changes: tool calls waiting for the coordinator wake on it.
+	beat chan struct{}
 }
 
 // see records a message from a coordinator sent at age uptime in epoch,
@@ -41,16 +50,30 @@ func (c *coordSeen) see(epoch string, uptime, interval time.Duration, now time.T
 		c.interval = DefaultHeartbeatInterval
 	}
 	birth := now.Add(-uptime)
-	if epoch != c.epoch {
+	moved := epoch != c.epoch
+	if moved {
 		c.epoch, c.base, c.sent = epoch, birth, time.Time{}
 	} else if birth.Before(c.base) {
 		c.base = birth
 	}
 	sent := c.base.Add(uptime)
 	if sent.After(c.sent) {
-		c.sent = sent
+		c.sent, moved = sent, true
+	}
+	if moved && c.beat != nil {
+		close(c.beat)
+		c.beat = nil
 	}
 	return sent
+}
+
+// heard returns a channel closed when the coordinator is next heard from
+// (or restarts).
+func (c *coordSeen) heard() <-chan struct{} {
+	if c.beat == nil {
+		c.beat = make(chan struct{})
+	}
+	return c.beat
 }
 
 // window is how long the coordinator may be silent before it counts as lost.
@@ -58,50 +81,93 @@ func (c *coordSeen) window() time.Duration { return MissedHeartbeats * c.interva
 
 // fresh says whether the coordinator was heard from within the window.
 func (c *coordSeen) fresh(now time.Time) bool {
-	return !c.sent.IsZero() && now.Sub(c.sent) <= c.window()
+	return !c.sent.IsZero() && now.Sub(c.sent) < c.window()
+}
+
+// heardSlack is how much later than one interval after the last
+// heartbeat's send a tool call may still start: the jitter of the
+// coordinator's ticker and of the message's way here (a quarter of an
+// interval: 250 ms at the default second).
+func (c *coordSeen) heardSlack() time.Duration { return c.interval / 4 }
+
+// recent says whether the coordinator was heard from within one interval
+// and heardSlack: a tool call may start.
+func (c *coordSeen) recent(now time.Time) bool {
+	return !c.sent.IsZero() && now.Sub(c.sent) <= c.interval+c.heardSlack()
 }
 
 // errLapsed is the cause of a thread stopped because its lease lapsed.
 var errLapsed = errors.New("placement lapsed")
 
-// guard is the runner's CallGuard: no tool call starts for a thread whose
-// lease has lapsed, nor, after this process stood still, before the
-// coordinator confirms the placement (see checkPlacement); such a thread is
-// cancelled at once.
+// guard is the runner's CallGuard: no tool call starts for a thread until
+// its coordinator was heard from lately (awaitHeard), nor, after this
+// process stood still, before the coordinator confirms the placement (see
+// checkPlacement); a thread whose lease lapsed meanwhile is cancelled at
+// once.
 func (w *Worker) guard(ctx context.Context, th *thread.Thread) error {
-	err := w.leaseErr(th)
+	err := w.awaitHeard(ctx, th)
 	if err == nil {
 		err = w.checkPlacement(ctx, th)
 	}
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		w.refuseCall(th, err)
 	}
 	return err
 }
 
+// awaitHeard returns once thread th's coordinator was heard from within
+// one interval and its slack (recent), waiting for its next heartbeat if
+// need be, but not past the lease: then it says why the lease lapsed.
+func (w *Worker) awaitHeard(ctx context.Context, th *thread.Thread) error {
+	for {
+		now := time.Now()
+		w.mu.Lock()
+		c, err := w.leaseLocked(th, now)
+		if err != nil || c.recent(now) {
+			w.mu.Unlock()
+			return err
+		}
+		heard, lapse := c.heard(), c.sent.Add(c.window()).Sub(now)
+		w.mu.Unlock()
+		t := time.NewTimer(lapse)
+		select {
+		case <-heard:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+		t.Stop()
+	}
+}
+
 // leaseErr says why thread th's lease has lapsed, or nil.
 func (w *Worker) leaseErr(th *thread.Thread) error {
-	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	_, err := w.leaseLocked(th, time.Now())
+	return err
+}
+
+// leaseLocked returns thread th's coordinator as seen here, or why th's
+// lease has lapsed at now. w.mu is held.
+func (w *Worker) leaseLocked(th *thread.Thread, now time.Time) (*coordSeen, error) {
 	w.noteAliveLocked(now)
 	h := w.threads[th.ID]
-	var err error
-	switch {
-	case h == nil:
-		err = fmt.Errorf("%w: thread %s is not hosted here", errLapsed, th.ID)
-	case h.fenced:
-		err = fmt.Errorf("%w: coordinator %s placed thread %s elsewhere", errLapsed, h.coord, th.ID)
-	default:
-		c := w.coords[h.coord]
-		switch {
-		case c == nil || c.epoch != h.epoch:
-			err = fmt.Errorf("%w: coordinator %s restarted", errLapsed, h.coord)
-		case !c.fresh(now):
-			err = fmt.Errorf("%w: coordinator %s not heard from for %v", errLapsed, h.coord, now.Sub(c.sent).Round(time.Millisecond))
-		}
+	if h == nil {
+		return nil, fmt.Errorf("%w: thread %s is not hosted here", errLapsed, th.ID)
 	}
-	return err
+	if h.fenced {
+		return nil, fmt.Errorf("%w: coordinator %s placed thread %s elsewhere", errLapsed, h.coord, th.ID)
+	}
+	c := w.coords[h.coord]
+	switch {
+	case c == nil || c.epoch != h.epoch:
+		return nil, fmt.Errorf("%w: coordinator %s restarted", errLapsed, h.coord)
+	case !c.fresh(now):
+		return nil, fmt.Errorf("%w: coordinator %s not heard from for %v", errLapsed, h.coord, now.Sub(c.sent).Round(time.Millisecond))
+	}
+	return c, nil
 }
 
 // refuseCall stops thread th, whose tool call the guard refused for err.
