@@ -45,6 +45,7 @@ const (
 	evUnpriced
 	evCostUSD // a float64
 	evPriced
+	evInDoubt // a bool, sent only when true
 )
 
 // EncodeMsgpack writes es.
@@ -84,6 +85,9 @@ func encodeEvent(enc *msgpack.Encoder, e *event.Event) error {
 	if e.Usage.CostUSD != 0 {
 		n++
 	}
+	if e.InDoubt {
+		n++
+	}
 	for i := range strs {
 		if strs[i].val != "" {
 			n++
@@ -118,6 +122,11 @@ func encodeEvent(enc *msgpack.Encoder, e *event.Event) error {
 	}
 	if e.Usage.CostUSD != 0 {
 		if err := errors.Join(enc.EncodeInt(evCostUSD), enc.EncodeFloat64(e.Usage.CostUSD)); err != nil {
+			return err
+		}
+	}
+	if e.InDoubt {
+		if err := errors.Join(enc.EncodeInt(evInDoubt), enc.EncodeBool(true)); err != nil {
 			return err
 		}
 	}
@@ -157,6 +166,8 @@ func decodeEvent(dec *msgpack.Decoder, e *event.Event) error {
 		var s string
 		var v int64
 		switch key {
+		case evInDoubt:
+			e.InDoubt, err = dec.DecodeBool()
 		case evTime:
 			e.Time, err = dec.DecodeTime()
 		case evCostUSD:

@@ -22,6 +22,8 @@ func TestEventsRoundTrip(t *testing.T) {
 		{Type: event.ModelCall, Time: at, Model: "sim", Usage: model.Usage{InputTokens: 3, OutputTokens: 1, Unpriced: 1}},
 		{Type: event.ToolCall, Time: at, Tool: "bash", CallID: "c1", Arguments: `{"command":"ls"}`},
 		{Type: event.ToolResult, Time: at, Tool: "bash", CallID: "c1", Output: "a\nb"},
+		{Type: event.ApprovalRequested, Time: at, Tool: "bash", Arguments: `{"command":"pay"}`, InDoubt: true},
+		{Type: event.ToolResult, Time: at, Tool: "bash", CallID: "c2", Output: "Tool call in doubt", InDoubt: true},
 		{Type: event.ApprovalResolved, Time: at, Tool: "bash", Decision: "deny", Reason: "denied by a user"},
 		{Type: event.ThreadHandoff, Time: at, Reason: "a -> b", Status: event.Running, Worker: "w1"},
 	}}
