@@ -27,7 +27,7 @@ func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r transport.
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	c.relay(t, wreq.Events, m.Subject)
+	c.relay(rn, t, wreq.Events, m.Subject)
 	req := wreq.ApprovalRequest
 	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
 	ping := c.alive.add(r, req.ThreadID)

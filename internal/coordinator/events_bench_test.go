@@ -11,6 +11,7 @@ import (
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/thread"
 )
@@ -68,6 +69,7 @@ func benchHelperEvents(b *testing.B, stored bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	rn := &run{id: "run-1", rec: record.NewRecorder(nil)}
 	parent := &threadRec{thread: thread.Thread{RunID: "run-1", ID: "root-1", Name: "bench"}}
 	helper := &threadRec{thread: thread.Thread{RunID: "run-1", ID: "helper-1", ParentID: "root-1", Depth: 1, Name: "part"}}
 	usage := model.Usage{InputTokens: 120, OutputTokens: 40}
@@ -83,18 +85,18 @@ func benchHelperEvents(b *testing.B, stored bool) {
 	}
 	const perHelper = 6
 	for b.Loop() {
-		c.relay(parent, call(), "bench")
+		c.relay(rn, parent, call(), "bench")
 		spawned := threadEvent(event.ThreadSpawned, &helper.thread)
 		spawned.CallID = "call-1"
 		c.publish(spawned)
 		started := threadEvent(event.ThreadStarted, &helper.thread)
 		started.Worker = "w1"
 		c.publish(started)
-		c.relay(helper, modelCall(), "bench")
+		c.relay(rn, helper, modelCall(), "bench")
 		finished := threadEvent(event.ThreadFinished, &helper.thread)
 		finished.Status, finished.Usage = event.Succeeded, usage
 		c.publish(finished)
-		c.relay(parent, result(), "bench")
+		c.relay(rn, parent, result(), "bench")
 	}
 	if !c.events.flush(time.Minute) {
 		b.Fatal("events not sent")

@@ -254,7 +254,7 @@ func (p *placement) reply(m wire.Msg) transport.Verdict {
 		p.withSpec = true
 		return transport.Again
 	case wire.TypeProgress:
-		if c.progressOf(m, e.t, p.wid, p.tok) {
+		if c.progressOf(m, e.r, e.t, p.wid, p.tok) {
 			return transport.Alive
 		}
 		return transport.Ignore
@@ -262,7 +262,7 @@ func (p *placement) reply(m wire.Msg) transport.Verdict {
 		p.out = busy
 		return transport.Final
 	case wire.TypeExecResult:
-		res, out, ok := c.execResult(m, e.t, p.wid, p.tok)
+		res, out, ok := c.execResult(m, e.r, e.t, p.wid, p.tok)
 		if !ok {
 			return transport.Ignore
 		}
@@ -343,12 +343,12 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, 
 
 // progressOf says whether a progress message carries the placement's
 // token, and publishes the thread's events it carries if so.
-func (c *Coordinator) progressOf(reply wire.Msg, t *threadRec, wid, tok string) bool {
+func (c *Coordinator) progressOf(reply wire.Msg, rn *run, t *threadRec, wid, tok string) bool {
 	var p wire.Progress
 	if wire.DecodeAs(reply.Data, wire.TypeProgress, &p) != nil || p.Token != tok {
 		return false
 	}
-	c.relay(t, p.Events, wire.SubjectExec(wid)+" reply")
+	c.relay(rn, t, p.Events, wire.SubjectExec(wid)+" reply")
 	return true
 }
 
@@ -367,7 +367,7 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 
 // execResult decodes a worker's final answer; ok is false for a result
 // without the placement's token, which is ignored.
-func (c *Coordinator) execResult(reply wire.Msg, t *threadRec, wid, tok string) (_ thread.Result, _ outcome, ok bool) {
+func (c *Coordinator) execResult(reply wire.Msg, rn *run, t *threadRec, wid, tok string) (_ thread.Result, _ outcome, ok bool) {
 	var er wire.ExecResult
 	if err := wire.DecodeAs(reply.Data, wire.TypeExecResult, &er); err != nil {
 		return thread.Failed(fmt.Sprintf("worker %s sent a bad result: %v", wid, err)), aborted, true
@@ -376,6 +376,6 @@ func (c *Coordinator) execResult(reply wire.Msg, t *threadRec, wid, tok string) 
 		c.refuse(wire.SubjectExec(wid)+" reply", fmt.Errorf("result for thread %s without its placement's token", er.ThreadID))
 		return thread.Result{}, 0, false
 	}
-	c.relay(t, er.Events, wire.SubjectExec(wid)+" reply")
+	c.relay(rn, t, er.Events, wire.SubjectExec(wid)+" reply")
 	return er.Result, ended, true
 }

@@ -424,3 +424,34 @@ func keepBeating(ctx context.Context, g *execRig, id string) {
 		}
 	}
 }
+
+// TestInDoubtRecorded: the calls a worker reports found in doubt (a
+// tool.result in_doubt, on its progress or with its result) count in the
+// run's record; other tool results do not.
+func TestInDoubtRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newExecRig(t, Config{})
+		g.join("w1")
+		g.worker("w1", func(req wire.ExecRequest, r transport.Replier) {
+			r.Reply(accepted("w1"))
+			r.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: req.Thread.ID, Token: req.Token, Events: wire.Events{
+				{Type: event.ToolResult, Tool: "bash", CallID: "c1", Output: "Tool call in doubt", InDoubt: true},
+				{Type: event.ToolResult, Tool: "read_file", CallID: "c2", Output: "text"},
+			}}))
+			r.Reply(wire.Message(wire.TypeExecResult, wire.ExecResult{ThreadID: req.Thread.ID, Worker: "w1", Token: req.Token,
+				Result: thread.Result{Status: event.Succeeded, Output: "done"},
+				Events: wire.Events{{Type: event.ToolResult, Tool: "pay", CallID: "c3", Output: "Tool call in doubt", InDoubt: true}}}))
+		})
+		_, out := g.exec()
+		if e := <-out; e.res.Status != event.Succeeded {
+			t.Fatalf("end %+v, want succeeded", e)
+		}
+		rec := g.rn.rec.Snapshot()
+		if len(rec.Threads) != 1 || rec.Threads[0].InDoubt != 2 {
+			t.Errorf("record threads %+v, want the root with 2 calls in doubt", rec.Threads)
+		}
+		if n := rec.Sum().InDoubt; n != 2 {
+			t.Errorf("totals count %d in doubt, want 2", n)
+		}
+	})
+}

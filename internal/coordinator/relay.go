@@ -20,11 +20,14 @@ var workerEventTypes = map[event.Type]bool{
 	event.ModelWaiting: true,
 }
 
-// relay publishes events the placement of t reported, stamped with the
-// thread as held here (run, id, parent, depth, name): a worker speaks only
-// of the thread it was given, and only with the kinds of events it makes.
-// subject names where they came from, for the log of refused ones.
-func (c *Coordinator) relay(t *threadRec, events []event.Event, subject string) {
+// relay publishes events the placement of t, a thread of run rn, reported,
+// stamped with the thread as held here (run, id, parent, depth, name): a
+// worker speaks only of the thread it was given, and only with the kinds of
+// events it makes. subject names where they came from, for the log of
+// refused ones. Of these events the run's record keeps only the calls found
+// in doubt (a tool.result in_doubt): the rest it learns from the thread's
+// result.
+func (c *Coordinator) relay(rn *run, t *threadRec, events []event.Event, subject string) {
 	th := &t.thread
 	for i := range events {
 		e := &events[i]
@@ -39,6 +42,9 @@ func (c *Coordinator) relay(t *threadRec, events []event.Event, subject string) 
 		e.Status, e.Worker = "", ""
 		if e.Type == event.ModelWaiting && (status == event.Waiting || status == event.Running) {
 			e.Status = status // a quota wait begins or ends
+		}
+		if e.Type == event.ToolResult && e.InDoubt {
+			rn.rec.Emit(*e)
 		}
 		c.publish(*e)
 	}

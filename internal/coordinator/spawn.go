@@ -72,7 +72,7 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r transport.Replier, ping *alivePin
 		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
-	c.relay(parent, req.Events, m.Subject)
+	c.relay(rn, parent, req.Events, m.Subject)
 	id := journal.HelperID(req.RunID, req.ParentID, req.CallID, c.cfg.NewID)
 	err = tools.CheckHelperArgs(req.Name, req.Task)
 	t := &threadRec{}
