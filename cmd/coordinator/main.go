@@ -129,6 +129,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.sc.EventsMaxAge, "events-max-age", store.DefaultEventsMaxAge, "how long run events are kept")
 	fs.IntVar(&o.sc.Replicas, "replicas", store.DefaultReplicas, "JetStream replicas of the run store (3 on a NATS cluster)")
 	fs.IntVar(&o.sc.MaxDeliver, "queue-max-deliver", store.DefaultMaxDeliver, "deliveries of a run before it is failed for good (its coordinator died each time)")
+	fs.IntVar(&o.sc.JournalMaxThreadMsgs, "journal-max-thread-msgs", store.DefaultJournalMaxThreadMsgs, "messages one thread's journal may hold; writes past it are refused and the thread fails")
 	fs.DurationVar(&o.sc.JournalMaxAge, "journal-max-age", 0, "how long thread journals (resume, transcripts) are kept; 0: 7 days, or --retention if shorter; at most --retention")
 	fs.DurationVar(&o.sc.AckWait, "queue-ack-wait", store.DefaultAckWait, "how long a run stays claimed by a coordinator that neither renews its lease nor is taken over (every coordinator gone)")
 	fs.DurationVar(&o.cc.LeaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL, "how long a running run's lease may go unrenewed (its coordinator dead or frozen) before another coordinator takes the run over")

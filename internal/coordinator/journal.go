@@ -103,19 +103,16 @@ func (c *Coordinator) loadRunJournal(rn *run) {
 	}
 	ctx, cancel := context.WithTimeout(rn.ctx, journalReadTimeout)
 	defer cancel()
-	entries, err := c.cfg.Store.ReadJournal(ctx, rn.id, "")
+	// The run's threads only: the root and the helpers its journal names.
+	threads, err := c.cfg.Store.ReadRunJournal(ctx, rn.id)
 	if err != nil {
 		c.cfg.Logger.Warn("read journal: the run starts over", "run_id", rn.id, "err", err)
 		return
 	}
-	byThread := map[string][]journal.Entry{}
-	for _, e := range entries {
-		byThread[e.ThreadID] = append(byThread[e.ThreadID], e)
-	}
 	rn.mu.Lock()
-	rn.journals = make(map[string][]journal.Entry, len(byThread))
-	for id, es := range byThread {
-		rn.journals[id] = journal.Trusted(es)
+	rn.journals = make(map[string][]journal.Entry, len(threads))
+	for _, tj := range threads {
+		rn.journals[tj.ID] = journal.Trusted(tj.Entries)
 	}
 	journals := rn.journals
 	rn.mu.Unlock()

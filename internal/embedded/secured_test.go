@@ -28,16 +28,26 @@ import (
 // authority: every component connects with its own role's credentials.
 func startSecured(t *testing.T) (*Stack, *client.Client) {
 	t.Helper()
+	return startSecuredWith(t, nil)
+}
+
+// startSecuredWith is startSecured with its Config changed by change.
+func startSecuredWith(t *testing.T, change func(*Config)) (*Stack, *client.Client) {
+	t.Helper()
 	a, err := auth.NewEphemeral()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(context.Background(), Config{Workers: 2, Slots: 4, Authority: a, Durable: true,
+	cfg := Config{Workers: 2, Slots: 4, Authority: a, Durable: true,
 		// The default heartbeat: these tests are about credentials and large
 		// bodies, and a 1.5 MiB body under -race on a loaded machine can
 		// hold a coordinator's heartbeat past a short loss window.
 		Server: brokerDurable(t), Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: time.Second,
-		AllowScripted: true, Coordinator: coordinator.Config{Cwd: os.TempDir(), AllowScripted: true}})
+		AllowScripted: true, Coordinator: coordinator.Config{Cwd: os.TempDir(), AllowScripted: true}}
+	if change != nil {
+		change(&cfg)
+	}
+	s, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/formica-run/formica/internal/journal"
@@ -60,18 +61,28 @@ func (st *threadState) recordLazy(e journal.Entry) {
 // sync makes what the thread journaled durable before work that depends on
 // it; what nothing depends on is left to go with the next entry that is
 // waited for (or on its own, soon). A journal that cannot store only costs
-// that guarantee: the work goes on, and the step is at-least-once.
-func (st *threadState) sync(ctx context.Context) {
+// that guarantee: the work goes on, and the step is at-least-once. A
+// journal that refused a write for its limits (journal.ErrLimit) will keep
+// nothing the thread does next: that error is returned, and the thread
+// fails with it.
+func (st *threadState) sync(ctx context.Context) error {
 	st.mu.Lock()
 	need := st.unsynced
 	st.unsynced = false
 	st.mu.Unlock()
 	if !need {
-		return
+		return nil
 	}
-	if err := st.j.Sync(ctx); err != nil && ctx.Err() == nil {
+	err := st.j.Sync(ctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, journal.ErrLimit):
+		st.r.cfg.Logger.Warn("journal refused the thread's writes: the thread fails", "run", st.th.RunID, "thread", st.th.ID, "err", err)
+		return err
+	case ctx.Err() == nil:
 		st.r.cfg.Logger.Warn("journal", "run", st.th.RunID, "thread", st.th.ID, "err", err)
 	}
+	return nil
 }
 
 // endWritten sends the thread's end, journaled last. A root's end is
@@ -99,7 +110,7 @@ func (st *threadState) endWritten(ctx context.Context) {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endSyncTimeout)
-	st.sync(sctx)
+	_ = st.sync(sctx) // logged: the thread has ended either way
 	cancel()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -342,5 +343,68 @@ func TestReplayReusesApprovalsOfCallsThatDidNotFinish(t *testing.T) {
 	}
 	if got := len(m.requests()); got != 3 {
 		t.Errorf("%d model calls in all, want 3 (turn 0 reused)", got)
+	}
+}
+
+// fullJournal is a memJournal whose Sync refuses, as the store does once a
+// thread's journal holds its limit, after the first full syncs.
+type fullJournal struct {
+	memJournal
+	full int
+}
+
+func (f *fullJournal) Open(th *thread.Thread) ThreadJournal {
+	return &fullThread{memThread{m: &f.memJournal, id: th.ID}, f}
+}
+
+type fullThread struct {
+	memThread
+	f *fullJournal
+}
+
+func (t *fullThread) Sync(ctx context.Context) error {
+	_ = t.memThread.Sync(ctx)
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	if t.f.syncs > t.f.full {
+		return fmt.Errorf("%w: thread %s has journaled the most messages a thread may (coordinator --journal-max-thread-msgs)", journal.ErrLimit, t.id)
+	}
+	return nil
+}
+
+// TestJournalLimitFailsTheThread: once its journal refuses its writes for
+// a limit, a thread calls neither its model nor its tools again: it fails
+// at once with the journal's error, which names the limit, and its parent
+// sees it as the helper's failure.
+func TestJournalLimitFailsTheThread(t *testing.T) {
+	var ran atomic.Int32
+	counter := &tools.Func{ToolName: "count", Desc: "counts", Parameters: json.RawMessage(`{"type":"object"}`),
+		Fn: func(context.Context, json.RawMessage) (string, error) { ran.Add(1); return "ran", nil }}
+	m := &fakeModel{fn: func(context.Context, model.Request) (model.Response, error) {
+		return calls(call("call_1", "count", map[string]int{})), nil // forever, were it allowed
+	}}
+	j := &fullJournal{full: 2}
+	r, err := newInProcess(Config{Models: models{"fake:root": m}, DefaultModel: "fake:root", Tools: []tools.Tool{counter}, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := generalAgent()
+	a.Tools = []string{"count"}
+	res := run(t, r, RunRequest{ID: "run", Task: "count", Agent: a, Limits: limitsFor(1)})
+	if res.Status != event.Failed || !strings.Contains(res.Error, "journal limit reached") || !strings.Contains(res.Error, "--journal-max-thread-msgs") {
+		t.Fatalf("run: %s %q; want failed naming the journal's limit", res.Status, res.Error)
+	}
+	// Two syncs stored (the first response; its result before the second
+	// call), the third refused: the second response's call never ran.
+	if calls, tools := len(m.requests()), ran.Load(); calls != 2 || tools != 1 {
+		t.Errorf("after the refusal: %d model calls, %d tool calls; want 2 and 1", calls, tools)
+	}
+}
+
+// TestJournalKnowsTheAgentTool: the journal finds a thread's helpers by the
+// agent tool's name.
+func TestJournalKnowsTheAgentTool(t *testing.T) {
+	if journal.AgentTool != tools.AgentToolName || (agentTool{}).Name() != journal.AgentTool {
+		t.Errorf("journal.AgentTool %q, tools.AgentToolName %q", journal.AgentTool, tools.AgentToolName)
 	}
 }

@@ -164,7 +164,10 @@ func (st *threadState) loop(ctx context.Context) thread.Result {
 		}
 		resp, fromJournal := st.replayed(turn)
 		if !fromJournal {
-			st.sync(ctx) // the tool results this call sees are stored first
+			// The tool results this call sees are stored first.
+			if err := st.sync(ctx); err != nil {
+				return failed(err)
+			}
 			var err error
 			if resp, err = st.generate(ctx, turn); err != nil {
 				return modelFailed(ctx, err)
@@ -179,7 +182,10 @@ func (st *threadState) loop(ctx context.Context) thread.Result {
 			continue
 		}
 		if !fromJournal {
-			st.sync(ctx) // the response is stored before its tool calls run
+			// The response is stored before its tool calls run.
+			if err := st.sync(ctx); err != nil {
+				return failed(err)
+			}
 		}
 		outputs, target := st.callTools(ctx, turn, resp.ToolCalls)
 		if res, over := st.toolsAnswered(ctx, turn, resp.ToolCalls, outputs, target, fromJournal); over {

@@ -21,25 +21,25 @@ func (s *Service) ResumeRun(ctx context.Context, id string) error {
 
 // Threads lists a run's threads from its journal.
 func (s *Service) Threads(ctx context.Context, id string) ([]api.ThreadSummary, error) {
-	if _, err := s.GetRun(ctx, id); err != nil {
+	rec, err := s.GetRun(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	entries, err := s.cfg.Store.ReadJournal(ctx, id, "")
+	// The run's threads only: the root, the helpers its journal names and
+	// those its record holds.
+	known := make([]string, 0, len(rec.Threads))
+	for _, t := range rec.Threads {
+		known = append(known, t.ID)
+	}
+	threads, err := s.cfg.Store.ReadRunJournal(ctx, id, known...)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	byThread := map[string][]journal.Entry{}
-	var order []string
-	for _, e := range entries {
-		if _, ok := byThread[e.ThreadID]; !ok {
-			order = append(order, e.ThreadID)
-		}
-		byThread[e.ThreadID] = append(byThread[e.ThreadID], e)
-	}
 	rootName := ""
-	out := make([]api.ThreadSummary, 0, len(order))
-	for _, tid := range order {
-		t := journal.BuildTranscript(id, tid, journal.Trusted(byThread[tid]))
+	out := make([]api.ThreadSummary, 0, len(threads))
+	for _, tj := range threads {
+		tid := tj.ID
+		t := journal.BuildTranscript(id, tid, journal.Trusted(tj.Entries))
 		if t.Name == "" {
 			continue // journaled nothing of its own (only a spawn refused for it, say)
 		}

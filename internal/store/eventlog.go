@@ -31,6 +31,9 @@ const (
 	EventsPerBatch = 1000
 	// MaxEventBatch bounds the bytes of one stored batch.
 	MaxEventBatch = 256 << 10
+	// EventsMaxMsgBytes bounds one message of the events stream: a batch
+	// (MaxEventBatch), or one event alone past it.
+	EventsMaxMsgBytes = 1 << 20
 	// eventLogMaxPending bounds the batches not yet acked: past it, a
 	// publish waits briefly for acks, then fails.
 	eventLogMaxPending = 1024

@@ -36,6 +36,19 @@ const (
 	HeaderPlacement = "Formica-Placement"
 	// DefaultJournalMaxAge is how long journals are kept by default.
 	DefaultJournalMaxAge = 7 * 24 * time.Hour
+	// JournalMaxMsgBytes bounds one journal message, headers included:
+	// the stream refuses larger ones, and writers send an entry larger
+	// than this (or than the NATS max payload) through the object store,
+	// by reference.
+	JournalMaxMsgBytes = 1 << 20
+	// DefaultJournalMaxThreadMsgs bounds the messages one thread's journal
+	// subject holds (the thread's own, and apart the coordinator's for it):
+	// past it the stream refuses the write (journal.ErrLimit) and keeps
+	// what it has. A thread's turn costs a few messages (its model
+	// response; its tool results, helpers that failed and approvals go out
+	// as they come, each within JournalLinger of the last), so this is
+	// thousands of turns.
+	DefaultJournalMaxThreadMsgs = 10_000
 )
 
 // SubjectJournal is where the entries of one thread go; byCoordinator picks
@@ -88,20 +101,51 @@ func (s *Store) journalFailed(msg *nats.Msg, err error) {
 // within it cost one stored message together.
 const JournalLinger = 200 * time.Millisecond
 
-// journalStreamConfig is the journal stream of cfg.
+// journalStreamConfig is the journal stream of cfg. Writes past its limits
+// are refused, never made room for: a worker's credentials may write any
+// thread's journal subject (what counts is checked when read, see
+// journal.Trusted), so what one thread's subject holds is bounded
+// (JournalMaxThreadMsgs messages of at most JournalMaxMsgBytes), and
+// nobody's writes can push a thread's own entries out.
 func journalStreamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        JournalStream,
-		Description: "Formica thread journals",
-		Subjects:    []string{SubjectJournalAll},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardOld,
-		MaxAge:      cfg.JournalMaxAge,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
+		Name:                 JournalStream,
+		Description:          "Formica thread journals",
+		Subjects:             []string{SubjectJournalAll},
+		Retention:            jetstream.LimitsPolicy,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		MaxMsgsPerSubject:    int64(cfg.JournalMaxThreadMsgs),
+		MaxMsgSize:           JournalMaxMsgBytes,
+		MaxAge:               cfg.JournalMaxAge,
+		Storage:              jetstream.FileStorage,
+		Replicas:             cfg.Replicas,
 		// Read by direct gets (ReadJournal).
 		AllowDirect: true,
 	}
+}
+
+// journalMaxValue bounds what a journal writer publishes as one message:
+// a batch no larger, an entry larger goes by reference.
+func (s *Store) journalMaxValue() int {
+	return min(s.maxValue(), JournalMaxMsgBytes-16<<10)
+}
+
+// journalWriteError is err, a failed write of thread's journal in run,
+// wrapped with journal.ErrLimit and the limit's name when the stream
+// refused the write for one of its limits.
+func journalWriteError(run, thread string, err error) error {
+	var api *jetstream.APIError
+	switch {
+	case errors.As(err, &api) && strings.Contains(api.Description, "maximum messages per subject"):
+		return fmt.Errorf("%w: thread %s of run %s has journaled the most messages a thread may "+
+			"(stream %s, max messages per subject: coordinator --journal-max-thread-msgs): %w", journal.ErrLimit, thread, run, JournalStream, err)
+	case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum,
+		errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("%w: a journal message of thread %s of run %s is larger than the journal takes "+
+			"(%d bytes, or the NATS max payload): %w", journal.ErrLimit, thread, run, JournalMaxMsgBytes, err)
+	}
+	return fmt.Errorf("store: journal %s/%s: %w", run, thread, err)
 }
 
 // JournalWriter appends the entries of one thread, pipelined: Append
@@ -207,7 +251,7 @@ func (w *JournalWriter) flush() {
 		return
 	}
 	data, err := wire.Encode(wire.TypeJournalBatch, journalBatch{Entries: held})
-	if err != nil || len(data) > w.s.maxValue() {
+	if err != nil || len(data) > w.s.journalMaxValue() {
 		for _, d := range held {
 			w.publish(d)
 		}
@@ -220,7 +264,7 @@ func (w *JournalWriter) flush() {
 func (w *JournalWriter) publish(data []byte) {
 	f, err := w.s.publishEntry(w.subject, w.run, w.thread, w.placement, data)
 	if err != nil {
-		w.setErr(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
+		w.setErr(journalWriteError(w.run, w.thread, err))
 		return
 	}
 	w.pending = append(w.pending, f)
@@ -233,7 +277,7 @@ func (s *Store) encodeEntry(e journal.Entry) ([]byte, error) {
 		e.Time = s.cfg.Now()
 	}
 	data, err := wire.Encode(wire.TypeJournalEntry, &e) // by pointer: no copy of e to encode
-	if err == nil && len(data) > s.maxValue() {
+	if err == nil && len(data) > s.journalMaxValue() {
 		data, err = s.offloadEntry(e.Kind, data)
 	}
 	return data, err
@@ -276,7 +320,8 @@ func (w *JournalWriter) Flush() {
 }
 
 // Sync waits until every entry appended so far is stored, and returns the
-// first error since the last Sync.
+// first error since the last Sync: one wrapping journal.ErrLimit if the
+// stream refused any of them for its limits.
 func (w *JournalWriter) Sync(ctx context.Context) error {
 	w.mu.Lock()
 	w.flush()
@@ -292,8 +337,9 @@ func (w *JournalWriter) Sync(ctx context.Context) error {
 		select {
 		case <-f.Ok():
 		case e := <-f.Err():
-			if err == nil {
-				err = fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, e)
+			// A refusal for a limit is the one to report: it is for good.
+			if we := journalWriteError(w.run, w.thread, e); err == nil || errors.Is(we, journal.ErrLimit) && !errors.Is(err, journal.ErrLimit) {
+				err = we
 			}
 		case <-ctx.Done():
 			return errors.Join(err, fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, context.Cause(ctx)))
@@ -318,42 +364,6 @@ func (s *Store) offloadEntry(kind journal.Kind, data []byte) ([]byte, error) {
 	return wire.Encode(wire.TypeJournalRef, journalRef{Kind: kind, Ref: ref})
 }
 
-// ReadJournal returns the entries journaled for thread of run, in the order
-// they were stored, or the whole run's entries when thread is empty; none
-// for a thread that journaled nothing. Entries come back as written, with
-// the placement proofs that check marked (Entry.Proof): filter them with
-// journal.Trusted before reusing any.
-func (s *Store) ReadJournal(ctx context.Context, run, thread string) ([]journal.Entry, error) {
-	if err := checkID(run); err != nil {
-		return nil, err
-	}
-	filter := "formica.journal." + run + ".>"
-	if thread != "" {
-		if err := checkID(thread); err != nil {
-			return nil, err
-		}
-		filter = "formica.journal." + run + "." + thread + ".*"
-	}
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	// By direct gets: clients read journals too, and create no consumer
-	// (see readDirect).
-	var out []journal.Entry
-	proofs := proofs{s: s, run: run}
-	err := s.readDirect(ctx, JournalStream, filter, 1, directBatch, func(msg *storedMsg) error {
-		for _, e := range s.decodeEntries(ctx, msg) {
-			e.Seq = msg.seq
-			proofs.check(ctx, &e)
-			out = append(out, e)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: journal of %s: %w", run, err)
-	}
-	return out, nil
-}
-
 // journalMsg is a stored journal message.
 type journalMsg interface {
 	Subject() string
@@ -366,12 +376,13 @@ const maxBatch = 1024
 
 // decodeEntries reads the entries of one stored message: one, or a batch
 // (they share the message's sequence). One that does not decode is logged
-// and skipped.
-func (s *Store) decodeEntries(ctx context.Context, msg journalMsg) []journal.Entry {
+// and skipped. An entry kept in the object store is read only from bucket
+// (see journalPayload).
+func (s *Store) decodeEntries(ctx context.Context, msg journalMsg, bucket string) []journal.Entry {
 	data := msg.Data()
 	env, err := wire.Decode(data)
 	if err != nil || env.Type != wire.TypeJournalBatch {
-		if e, ok := s.decodeEntry(ctx, msg, data); ok {
+		if e, ok := s.decodeEntry(ctx, msg, data, bucket); ok {
 			return []journal.Entry{e}
 		}
 		return nil
@@ -383,30 +394,33 @@ func (s *Store) decodeEntries(ctx context.Context, msg journalMsg) []journal.Ent
 	}
 	out := make([]journal.Entry, 0, len(b.Entries))
 	for _, d := range b.Entries {
-		if e, ok := s.decodeEntry(ctx, msg, d); ok {
+		if e, ok := s.decodeEntry(ctx, msg, d, bucket); ok {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// journalPayload reads the large entry ref names, written on subject: a
-// coordinator's entry (.c) from the coordinators' transfers bucket, a
-// thread's (.t) from a worker's. A read never deletes it: the entry is read
-// again on every replay and transcript, until the bucket's TTL.
-func (s *Store) journalPayload(ctx context.Context, subject, ref string) ([]byte, error) {
+// journalPayload reads the large entry ref names, written on subject,
+// from bucket alone: a coordinator's entry (.c) from the coordinators'
+// transfers bucket, a thread's (.t) from the bucket of the worker its
+// placement put it on (its proof names the worker). A read never deletes
+// it: the entry is read again on every replay and transcript, until the
+// bucket's TTL.
+func (s *Store) journalPayload(ctx context.Context, subject, ref, bucket string) ([]byte, error) {
 	r, err := parseRef(ref)
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasSuffix(subject, ".c") != (r.bucket == TransfersBucket) {
+	if r.bucket != bucket || strings.HasSuffix(subject, ".c") != (r.bucket == TransfersBucket) {
 		return nil, fmt.Errorf("%w: %s on %s", ErrForeignRef, ref, subject)
 	}
 	return s.readPayload(ctx, r)
 }
 
-// decodeEntry reads one entry of msg, encoded in data.
-func (s *Store) decodeEntry(ctx context.Context, msg journalMsg, data []byte) (journal.Entry, bool) {
+// decodeEntry reads one entry of msg, encoded in data; one kept in the
+// object store is read from bucket.
+func (s *Store) decodeEntry(ctx context.Context, msg journalMsg, data []byte, bucket string) (journal.Entry, bool) {
 	var e journal.Entry
 	if env, err := wire.Decode(data); err == nil && env.Type == wire.TypeJournalRef {
 		var ref journalRef
@@ -414,7 +428,7 @@ func (s *Store) decodeEntry(ctx context.Context, msg journalMsg, data []byte) (j
 			s.log.Warn("store: bad journal reference", "subject", msg.Subject(), "err", err)
 			return e, false
 		}
-		if data, err = s.journalPayload(ctx, msg.Subject(), ref.Ref); err != nil {
+		if data, err = s.journalPayload(ctx, msg.Subject(), ref.Ref, bucket); err != nil {
 			s.log.Warn("store: journal entry lost", "subject", msg.Subject(), "err", err)
 			return e, false
 		}

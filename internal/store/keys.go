@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,13 +74,19 @@ func (s *Store) keysBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
+// cachedPlacementKey returns the public key id names if it was read
+// before.
+func (s *Store) cachedPlacementKey(id string) (ed25519.PublicKey, bool) {
+	s.pkeys.mu.Lock()
+	defer s.pkeys.mu.Unlock()
+	pub, ok := s.pkeys.keys[id]
+	return pub, ok
+}
+
 // placementKey returns the public key id names, if a coordinator
 // published it.
 func (s *Store) placementKey(ctx context.Context, id string) (ed25519.PublicKey, bool) {
-	s.pkeys.mu.Lock()
-	pub, ok := s.pkeys.keys[id]
-	s.pkeys.mu.Unlock()
-	if ok {
+	if pub, ok := s.cachedPlacementKey(id); ok {
 		return pub, true
 	}
 	kv, err := s.keysBucket(ctx)
@@ -96,7 +103,12 @@ func (s *Store) placementKey(ctx context.Context, id string) (ed25519.PublicKey,
 		}
 		return nil, false
 	}
-	pub = ed25519.PublicKey(e.Value())
+	return s.cacheKey(id, e.Value())
+}
+
+// cacheKey keeps the key value read under id, if it is the key id names.
+func (s *Store) cacheKey(id string, value []byte) (ed25519.PublicKey, bool) {
+	pub := ed25519.PublicKey(value)
 	if len(pub) != ed25519.PublicKeySize || journal.KeyID(pub) != id {
 		return nil, false
 	}
@@ -109,32 +121,82 @@ func (s *Store) placementKey(ctx context.Context, id string) (ed25519.PublicKey,
 	return pub, true
 }
 
-// proofs checks the placement proofs of one read of a journal, each once.
-type proofs struct {
-	s       *Store
-	run     string
-	checked map[string]*journal.Proof // thread and header -> the proof, nil if it does not check
+// loadPlacementKeys reads every published key into the cache, by direct
+// gets over the bucket's stream (clients may create no consumer there).
+func (s *Store) loadPlacementKeys(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	prefix := "$KV." + KeysBucket + "."
+	return s.readDirect(ctx, "KV_"+KeysBucket, prefix+">", 1, directBatch, func(m *storedMsg) error {
+		if op := m.hdr.Get("KV-Operation"); op == "" {
+			s.cacheKey(strings.TrimPrefix(m.subject, prefix), m.data)
+		}
+		return nil
+	})
 }
 
-// check sets e's Proof when its placement header is a proof that a
-// published coordinator key signed for e's thread and run, and its
-// Placement to the proof's digest.
-func (p *proofs) check(ctx context.Context, e *journal.Entry) {
-	if !journal.IsProof(e.Placement) {
-		return
-	}
-	k := e.ThreadID + "\x00" + e.Placement
-	pr, done := p.checked[k]
-	if !done {
-		pr = p.checkOne(ctx, e.ThreadID, e.Placement)
-		if p.checked == nil {
-			p.checked = map[string]*journal.Proof{}
+// maxKeyMisses bounds the keys one read of a journal asks the keys bucket
+// for and does not find: a proof under a key nobody published does not
+// check, and a writer varying its key ids would otherwise cost a request
+// each. A run's journals hold proofs of a few keys (one per coordinator
+// process that placed its threads), all published.
+const maxKeyMisses = 16
+
+// proofs checks the placement proofs of one read of a journal, each once.
+// It is safe for concurrent use.
+type proofs struct {
+	s   *Store
+	run string
+
+	mu      sync.Mutex
+	checked map[string]*journal.Proof // thread and header -> the proof, nil if it does not check
+	missing map[string]bool           // key ids not published
+	all     bool                      // every published key was read (loadPlacementKeys)
+}
+
+// lookUp asks the keys bucket for key id, once; past maxKeyMisses keys not
+// found, it reads every published key once instead, and then asks no more.
+func (p *proofs) lookUp(ctx context.Context, id string) (ed25519.PublicKey, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.missing[id] || p.all:
+		return p.s.cachedPlacementKey(id)
+	case len(p.missing) >= maxKeyMisses:
+		if err := p.s.loadPlacementKeys(ctx); err != nil {
+			p.s.log.Warn("store: placement keys unreadable: journal entries under proofs do not count", "err", err)
 		}
-		p.checked[k] = pr
+		p.all = true
+		return p.s.cachedPlacementKey(id)
 	}
-	if pr != nil {
-		e.Proof, e.Placement = pr, pr.Digest
+	pub, ok := p.s.placementKey(ctx, id)
+	if !ok {
+		if p.missing == nil {
+			p.missing = map[string]bool{}
+		}
+		p.missing[id] = true
 	}
+	return pub, ok
+}
+
+// check returns the proof header carries when a published coordinator key
+// signed it for thread of run, or nil.
+func (p *proofs) check(ctx context.Context, thread, header string) *journal.Proof {
+	k := thread + "\x00" + header
+	p.mu.Lock()
+	pr, done := p.checked[k]
+	p.mu.Unlock()
+	if done {
+		return pr
+	}
+	pr = p.checkOne(ctx, thread, header)
+	p.mu.Lock()
+	if p.checked == nil {
+		p.checked = map[string]*journal.Proof{}
+	}
+	p.checked[k] = pr
+	p.mu.Unlock()
+	return pr
 }
 
 func (p *proofs) checkOne(ctx context.Context, thread, header string) *journal.Proof {
@@ -142,7 +204,10 @@ func (p *proofs) checkOne(ctx context.Context, thread, header string) *journal.P
 	if err != nil {
 		return nil
 	}
-	pub, ok := p.s.placementKey(ctx, pr.Key)
+	pub, ok := p.s.cachedPlacementKey(pr.Key)
+	if !ok {
+		pub, ok = p.lookUp(ctx, pr.Key)
+	}
 	if !ok || !pr.Check(pub, p.run, thread) {
 		return nil
 	}

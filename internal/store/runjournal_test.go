@@ -23,9 +23,17 @@ func TestRunJournalSyncCoversEveryThread(t *testing.T) {
 	if err := j.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ReadJournal(ctx, "run-c", "")
+	ids := make([]string, threads)
+	for i := range threads {
+		ids[i] = fmt.Sprintf("thread-%d", i)
+	}
+	read, err := s.ReadRunJournal(ctx, "run-c", ids...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var got []journal.Entry
+	for _, tj := range read {
+		got = append(got, tj.Entries...)
 	}
 	if len(got) != threads {
 		t.Fatalf("%d entries stored after Sync, want %d", len(got), threads)

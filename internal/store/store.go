@@ -106,6 +106,13 @@ type Config struct {
 	// journal's large entries are objects kept for Retention, and a run is
 	// resumed (and its transcripts read) only while its record is kept.
 	JournalMaxAge time.Duration
+	// JournalMaxThreadMsgs is the most messages one thread's journal
+	// subject may hold (the thread's own entries, and apart the
+	// coordinator's for it); default DefaultJournalMaxThreadMsgs. Writes
+	// past it are refused (journal.ErrLimit): the thread fails, and no
+	// entry it or anyone stored before is dropped. Open lowers it on an
+	// existing stream only as far as the fullest thread's journal allows.
+	JournalMaxThreadMsgs int
 	// DuplicateWindow is how long a run id is remembered to drop a second
 	// submission of the same run; default 24 h.
 	DuplicateWindow time.Duration
@@ -145,8 +152,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: Replicas %d, want 1 to 5", ErrInvalidConfig, c.Replicas)
 	case c.EventsMaxAge < 0, c.JournalMaxAge < 0, c.DuplicateWindow < 0, c.AckWait < 0, c.Retention < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
-	case c.MaxDeliver < 0 || c.MaxRunSlots < 0:
-		return fmt.Errorf("%w: negative MaxDeliver or MaxRunSlots", ErrInvalidConfig)
+	case c.MaxDeliver < 0 || c.MaxRunSlots < 0 || c.JournalMaxThreadMsgs < 0:
+		return fmt.Errorf("%w: negative MaxDeliver, MaxRunSlots or JournalMaxThreadMsgs", ErrInvalidConfig)
 	case c.AckWait != 0 && c.AckWait < 100*time.Millisecond:
 		return fmt.Errorf("%w: AckWait %s is below 100ms", ErrInvalidConfig, c.AckWait)
 	}
@@ -157,6 +164,7 @@ func (c *Config) setDefaults() error {
 	if c.JournalMaxAge > c.Retention {
 		return fmt.Errorf("%w: JournalMaxAge %s is past Retention %s", ErrInvalidConfig, c.JournalMaxAge, c.Retention)
 	}
+	setDefault(&c.JournalMaxThreadMsgs, DefaultJournalMaxThreadMsgs)
 	setDefault(&c.DuplicateWindow, DefaultDuplicateWindow)
 	setDefault(&c.AckWait, DefaultAckWait)
 	setDefault(&c.MaxDeliver, DefaultMaxDeliver)
@@ -248,8 +256,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      cfg.EventsMaxAge,
-		Storage:     jetstream.FileStorage,
-		Replicas:    r,
+		// Only coordinators write it, in batches of at most MaxEventBatch
+		// (an event's texts clipped); a larger message is refused.
+		MaxMsgSize: EventsMaxMsgBytes,
+		Storage:    jetstream.FileStorage,
+		Replicas:   r,
 		// Followed without a consumer (Events).
 		AllowDirect: true,
 		RePublish:   republish(SubjectEventLogAll, storedEvents),
@@ -265,7 +276,18 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		Replicas:    r,
 	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg)}
 	for _, sc := range streams {
-		if err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) error {
+		attempt := defaultAttempt
+		if sc.Name == JournalStream {
+			// Lowering its per-thread limit first counts each thread's
+			// messages (keepStoredJournals): pages of subjects.
+			attempt = time.Minute
+		}
+		if err := retryFor(ctx, s.log, "stream "+sc.Name, attempt, func(ctx context.Context) error {
+			if sc.Name == JournalStream && !cfg.Client {
+				if err := s.keepStoredJournals(ctx, &sc); err != nil {
+					return err
+				}
+			}
 			st, err := ensure(ctx, cfg.Client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
 				func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) },
 				func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
@@ -460,12 +482,20 @@ const (
 	codeNoJetStreamForAcc = 10039 // a 503 that waiting will not fix
 )
 
+// defaultAttempt bounds one attempt of retry.
+const defaultAttempt = 5 * time.Second
+
 // retry runs f with a bounded attempt timeout until it succeeds, fails for
 // good, or ctx ends.
 func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+	return retryFor(ctx, log, what, defaultAttempt, f)
+}
+
+// retryFor is retry with attempts of at most d each.
+func retryFor(ctx context.Context, log *slog.Logger, what string, d time.Duration, f func(context.Context) error) error {
 	wait := 50 * time.Millisecond
 	for {
-		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		attempt, cancel := context.WithTimeout(ctx, d)
 		err := f(attempt)
 		cancel()
 		if err == nil {

@@ -1,0 +1,208 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/formica-run/formica/internal/auth"
+	"github.com/formica-run/formica/internal/client"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
+	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// The attacks of issue 35 part 5, replayed on the secured stack: a real
+// embedded NATS server in operator mode, every party on credentials of its
+// own role (docs/security.md, "Attacks replayed").
+
+// gatedModels opens "test:gated" as the sim model whose calls wait until
+// gate is closed (or their context ends), and every other ref as usual.
+func gatedModels(gate <-chan struct{}) runner.ModelOpener {
+	return runner.ModelOpenerFunc(func(ref string) (model.Model, error) {
+		if ref != "test:gated" {
+			return providers.Open(ref)
+		}
+		sim, err := providers.Open(providers.Sim)
+		if err != nil {
+			return nil, err
+		}
+		return modelFunc(func(ctx context.Context, req model.Request) (model.Response, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return model.Response{}, ctx.Err()
+			}
+			return sim.Generate(ctx, req)
+		}), nil
+	})
+}
+
+// modelFunc is a model.Model of one function.
+type modelFunc func(context.Context, model.Request) (model.Response, error)
+
+func (f modelFunc) Generate(ctx context.Context, req model.Request) (model.Response, error) {
+	return f(ctx, req)
+}
+
+// journalBytes reads run's journal on a client's own connection, as a
+// transcript does, and returns the entries that count and the bytes the
+// read took from NATS.
+func journalBytes(t *testing.T, s *Stack, run string) (entries int, bytes uint64) {
+	t.Helper()
+	nc, err := s.ConnectAs(auth.Client, "reader", "reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, nc, store.Config{Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := nc.Stats().InBytes
+	threads, err := st.ReadRunJournal(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tj := range threads {
+		entries += len(tj.Entries)
+	}
+	return entries, nc.Stats().InBytes - before
+}
+
+// TestAttackJournalFlood replays a worker credential (mallory, placed on
+// nothing) writing 40 MB into the journal of runs it never hosted, in
+// 100 KiB messages: 20 MB on a finished run's root thread, 20 MB on threads
+// the run does not have, and a running run's root. On the root's own
+// subject the stream refuses every write past the per-thread limit with
+// "maximum messages per subject exceeded"; the threads the run does not
+// have are never read, and what was planted on the root is skipped
+// unread: reading the run's journal back (the API's transcripts, a
+// resume's replay) returns the same entries and takes no more from NATS
+// than the limit lets the root's subject hold. The running run's root,
+// whose journal mallory filled, fails at its next write with the error
+// naming the limit, instead of going on with a journal that keeps nothing.
+func TestAttackJournalFlood(t *testing.T) {
+	const perThread = 64
+	gate := make(chan struct{})
+	s, cl := startSecuredWith(t, func(c *Config) {
+		c.Store.JournalMaxThreadMsgs = perThread
+		c.Models = gatedModels(gate)
+	})
+	victim := simSubmit(t, "Plan:\n- a\n- b", 0, limits.Config{})
+	if rec := runAsync(t, context.Background(), cl, victim, nil)(); rec.Status != event.Succeeded {
+		t.Fatalf("victim run: %s (%s)", rec.Status, rec.Error)
+	}
+	entries, clean := journalBytes(t, s, victim.RunID)
+
+	// A run whose root is in its first model call while mallory writes.
+	running := simSubmit(t, "Plan:\n- a\n- b", 0, limits.Config{})
+	running.Agent.Model = "test:gated"
+	runningRoot, wait := startedRoot(t, cl, running)
+
+	mallory, err := s.ConnectAs(auth.Worker, "mallory", "mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(mallory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	chunk := []byte(strings.Repeat("m", 100<<10))
+	flood := func(subject func(i int) string, total int) (stored, refused int) {
+		t.Helper()
+		var futures []jetstream.PubAckFuture
+		for i := 0; i*len(chunk) < total; i++ {
+			f, err := js.PublishMsgAsync(&nats.Msg{Subject: subject(i), Data: chunk,
+				Header: nats.Header{store.HeaderPlacement: []string{journal.Digest("guessed")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+				stored++
+			case err := <-f.Err():
+				var api *jetstream.APIError
+				if !errors.As(err, &api) || !strings.Contains(api.Description, "maximum messages per subject exceeded") {
+					t.Fatalf("a write was refused with %v, want the per-subject limit", err)
+				}
+				refused++
+			case <-ctx.Done():
+				t.Fatal("no answer to mallory's writes")
+			}
+		}
+		return stored, refused
+	}
+	root := journal.RootID(victim.RunID)
+	stored, refused := flood(func(int) string { return store.SubjectJournal(victim.RunID, root, false) }, 20<<20)
+	if refused == 0 || stored >= perThread {
+		t.Errorf("20 MB on the victim's root: %d writes stored, %d refused; want the limit of %d to refuse the rest", stored, refused, perThread)
+	}
+	invented, refusedElsewhere := flood(func(i int) string {
+		return store.SubjectJournal(victim.RunID, fmt.Sprintf("invented-%d", i), false)
+	}, 20<<20)
+	if refusedElsewhere != 0 {
+		t.Errorf("%d writes on invented threads refused", refusedElsewhere)
+	}
+	t.Logf("mallory: %d writes stored and %d refused on the root, %d stored on invented threads", stored, refused, invented)
+
+	after, read := journalBytes(t, s, victim.RunID)
+	if after != entries {
+		t.Errorf("the victim's journal reads back %d entries, %d before the flood", after, entries)
+	}
+	// The root's subject holds at most perThread messages of 100 KiB.
+	if bound := uint64(perThread*len(chunk) + 64<<10); read-clean > bound {
+		t.Errorf("reading the victim's journal took %d bytes, %d before the flood; want at most %d more", read, clean, bound)
+	}
+	t.Logf("reading the victim's journal: %d bytes before the flood, %d after 40 MB were written into it", clean, read)
+
+	// The running root's journal, full: its next write is refused.
+	flood(func(int) string { return store.SubjectJournal(running.RunID, runningRoot, false) }, (perThread+1)*len(chunk))
+	close(gate)
+	rec := wait()
+	t.Logf("the run whose journal mallory filled: %s: %s", rec.Status, rec.Error)
+	if rec.Status != event.Failed || !strings.Contains(rec.Error, "journal limit reached") || !strings.Contains(rec.Error, "--journal-max-thread-msgs") {
+		t.Errorf("the run whose journal was filled: %s %q; want failed naming the journal's limit", rec.Status, rec.Error)
+	}
+}
+
+// startedRoot runs sub and returns, once its root thread runs, the root's
+// id and the wait for the run's record.
+func startedRoot(t *testing.T, cl *client.Client, sub wire.RunSubmit) (root string, wait func() record.Run) {
+	t.Helper()
+	roots := make(chan string, 1)
+	events := event.SinkFunc(func(e event.Event) {
+		if e.Type == event.ThreadStarted && e.Depth == 0 {
+			select {
+			case roots <- e.ThreadID:
+			default:
+			}
+		}
+	})
+	w := runAsync(t, context.Background(), cl, sub, events)
+	select {
+	case root = <-roots:
+	case <-time.After(runTimeout):
+		t.Fatal("the root thread did not start")
+	}
+	return root, w
+}
