@@ -235,26 +235,43 @@ type journalBatch struct {
 	Entries [][]byte `msgpack:"e"`
 }
 
-// flush publishes the held entries: one message, or one each if together
-// they are over a message. w.mu is held.
+// flush publishes the held entries: as few messages as hold them, each at
+// most journalMaxValue bytes and maxBatch entries, in order. w.mu is held.
 func (w *JournalWriter) flush() {
 	held := w.held
 	w.held = nil
 	if len(held) > 0 && w.linger != nil {
 		w.linger.Stop()
 	}
-	switch len(held) {
-	case 0:
-		return
-	case 1:
-		w.publish(held[0])
+	limit := w.s.journalMaxValue() - batchOverhead
+	for len(held) > 0 {
+		n, size := 0, 0
+		for n < len(held) && n < maxBatch && (n == 0 || size+len(held[n])+entryOverhead <= limit) {
+			size += len(held[n]) + entryOverhead
+			n++
+		}
+		w.publishBatch(held[:n])
+		held = held[n:]
+	}
+}
+
+// The bytes a batch message adds to its entries: the envelope, and per
+// entry its length.
+const (
+	batchOverhead = 64
+	entryOverhead = 5
+)
+
+// publishBatch publishes entries as one message: the entry alone, or a
+// batch of them. w.mu is held.
+func (w *JournalWriter) publishBatch(entries [][]byte) {
+	if len(entries) == 1 {
+		w.publish(entries[0])
 		return
 	}
-	data, err := wire.Encode(wire.TypeJournalBatch, journalBatch{Entries: held})
-	if err != nil || len(data) > w.s.journalMaxValue() {
-		for _, d := range held {
-			w.publish(d)
-		}
+	data, err := wire.Encode(wire.TypeJournalBatch, journalBatch{Entries: entries})
+	if err != nil {
+		w.setErr(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
 		return
 	}
 	w.publish(data)

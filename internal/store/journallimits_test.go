@@ -320,3 +320,93 @@ func TestReadRunJournalReadsTheRunsThreadsOnly(t *testing.T) {
 		t.Errorf("the read sent %d requests, want at most %d", asked, 4+maxKeyMisses+1+4)
 	}
 }
+
+// TestJournalFlushSplitsWithinTheLimits: a batched writer holding more
+// than one message takes (thousands of small entries, as a model response
+// of thousands of tool calls gives, and large ones among them) sends them
+// in as few messages as hold them, each within the journal's message size
+// and maxBatch entries, in order, so a turn's entries do not each take one
+// of the thread's messages (--journal-max-thread-msgs).
+func TestJournalFlushSplitsWithinTheLimits(t *testing.T) {
+	const limit = 20
+	s, _ := openStore(t, Config{JournalMaxThreadMsgs: limit})
+	ctx := ctxT(t, 30*time.Second)
+	run, thread := "run-split", "thread-1"
+	coord := s.Journal(run, thread, "tok-1", true)
+	coord.Append(journal.Entry{Kind: journal.KindPlacement, Worker: "w1", Attempt: 1})
+	if err := coord.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := s.Journal(run, thread, "tok-1", false).Batched(time.Hour)
+	const small, every = 3000, 150
+	big := strings.Repeat("b", 200<<10)
+	want := 0
+	for i := range small {
+		w.Append(journal.Entry{Kind: journal.KindTool, CallID: fmt.Sprintf("c%d", i), Result: "Error: not run"})
+		want++
+		if i%every == 0 {
+			w.Append(journal.Entry{Kind: journal.KindTool, CallID: fmt.Sprintf("big%d", i), Result: big})
+			want++
+		}
+	}
+	if err := w.Sync(ctx); err != nil {
+		t.Fatalf("%d entries held, then synced: %v", want, err)
+	}
+	got, err := s.ReadJournal(ctx, run, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != want+1 {
+		t.Fatalf("read %d entries, want %d and the placement", len(got), want)
+	}
+	next := 0
+	for _, e := range got[1:] {
+		if e.CallID == fmt.Sprintf("c%d", next) {
+			next++
+		} else if e.CallID != fmt.Sprintf("big%d", next-1) || e.Result != big {
+			t.Fatalf("entry %q after c%d: out of order", e.CallID, next-1)
+		}
+	}
+	st, err := s.js.Stream(ctx, JournalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := 0
+	for seq := uint64(1); ; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != SubjectJournal(run, thread, false) {
+			continue
+		}
+		msgs++
+		if size := len(m.Data) + headerBytes(m.Header); size > JournalMaxMsgBytes {
+			t.Errorf("message %d holds %d bytes, over the journal's %d", seq, size, JournalMaxMsgBytes)
+		}
+		var b journalBatch
+		if wire.DecodeAs(m.Data, wire.TypeJournalBatch, &b) == nil && len(b.Entries) > maxBatch {
+			t.Errorf("message %d holds %d entries, over %d", seq, len(b.Entries), maxBatch)
+		}
+	}
+	// The big entries fill about five to a message; the small ones take
+	// maxBatch to a message.
+	if msgs > 10 {
+		t.Errorf("%d entries went in %d messages, want at most 10", want, msgs)
+	}
+	t.Logf("%d entries in %d messages", want, msgs)
+}
+
+// headerBytes is about what h adds to a message.
+func headerBytes(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
