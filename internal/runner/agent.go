@@ -48,6 +48,8 @@ func (agentTool) Run(context.Context, json.RawMessage) (string, error) {
 type helperCall struct {
 	usage     model.Usage
 	succeeded bool
+	// unrun: the call ran nothing (bad arguments, past the turn's cap).
+	unrun bool
 }
 
 // agentCall is an agent call while its helper runs (the SpawnCall the

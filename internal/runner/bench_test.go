@@ -18,7 +18,9 @@ import (
 // BenchmarkInProcessSpawn is the agent loop's own cost per helper: a root
 // that spawns b.N helpers one by one, in this process, on the sim model.
 func BenchmarkInProcessSpawn(b *testing.B) {
-	r, err := newInProcess(Config{Models: ModelOpenerFunc(func(string) (model.Model, error) { return sim.New(), nil })})
+	// The root asks for its b.N helpers in one response.
+	r, err := newInProcess(Config{Models: ModelOpenerFunc(func(string) (model.Model, error) { return sim.New(), nil }),
+		MaxToolCalls: b.N})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,11 +55,12 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 		}
 	}
 	pending := func(i int) bool { _, isHandoff := st.tools.handoffs[calls[i].Name]; return !isHandoff }
+	over := st.overCalls(calls)
 
 	if !st.agent.ParallelCalls() {
 		for i, c := range calls {
 			if pending(i) {
-				outputs[i] = st.call(ctx, turn, c)
+				outputs[i] = st.call(ctx, turn, c, over[i])
 			}
 		}
 		return outputs, target
@@ -88,8 +89,10 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 		switch {
 		case !run[i]:
 		case st.spawns(c):
-			st.startAgentCall(ctx, turn, i, c, ended)
+			st.startAgentCall(ctx, turn, i, c, ended, over[i])
 			helpers++
+		case over[i]:
+			outputs[i] = st.refuseCall(ctx, turn, c)
 		default:
 			wg.Go(func() { outputs[i] = st.perform(ctx, turn, c) })
 		}
@@ -109,12 +112,17 @@ func (st *threadState) spawns(c model.ToolCall) bool {
 }
 
 // startAgentCall starts agent call c, the i-th of its turn; it is sent on
-// ended once its helper has ended (at once, with bad arguments), or, with
-// no ended, waited for (callAgent).
-func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall) *agentCall {
+// ended once its helper has ended (at once, with bad arguments or past the
+// turn's cap: over), or, with no ended, waited for (callAgent).
+func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall, over bool) *agentCall {
 	ac := &agentCall{i: i, cs: st.startCall(ctx, c), ended: ended}
 	if ended == nil {
 		ac.wait.Add(1)
+	}
+	if over {
+		ac.bad = st.overCapText()
+		ac.Ended(thread.Result{}, nil)
+		return ac
 	}
 	if out, ok := st.startSpawn(ac.cs.ctx, turn, c.ID, toolArgs(c), ac); !ok {
 		ac.bad = out
@@ -124,15 +132,56 @@ func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.
 }
 
 // callAgent runs agent call c of a turn whose calls go one by one.
-func (st *threadState) callAgent(ctx context.Context, turn int, c model.ToolCall) string {
-	ac := st.startAgentCall(ctx, turn, 0, c, nil)
+func (st *threadState) callAgent(ctx context.Context, turn int, c model.ToolCall, over bool) string {
+	ac := st.startAgentCall(ctx, turn, 0, c, nil, over)
 	ac.wait.Wait()
 	return st.endAgentCall(turn, c, ac)
+}
+
+// overCalls marks the tool calls of one model response past the runner's
+// MaxToolCalls (handoffs, which run nothing, are not counted): they run
+// nothing, an agent call among them starts no helper (DESIGN: a bad call
+// spawns nothing and uses no slot), and each one's result says why
+// (overCapText), so the model can ask again for fewer. What a turn's
+// calls hold on the worker and, for helpers, on its coordinator (a
+// goroutine or a spawn request in flight, a helper's record, a journal
+// entry) is thus bounded by the cap, whatever the model asked.
+func (st *threadState) overCalls(calls []model.ToolCall) []bool {
+	over := make([]bool, len(calls))
+	n := 0
+	for i, c := range calls {
+		if _, isHandoff := st.tools.handoffs[c.Name]; isHandoff {
+			continue
+		}
+		n++
+		over[i] = n > st.r.cfg.MaxToolCalls
+	}
+	return over
+}
+
+// OverCapText is the result of a tool call past a turn's cap of max calls.
+func OverCapText(max int) string {
+	return fmt.Sprintf("Error: not run: only the first %d tool calls of a turn run. "+
+		"Make this call in a later turn, or do without it.", max)
+}
+
+// overCapText is the result of a tool call past the turn's cap.
+func (st *threadState) overCapText() string {
+	return OverCapText(st.r.cfg.MaxToolCalls)
+}
+
+// refuseCall answers call c of turn, past the turn's cap, without running
+// it.
+func (st *threadState) refuseCall(ctx context.Context, turn int, c model.ToolCall) string {
+	cs := st.startCall(ctx, c)
+	cs.hc.unrun = true
+	return st.endCall(&cs, turn, c, st.overCapText(), journal.ToolError)
 }
 
 // endAgentCall ends agent call c as perform ends any call.
 func (st *threadState) endAgentCall(turn int, c model.ToolCall, ac *agentCall) string {
 	if ac.bad != "" {
+		ac.cs.hc.unrun = true
 		return st.endCall(&ac.cs, turn, c, ac.bad, journal.ToolError)
 	}
 	out, status := st.spawnEnded(ac)
@@ -144,13 +193,16 @@ func (st *threadState) endAgentCall(turn int, c model.ToolCall, ac *agentCall) s
 // result is journaled is not run again; one that is run is journaled once it
 // answers (unless the thread is being cancelled: that answer is an artefact
 // of the cancel, to be redone).
-func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall) string {
+func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall, over bool) string {
 	if out, ok := st.journaledResult(turn, c); ok {
 		return out
 	}
 	st.announce(c)
-	if st.spawns(c) {
-		return st.callAgent(ctx, turn, c)
+	switch {
+	case st.spawns(c):
+		return st.callAgent(ctx, turn, c, over)
+	case over:
+		return st.refuseCall(ctx, turn, c)
 	}
 	return st.perform(ctx, turn, c)
 }
@@ -219,13 +271,14 @@ func (st *threadState) recordCall(turn int, c model.ToolCall, out, status string
 	// A helper's tokens go with the result: reused, they count again.
 	st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
 		Result: out, ToolStatus: status, DurationMS: ms(d), Usage: hc.usage}) // stored before the next model call sees it
-	if !hc.succeeded {
+	if !hc.succeeded && !hc.unrun {
 		// Sent now, not held: sibling calls may run long, and a
 		// result stored is a call not run again. A helper that
 		// succeeded sent its end before its result, and a call that
 		// asks for it again is answered with that result (from the
 		// coordinator, or from the end in a later execution of the
-		// run), so its entry can go with the next one sent.
+		// run), so its entry can go with the next one sent; a call
+		// that ran nothing costs nothing to answer again.
 		st.j.Flush()
 	}
 }

@@ -129,6 +129,8 @@ type setup struct {
 	events   *collector
 	approver policy.Approver
 	cwd      string
+	// maxToolCalls is the runner's MaxToolCalls; 0: the default.
+	maxToolCalls int
 }
 
 func newRunner(t *testing.T, s setup) *Runner {
@@ -136,7 +138,8 @@ func newRunner(t *testing.T, s setup) *Runner {
 	if s.events == nil {
 		s.events = &collector{}
 	}
-	r, err := newInProcess(Config{Models: s.models, Events: s.events, Approver: s.approver, DefaultModel: "fake:root"})
+	r, err := newInProcess(Config{Models: s.models, Events: s.events, Approver: s.approver, DefaultModel: "fake:root",
+		MaxToolCalls: s.maxToolCalls})
 	if err != nil {
 		t.Fatal(err)
 	}

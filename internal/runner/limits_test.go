@@ -173,7 +173,9 @@ func TestSpawnStormNeverExceedsLimit(t *testing.T) {
 			live--
 		}
 	}}
-	r := newRunner(t, setup{models: models{"fake:root": m}, events: ev})
+	// Every call of the storm runs: past the cap on a turn's calls, they
+	// would be answered without a spawn (TestToolCallCap).
+	r := newRunner(t, setup{models: models{"fake:root": m}, events: ev, maxToolCalls: attempts})
 	res := run(t, r, RunRequest{Task: "storm", Agent: generalAgent()})
 	if res.Status != event.Succeeded {
 		t.Fatalf("%s: %s", res.Status, res.Error)

@@ -71,7 +71,17 @@ type Config struct {
 	// MCP, when set, is this process's MCP servers: the tools of those a
 	// spec names in harness.mcp are shim tools like the base tools.
 	MCP MCPServers
+	// MaxToolCalls bounds the tool calls of one model response that run
+	// (agent calls, which start helpers, included; handoffs not counted):
+	// the calls past it are answered with an error and run nothing.
+	// Default DefaultMaxToolCalls.
+	MaxToolCalls int
 }
+
+// DefaultMaxToolCalls is the default MaxToolCalls: the default ceiling of
+// a run's agent_max_threads (coordinator --max-agent-threads), so a turn
+// may start as many helpers as any run may have live at once.
+const DefaultMaxToolCalls = 256
 
 // MCPServers mounts the operator's MCP servers (internal/mcp.Pool).
 type MCPServers interface {
@@ -138,6 +148,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxToolCalls <= 0 {
+		cfg.MaxToolCalls = DefaultMaxToolCalls
 	}
 	r := &Runner{cfg: cfg, registry: map[string]tools.Tool{tools.AgentToolName: agentTool{}}}
 	for _, t := range cfg.Tools {
