@@ -76,6 +76,7 @@ type options struct {
 	tlsCA          string
 	scripted       bool
 	slots          int
+	maxToolCalls   int
 	logLevel       string
 	natsLogLevel   string
 	logFormat      string
@@ -101,6 +102,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.StringVar(&o.tlsCA, "nats-tls-client-ca", "", "CA `file` (PEM): NATS clients must present a certificate it signed")
 	fs.BoolVar(&o.scripted, "allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
 	fs.IntVar(&o.slots, "slots", 16, "threads each local worker runs at once")
+	fs.IntVar(&o.maxToolCalls, "max-tool-calls", runner.DefaultMaxToolCalls, "tool calls of one model response that a local worker runs (agent calls included); the rest are answered with an error and run nothing")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.natsLogLevel, "nats-log-level", "warn", "log level of the embedded NATS server (its lines also pass --log-level): debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
@@ -231,6 +233,7 @@ func run(args []string) error {
 		Store:             o.sc,
 		Workers:           o.localWorkers,
 		Slots:             o.slots,
+		MaxToolCalls:      o.maxToolCalls,
 		Models:            &providers.Opener{Endpoints: endpoints, Logger: logger},
 		Prices:            prices,
 		Harness:           runner.HarnessConfig{Sandbox: sb},

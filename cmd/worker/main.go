@@ -80,6 +80,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
 	fs.BoolVar(&o.wc.AllowScripted, "allow-scripted", false, "let threads open scripted:<file> models (for tests)")
 	fs.DurationVar(&o.wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
+	fs.IntVar(&o.wc.MaxToolCalls, "max-tool-calls", runner.DefaultMaxToolCalls, "tool calls of one model response that run (agent calls included); the rest are answered with an error and run nothing")
 	o.sbf.Register(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs, o

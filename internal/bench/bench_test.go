@@ -228,3 +228,16 @@ func TestMedians(t *testing.T) {
 		t.Errorf("one round's JSON has rounds: %s", b)
 	}
 }
+
+// TestRaisedPastTheScenarios: the scenarios' fan-outs (one response's agent
+// calls, at most the largest of these) fit the bench's ceilings and its
+// workers' cap on a turn's tool calls, so no helper is refused or answered
+// without a spawn (the memory scenario would wait for them all to be live).
+func TestRaisedPastTheScenarios(t *testing.T) {
+	for name, s := range map[string]Settings{"full": Full, "quick": Quick} {
+		widest := max(s.FanoutN, s.HelpersPerParent, s.MemoryHelpers, 2*s.MemoryParents, s.QuotaHelpers, slices.Max(s.ScalingSizes))
+		if widest > benchMaxToolCalls || widest > benchCeilings.MaxThreads {
+			t.Errorf("%s: a fan-out of %d, past the workers' cap of %d or the ceiling of %d", name, widest, benchMaxToolCalls, benchCeilings.MaxThreads)
+		}
+	}
+}

@@ -105,7 +105,7 @@ func startClusterWith(ctx context.Context, tcp bool, workers, slots int, set Set
 	}
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, LocalServer: c.srv, Workers: workers, Slots: slots,
 		Models: models, Coordinator: benchCoordinator, Durable: journal,
-		Metrics: mx})
+		Metrics: mx, MaxToolCalls: benchMaxToolCalls})
 	if err != nil {
 		return nil, err
 	}

@@ -97,6 +97,11 @@ var benchCeilings = limits.Ceilings{MaxThreads: 1 << 20, MaxDepth: 64, MaxSpawns
 // Its runs act in directories made under the temporary directory.
 var benchCoordinator = coordinator.Config{Ceilings: benchCeilings, MaxWorkerSlots: 1 << 20, Cwd: os.TempDir()}
 
+// benchMaxToolCalls is the workers' cap on a turn's tool calls, raised past
+// the scenarios' fan-outs (10,000 helpers from one response) as the
+// ceilings are.
+const benchMaxToolCalls = 1 << 20
+
 func serveRole(role, url, id, name string, workers, slots int, stdin io.Reader, stdout io.Writer) error {
 	if url == "" || id == "" || (role != RoleCoordinator && role != RoleWorkers) || (role == RoleWorkers && name == "") {
 		return fmt.Errorf("%w: need --role coordinator|workers, --nats, --id, and --name for workers", ErrBadConfig)
@@ -123,7 +128,7 @@ func serveRole(role, url, id, name string, workers, slots int, stdin io.Reader, 
 				return err
 			}
 			w, err := worker.New(worker.Config{ID: fmt.Sprintf("%s-%d", name, i+1), Conn: nc, Slots: slots,
-				Models: runner.ModelOpenerFunc(providers.Open)})
+				Models: runner.ModelOpenerFunc(providers.Open), MaxToolCalls: benchMaxToolCalls})
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +206,67 @@ func startedRoot(t *testing.T, cl *client.Client, sub wire.RunSubmit) (root stri
 		t.Fatal("the root thread did not start")
 	}
 	return root, w
+}
+
+// TestAttackFanOut replays a model response of 28,000 agent calls (a
+// 240 KB task the sim model splits into one helper per line) on the
+// secured, durable stack with the default cap on a turn's tool calls:
+// only the first runner.DefaultMaxToolCalls calls run (spawned, or refused
+// by the run's limits), every later one is answered with the cap's error
+// and spawns nothing, and the run ends succeeded. Measured with this test
+// (heap and stacks in use by the coordinator, both workers and the NATS
+// server together, sampled every 5 ms): without the cap, 315 to 481 MB at
+// the peak over three runs, each failed on its root's journal limit; with
+// it, 143 to 147 MB (docs/bounds.md). The test holds the growth under
+// 320 MB, about twice what the cap lets it take.
+func TestAttackFanOut(t *testing.T) {
+	const calls, bound = 28_000, 320 << 20
+	_, cl := startSecuredWith(t, nil)
+	var task strings.Builder
+	for i := range calls {
+		fmt.Fprintf(&task, "- t%d\n", i)
+	}
+	start, stop := memoryPeak()
+	rec := runAsync(t, context.Background(), cl, simSubmit(t, task.String(), 0, limits.Config{}), nil)()
+	peak := stop()
+	t.Logf("%d agent calls in one response: %s in %d threads, %d refusals; heap and stacks in use: %d MB at the start, %d MB at the peak",
+		calls, rec.Status, len(rec.Threads), rec.Refusals.Threads+rec.Refusals.Depth+rec.Refusals.Budget, start>>20, peak>>20)
+	if rec.Status != event.Succeeded {
+		t.Fatalf("run: %s %q", rec.Status, rec.Error)
+	}
+	if ran := len(rec.Threads) - 1 + rec.Refusals.Threads + rec.Refusals.Depth + rec.Refusals.Budget; ran > runner.DefaultMaxToolCalls {
+		t.Errorf("%d agent calls spawned or were refused by the limits; want at most the cap, %d", ran, runner.DefaultMaxToolCalls)
+	}
+	if n := strings.Count(rec.Output, runner.OverCapText(runner.DefaultMaxToolCalls)); n != calls-runner.DefaultMaxToolCalls {
+		t.Errorf("%d calls answered with the cap's error, want %d", n, calls-runner.DefaultMaxToolCalls)
+	}
+	if peak-start > bound {
+		t.Errorf("heap and stacks in use grew by %d MB, over the bound of %d MB", (peak-start)>>20, bound>>20)
+	}
+}
+
+// memoryPeak starts sampling the heap and stacks in use; stop ends it and
+// returns the peak. start is what was in use after a collection, at once.
+func memoryPeak() (start uint64, stop func() (peak uint64)) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	start = m.HeapInuse + m.StackInuse
+	done, out := make(chan struct{}), make(chan uint64)
+	go func() {
+		peak := start
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				out <- peak
+				return
+			case <-tick.C:
+			}
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse+m.StackInuse)
+		}
+	}()
+	return start, func() uint64 { close(done); return <-out }
 }

@@ -67,6 +67,9 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Prices prices the local workers' model calls; nil: the built-in defaults.
 	Prices *pricing.Table
+	// MaxToolCalls bounds the tool calls of one model response that the
+	// local workers run; 0: runner.DefaultMaxToolCalls.
+	MaxToolCalls int
 }
 
 // Stack is a running set of components.
@@ -169,7 +172,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
 			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
-			Metrics: cfg.Metrics, MCP: cfg.MCP, Prices: cfg.Prices}
+			Metrics: cfg.Metrics, MCP: cfg.MCP, Prices: cfg.Prices, MaxToolCalls: cfg.MaxToolCalls}
 		if s.Store != nil {
 			// On the worker's own connection, as a worker process has it: its
 			// journal writes and their acks stay off the coordinator's, a

@@ -81,6 +81,9 @@ type Config struct {
 	// Prices prices the model calls of the threads hosted here (--prices);
 	// nil: the built-in defaults.
 	Prices *pricing.Table
+	// MaxToolCalls bounds the tool calls of one model response that run
+	// (--max-tool-calls); 0: runner.DefaultMaxToolCalls.
+	MaxToolCalls int
 }
 
 // Worker hosts threads. Create with New, then Start.
@@ -127,6 +130,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Slots < 0 {
 		return nil, fmt.Errorf("%w: slots %d", ErrBadConfig, cfg.Slots)
 	}
+	if cfg.MaxToolCalls < 0 {
+		return nil, fmt.Errorf("%w: max tool calls %d", ErrBadConfig, cfg.MaxToolCalls)
+	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
 	}
@@ -171,6 +177,8 @@ func New(cfg Config) (*Worker, error) {
 		Journal:   w.journal(),
 		Harness:   cfg.Harness,
 		Logger:    cfg.Logger,
+
+		MaxToolCalls: cfg.MaxToolCalls,
 	}
 	if cfg.MCP != nil {
 		rc.MCP = cfg.MCP

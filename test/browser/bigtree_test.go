@@ -27,8 +27,9 @@ func TestBigTree(t *testing.T) {
 		}
 	}
 	c := startCoord(t, coordOpts{heartbeat: "2s", extra: []string{"--placement-timeout", "2m", "--max-agent-threads", strconv.Itoa(n)}})
-	c.startWorker("w1", 256)
-	c.startWorker("w2", 256)
+	// The root asks for its n helpers in one response.
+	c.startWorker("w1", 256, "--max-tool-calls", strconv.Itoa(n))
+	c.startWorker("w2", 256, "--max-tool-calls", strconv.Itoa(n))
 	var task strings.Builder
 	task.WriteString("Fan out:\n")
 	for i := range n {

@@ -80,11 +80,11 @@ func startCoord(t *testing.T, o coordOpts) *coord {
 }
 
 // startWorker starts a worker process and waits until the coordinator lists it.
-func (c *coord) startWorker(id string, slots int) *proc.Proc {
+func (c *coord) startWorker(id string, slots int, extra ...string) *proc.Proc {
 	c.t.Helper()
-	p := proc.StartWith(c.t, proc.Options{Env: c.env}, "worker "+id, bin.worker, "--nats", c.url,
+	p := proc.StartWith(c.t, proc.Options{Env: c.env}, "worker "+id, bin.worker, append([]string{"--nats", c.url,
 		"--nats-creds", proc.Creds(c.t, bin.coordinator, c.data, "worker", id),
-		"--slots", strconv.Itoa(slots), "--heartbeat", c.beat)
+		"--slots", strconv.Itoa(slots), "--heartbeat", c.beat}, extra...)...)
 	p.WaitLog(c.t, "worker ready", readyTimeout)
 	proc.WaitUntil(c.t, readyTimeout, "the coordinator lists worker "+id, func() bool { return c.hasWorker(id) })
 	return p

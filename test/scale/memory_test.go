@@ -85,7 +85,8 @@ func TestTenThousandHelpers(t *testing.T) {
 	var ws []process
 	for i := range workers {
 		ws = append(ws, start(t, fmt.Sprintf("worker w%d", i+1), bin.worker, "worker ready", env,
-			"--nats", url, "--id", fmt.Sprintf("w%d", i+1), "--slots", strconv.Itoa(slots), "--sandbox", "off", "--heartbeat", heartbeat))
+			"--nats", url, "--id", fmt.Sprintf("w%d", i+1), "--slots", strconv.Itoa(slots), "--sandbox", "off", "--heartbeat", heartbeat,
+			"--max-tool-calls", strconv.Itoa(helpers))) // the parent's one response asks for them all
 	}
 	proc.WaitUntil(t, 30*time.Second, "the coordinator lists every worker", func() bool {
 		var list []struct{ ID string }
