@@ -120,7 +120,9 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.IntVar(&o.cc.MaxAttempts, "max-attempts", coordinator.DefaultMaxAttempts, "placements of a thread whose worker is lost")
 	fs.DurationVar(&o.cc.ApprovalTimeout, "approval-timeout", coordinator.DefaultApprovalTimeout, "how long an approval waits for an answer before it is denied")
 	fs.IntVar(&o.cc.MaxWorkerSlots, "max-worker-slots", coordinator.DefaultMaxWorkerSlots, "cap on the slots one worker may announce")
-	fs.IntVar(&o.cc.MaxRuns, "max-runs", coordinator.DefaultMaxRuns, "queued runs this coordinator runs at once")
+	fs.IntVar(&o.cc.MaxRuns, "max-runs", coordinator.DefaultMaxRuns, "queued runs this coordinator runs at once (its run slots)")
+	fs.DurationVar(&o.cc.RunIdle, "run-idle", coordinator.DefaultRunIdle, "a run none of whose threads reports anything for this long (a model that does not answer, an approval) gives its run slot to the next queued run; 0: runs keep their slots")
+	fs.IntVar(&o.cc.MaxIdleRuns, "max-idle-runs", coordinator.DefaultMaxIdleRuns, "runs held beside the run slots, once idle (--run-idle); 0: none")
 	fs.IntVar(&o.cc.Ceilings.MaxThreads, "max-agent-threads", limits.DefaultCeilingThreads, "ceiling on a submission's agent_max_threads")
 	fs.IntVar(&o.cc.Ceilings.MaxDepth, "max-agent-depth", limits.DefaultCeilingDepth, "ceiling on a submission's agent_max_depth")
 	fs.IntVar(&o.cc.Ceilings.MaxSpawns, "max-spawns", limits.DefaultCeilingSpawns, "helpers one run may ever start (caps budget.spawns)")
@@ -224,6 +226,12 @@ func run(args []string) error {
 		os.Exit(2)
 	}
 	cc := o.cc
+	if cc.RunIdle <= 0 {
+		cc.RunIdle = -1 // the flag's 0: never given back
+	}
+	if cc.MaxIdleRuns <= 0 {
+		cc.MaxIdleRuns = -1
+	}
 	cc.Cwd, cc.AllowScripted = o.cwd, o.scripted
 	mx := metrics.New()
 	cfg := embedded.Config{

@@ -76,11 +76,21 @@ type Config struct {
 	// Store, when set, is the durable state: the coordinator takes queued
 	// runs from it, records them, and holds approvals of queued runs there.
 	Store *store.Store
-	// MaxRuns is how many queued runs this coordinator runs at once.
+	// MaxRuns is how many queued runs this coordinator runs at once that
+	// are doing something (its run slots; see slots.go).
 	MaxRuns int
 	// LeaseTTL is how long a queued run's lease may go unrenewed before
 	// another coordinator takes the run over (default DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// RunIdle is how long none of a run's threads may report anything
+	// before the run gives its run slot back: a run that only waits (a
+	// model that does not answer, an approval) does not keep queued runs
+	// from starting. Default DefaultRunIdle; negative: a run keeps its
+	// slot to its end.
+	RunIdle time.Duration
+	// MaxIdleRuns bounds the runs held beside the run slots, those that
+	// gave theirs back. Default DefaultMaxIdleRuns; negative: none.
+	MaxIdleRuns int
 	// TransfersSweep is how often, with a Store, the coordinator removes the
 	// empty transfers buckets of workers it does not know.
 	TransfersSweep time.Duration
@@ -150,6 +160,7 @@ type Coordinator struct {
 	stopTaking context.CancelFunc
 	draining   atomic.Bool
 	idle       chan struct{} // closed when the last run ends; guarded by mu
+	slots      chan struct{} // the run slots taken (slots.go)
 
 	events   *publisher // every event leaves through it, in order
 	alive    keepalive
@@ -196,6 +207,15 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.RunIdle == 0 {
+		cfg.RunIdle = DefaultRunIdle
+	}
+	switch {
+	case cfg.MaxIdleRuns == 0:
+		cfg.MaxIdleRuns = DefaultMaxIdleRuns
+	case cfg.MaxIdleRuns < 0:
+		cfg.MaxIdleRuns = 0
 	}
 	if cfg.TransfersSweep <= 0 {
 		cfg.TransfersSweep = DefaultTransfersSweep
@@ -350,11 +370,14 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	go c.tick()
 	go c.keepAlive()
 	if c.cfg.Store != nil {
-		c.loops.Add(3 + c.cfg.MaxRuns)
+		// A consumer takes a run slot to take a run; the run may give
+		// it back while it runs on (slots.go).
+		c.slots = make(chan struct{}, c.cfg.MaxRuns)
+		c.loops.Add(3 + c.cfg.MaxRuns + c.cfg.MaxIdleRuns)
 		go c.watchApprovals(c.background)
 		go c.watchLeases(c.background)
 		go c.sweepTransfers()
-		for range c.cfg.MaxRuns {
+		for range c.cfg.MaxRuns + c.cfg.MaxIdleRuns {
 			go c.consume(c.background)
 		}
 	}

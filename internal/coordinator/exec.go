@@ -358,6 +358,7 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 	e.Worker, e.Time = wid, c.cfg.Now()
 	first := r.markStarted(t, e.Time)
 	r.rec.Emit(e)
+	r.active.touch()
 	c.publish(e) // the only thread.started: the worker reports none
 	c.cfg.Metrics.Placement(metrics.OutcomePlaced)
 	if first && !t.admitted.IsZero() {

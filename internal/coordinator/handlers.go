@@ -212,6 +212,7 @@ func (c *Coordinator) run(id string) *run {
 func (c *Coordinator) emit(rn *run, e event.Event) {
 	e.Time = c.cfg.Now()
 	rn.rec.Emit(e)
+	rn.active.touch()
 	c.publish(e)
 }
 

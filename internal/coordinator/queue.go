@@ -20,22 +20,31 @@ import (
 )
 
 // consume takes submissions from the durable queue, one per run slot, for as
-// long as the coordinator runs. Each of Config.MaxRuns consumers holds at most
-// one run, so a busy coordinator leaves the rest of the queue to others.
+// long as the coordinator runs. Each of Config.MaxRuns + Config.MaxIdleRuns
+// consumers holds at most one run, and takes one only with a free run slot
+// (slots.go), so a busy coordinator leaves the rest of the queue to others.
 //
 // Runs go on in ctx; taking new ones stops with c.taking (Drain).
 func (c *Coordinator) consume(ctx context.Context) {
 	defer c.loops.Done()
 	for c.taking.Err() == nil {
+		slot, ok := c.takeSlot(c.taking)
+		if !ok {
+			continue
+		}
 		sub, err := c.cfg.Store.Next(c.taking)
 		if err != nil {
+			slot.give()
 			if c.taking.Err() == nil {
 				c.cfg.Logger.Warn("queue", "err", err)
 				sleep(ctx, time.Second)
 			}
 			continue
 		}
+		stop := c.giveBackWhenIdle(sub.Sub.RunID, slot)
 		c.runQueued(ctx, sub)
+		stop()
+		slot.give()
 	}
 }
 

@@ -29,6 +29,9 @@ var workerEventTypes = map[event.Type]bool{
 // result.
 func (c *Coordinator) relay(rn *run, t *threadRec, events []event.Event, subject string) {
 	th := &t.thread
+	if len(events) > 0 {
+		t.active.touch()
+	}
 	for i := range events {
 		e := &events[i]
 		if !workerEventTypes[e.Type] {

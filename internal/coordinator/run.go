@@ -28,6 +28,9 @@ type run struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	rec      *record.Recorder
+	// active is when the coordinator last recorded something of the run
+	// (its threads' own reports are on theirs): see slots.go.
+	active activity
 	// trace is the submission's trace headers: the root thread's spans
 	// nest under the span that submitted the run.
 	trace map[string]string
@@ -102,6 +105,7 @@ type threadRec struct {
 	// placement to its worker: its silence counts from then at the latest.
 	vouched time.Time
 
+	active   activity          // when its placement last reported events (slots.go)
 	trace    map[string]string // trace headers its placements carry (traceparent of the parent's tool call)
 	admitted time.Time         // when its spawn came in (helpers), for metrics
 	result   thread.Result     // set once done
@@ -258,6 +262,7 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 	}
 	r.rec.Emit(e)
 	r.rec.ThreadUsage(t.thread.ID, res.Own)
+	r.active.touch()
 	close(t.ended) // last: whoever waits on it finds the thread recorded
 	return e
 }

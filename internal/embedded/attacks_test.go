@@ -21,6 +21,7 @@ import (
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -269,4 +270,108 @@ func memoryPeak() (start uint64, stop func() (peak uint64)) {
 		}
 	}()
 	return start, func() uint64 { close(done); return <-out }
+}
+
+// TestAttackHungRuns replays runs stuck in a model call of an hour on a
+// coordinator of two run slots (--max-runs 2) that holds at most one run
+// beside them (--max-idle-runs 1), runs idle after 300 ms (--run-idle):
+// two stuck runs give their slots back once idle, and a normal run queued
+// behind them starts and succeeds while they still run. A third stuck run
+// takes the last place a run may have; a normal run queued then waits in
+// the queue (the coordinator holds no more runs) until a stuck run ends
+// (here, cancelled), then starts and succeeds. The stuck runs run on,
+// bounded by their deadline (TestDeadlinesFreeRunSlots in test/durable).
+// Held to their slots (--run-idle 0), the first normal run would wait for
+// the stuck runs' deadline, an hour by default.
+func TestAttackHungRuns(t *testing.T) {
+	s, _ := startSecuredWith(t, func(c *Config) {
+		c.Coordinator.MaxRuns, c.Coordinator.MaxIdleRuns, c.Coordinator.RunIdle = 2, 1, 300*time.Millisecond
+	})
+	nc, err := s.ConnectAs(auth.Client, "submitter", "submitter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, nc, store.Config{Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(service.Config{Conn: nc, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	submit := func(stuck bool) string {
+		t.Helper()
+		latency := 0
+		if stuck {
+			latency = int(time.Hour / time.Millisecond) // each model call: an hour
+		}
+		sub := simSubmit(t, "Plan:\n- a\n- b", latency, limits.Config{})
+		if err := svc.Enqueue(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		return sub.RunID
+	}
+	status := func(id string) record.Run {
+		t.Helper()
+		r, err := svc.GetRun(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	waitFor := func(id string, ok func(record.Run) bool, what string) record.Run {
+		t.Helper()
+		for {
+			if r := status(id); ok(r) {
+				return r
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("run %s: not %s: %s (%s)", id, what, status(id).Status, status(id).Error)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	running := func(r record.Run) bool { return r.Status == event.Running }
+	final := func(r record.Run) bool { return r.Status.Final() }
+
+	stuck := []string{submit(true), submit(true)}
+	for _, id := range stuck {
+		waitFor(id, running, "running")
+	}
+	start := time.Now()
+	normal := submit(false)
+	if r := waitFor(normal, final, "finished"); r.Status != event.Succeeded {
+		t.Fatalf("the run queued behind two hung runs: %s (%s)", r.Status, r.Error)
+	}
+	t.Logf("a run queued behind two hung runs on a coordinator of two run slots succeeded in %v", time.Since(start).Round(time.Millisecond))
+
+	stuck = append(stuck, submit(true))
+	waitFor(stuck[2], running, "running")
+	held := submit(false)
+	time.Sleep(2 * time.Second) // several idle periods: the coordinator holds all it may
+	if r := status(held); r.Status != record.Queued {
+		t.Fatalf("a run past the slots and the idle runs: %s, want it queued", r.Status)
+	}
+	for _, id := range stuck {
+		if r := status(id); r.Status != event.Running {
+			t.Fatalf("hung run %s: %s (%s), want it running still", id, r.Status, r.Error)
+		}
+	}
+	if err := svc.CancelRun(ctx, stuck[0]); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitFor(held, final, "finished"); r.Status != event.Succeeded {
+		t.Fatalf("the run queued once a hung run ended: %s (%s)", r.Status, r.Error)
+	}
+	for _, id := range stuck[1:] {
+		if err := svc.CancelRun(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(id, final, "finished")
+	}
 }

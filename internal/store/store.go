@@ -83,8 +83,12 @@ const (
 	DefaultDuplicateWindow = 24 * time.Hour
 	DefaultAckWait         = 30 * time.Second
 	DefaultMaxDeliver      = 10
-	DefaultMaxRunSlots     = 64
-	DefaultRetention       = 30 * 24 * time.Hour
+	// DefaultMaxRunSlots is far above what one coordinator holds (its
+	// --max-runs and --max-idle-runs, 8 + 32 by default), so the runs one
+	// coordinator holds while they wait do not keep the queue from
+	// delivering to the others.
+	DefaultMaxRunSlots = 1024
+	DefaultRetention   = 30 * 24 * time.Hour
 )
 
 // Config configures a Store. The zero value is a single-node store with the
@@ -125,7 +129,7 @@ type Config struct {
 	// stays in the queue, undelivered, for good.
 	MaxDeliver int
 	// MaxRunSlots bounds the submissions held unacked across all
-	// coordinators (the consumer's MaxAckPending); default 64. Each
+	// coordinators (the consumer's MaxAckPending); default 1024. Each
 	// coordinator pulls one submission per free run slot anyway.
 	MaxRunSlots int
 	// Logger receives warnings (undecodable messages, failed progress
