@@ -281,19 +281,86 @@ func memoryPeak() (start uint64, stop func() (peak uint64)) {
 // the queue (the coordinator holds no more runs) until a stuck run ends
 // (here, cancelled), then starts and succeeds. The stuck runs run on,
 // bounded by their deadline (TestDeadlinesFreeRunSlots in test/durable).
-// Held to their slots (--run-idle 0), the first normal run would wait for
-// the stuck runs' deadline, an hour by default.
+// Held to their slots (--run-idle 0, as before), a normal run queued behind
+// two stuck runs is still queued two seconds later: it would wait for
+// their deadline, an hour by default.
 func TestAttackHungRuns(t *testing.T) {
+	t.Run("idle runs give their slots back", func(t *testing.T) {
+		q := startQueued(t, 300*time.Millisecond)
+		stuck := []string{q.submit(true), q.submit(true)}
+		for _, id := range stuck {
+			q.waitFor(id, running, "running")
+		}
+		start := time.Now()
+		normal := q.submit(false)
+		if r := q.waitFor(normal, final, "finished"); r.Status != event.Succeeded {
+			t.Fatalf("the run queued behind two hung runs: %s (%s)", r.Status, r.Error)
+		}
+		t.Logf("a run queued behind two hung runs on a coordinator of two run slots succeeded in %v", time.Since(start).Round(time.Millisecond))
+
+		stuck = append(stuck, q.submit(true))
+		q.waitFor(stuck[2], running, "running")
+		held := q.submit(false)
+		time.Sleep(2 * time.Second) // several idle periods: the coordinator holds all it may
+		if r := q.status(held); r.Status != record.Queued {
+			t.Fatalf("a run past the slots and the idle runs: %s, want it queued", r.Status)
+		}
+		for _, id := range stuck {
+			if r := q.status(id); r.Status != event.Running {
+				t.Fatalf("hung run %s: %s (%s), want it running still", id, r.Status, r.Error)
+			}
+		}
+		q.cancel(stuck[0])
+		if r := q.waitFor(held, final, "finished"); r.Status != event.Succeeded {
+			t.Fatalf("the run queued once a hung run ended: %s (%s)", r.Status, r.Error)
+		}
+		for _, id := range stuck[1:] {
+			q.cancel(id)
+		}
+	})
+	t.Run("held to their slots", func(t *testing.T) {
+		q := startQueued(t, -1)
+		stuck := []string{q.submit(true), q.submit(true)}
+		for _, id := range stuck {
+			q.waitFor(id, running, "running")
+		}
+		normal := q.submit(false)
+		time.Sleep(2 * time.Second)
+		if r := q.status(normal); r.Status != record.Queued {
+			t.Fatalf("a run behind two hung runs holding their slots: %s, want it queued", r.Status)
+		}
+		for _, id := range stuck {
+			q.cancel(id)
+		}
+		if r := q.waitFor(normal, final, "finished"); r.Status != event.Succeeded {
+			t.Fatalf("the run queued once the hung runs ended: %s (%s)", r.Status, r.Error)
+		}
+	})
+}
+
+func running(r record.Run) bool { return r.Status == event.Running }
+func final(r record.Run) bool   { return r.Status.Final() }
+
+// queuedRuns submits runs to the queue of a secured stack's coordinator of
+// two run slots and one idle run, on a client's credentials.
+type queuedRuns struct {
+	t   *testing.T
+	ctx context.Context
+	svc *service.Service
+}
+
+// startQueued starts the stack, its runs idle after runIdle.
+func startQueued(t *testing.T, runIdle time.Duration) *queuedRuns {
 	s, _ := startSecuredWith(t, func(c *Config) {
-		c.Coordinator.MaxRuns, c.Coordinator.MaxIdleRuns, c.Coordinator.RunIdle = 2, 1, 300*time.Millisecond
+		c.Coordinator.MaxRuns, c.Coordinator.MaxIdleRuns, c.Coordinator.RunIdle = 2, 1, runIdle
 	})
 	nc, err := s.ConnectAs(auth.Client, "submitter", "submitter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	st, err := store.Open(ctx, nc, store.Config{Client: true})
 	if err != nil {
 		t.Fatal(err)
@@ -302,76 +369,55 @@ func TestAttackHungRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Close()
-	submit := func(stuck bool) string {
-		t.Helper()
-		latency := 0
-		if stuck {
-			latency = int(time.Hour / time.Millisecond) // each model call: an hour
-		}
-		sub := simSubmit(t, "Plan:\n- a\n- b", latency, limits.Config{})
-		if err := svc.Enqueue(ctx, sub); err != nil {
-			t.Fatal(err)
-		}
-		return sub.RunID
-	}
-	status := func(id string) record.Run {
-		t.Helper()
-		r, err := svc.GetRun(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	waitFor := func(id string, ok func(record.Run) bool, what string) record.Run {
-		t.Helper()
-		for {
-			if r := status(id); ok(r) {
-				return r
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("run %s: not %s: %s (%s)", id, what, status(id).Status, status(id).Error)
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	running := func(r record.Run) bool { return r.Status == event.Running }
-	final := func(r record.Run) bool { return r.Status.Final() }
+	t.Cleanup(func() { svc.Close() })
+	return &queuedRuns{t: t, ctx: ctx, svc: svc}
+}
 
-	stuck := []string{submit(true), submit(true)}
-	for _, id := range stuck {
-		waitFor(id, running, "running")
+// submit queues a run of the sim model; a stuck one's model calls take an
+// hour each.
+func (q *queuedRuns) submit(stuck bool) string {
+	q.t.Helper()
+	latency := 0
+	if stuck {
+		latency = int(time.Hour / time.Millisecond)
 	}
-	start := time.Now()
-	normal := submit(false)
-	if r := waitFor(normal, final, "finished"); r.Status != event.Succeeded {
-		t.Fatalf("the run queued behind two hung runs: %s (%s)", r.Status, r.Error)
+	sub := simSubmit(q.t, "Plan:\n- a\n- b", latency, limits.Config{})
+	if err := q.svc.Enqueue(q.ctx, sub); err != nil {
+		q.t.Fatal(err)
 	}
-	t.Logf("a run queued behind two hung runs on a coordinator of two run slots succeeded in %v", time.Since(start).Round(time.Millisecond))
+	return sub.RunID
+}
 
-	stuck = append(stuck, submit(true))
-	waitFor(stuck[2], running, "running")
-	held := submit(false)
-	time.Sleep(2 * time.Second) // several idle periods: the coordinator holds all it may
-	if r := status(held); r.Status != record.Queued {
-		t.Fatalf("a run past the slots and the idle runs: %s, want it queued", r.Status)
+func (q *queuedRuns) status(id string) record.Run {
+	q.t.Helper()
+	r, err := q.svc.GetRun(q.ctx, id)
+	if err != nil {
+		q.t.Fatal(err)
 	}
-	for _, id := range stuck {
-		if r := status(id); r.Status != event.Running {
-			t.Fatalf("hung run %s: %s (%s), want it running still", id, r.Status, r.Error)
+	return r
+}
+
+// waitFor polls run id's record until ok says so.
+func (q *queuedRuns) waitFor(id string, ok func(record.Run) bool, what string) record.Run {
+	q.t.Helper()
+	for {
+		r := q.status(id)
+		if ok(r) {
+			return r
+		}
+		select {
+		case <-q.ctx.Done():
+			q.t.Fatalf("run %s: not %s: %s (%s)", id, what, r.Status, r.Error)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	if err := svc.CancelRun(ctx, stuck[0]); err != nil {
-		t.Fatal(err)
+}
+
+// cancel cancels run id and waits for its end.
+func (q *queuedRuns) cancel(id string) {
+	q.t.Helper()
+	if err := q.svc.CancelRun(q.ctx, id); err != nil {
+		q.t.Fatal(err)
 	}
-	if r := waitFor(held, final, "finished"); r.Status != event.Succeeded {
-		t.Fatalf("the run queued once a hung run ended: %s (%s)", r.Status, r.Error)
-	}
-	for _, id := range stuck[1:] {
-		if err := svc.CancelRun(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(id, final, "finished")
-	}
+	q.waitFor(id, final, "finished")
 }
