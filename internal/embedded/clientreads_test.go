@@ -209,8 +209,8 @@ func TestClientReadsWithoutConsumers(t *testing.T) {
 	if got, _, err := st.GetRecord(ctx, sub.RunID); err != nil || got.Status != event.Succeeded {
 		t.Errorf("GetRecord: %s, %v", got.Status, err)
 	}
-	if _, err := st.ReadJournal(ctx, sub.RunID, ""); err != nil {
-		t.Errorf("ReadJournal: %v", err)
+	if _, err := st.ReadRunJournal(ctx, sub.RunID); err != nil {
+		t.Errorf("ReadRunJournal: %v", err)
 	}
 
 	if err := s.Store.PutApproval(ctx, store.Approval{ID: "held", RunID: sub.RunID, Tool: "bash", RequestedAt: time.Now()}); err != nil {
