@@ -91,6 +91,12 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	if err == nil {
 		rn, err = c.open(&sub)
 	}
+	if err != nil && c.run(sub.RunID) != nil {
+		// Given back to the queue while an earlier execution here, which
+		// lost its lease, still winds down: taken again once it is gone.
+		c.retryLater(ctx, s, "run still ending here", err)
+		return
+	}
 	if err != nil {
 		c.cfg.Logger.Warn("refused queued run", "run_id", sub.RunID, "err", err)
 		if !c.accepting() {
