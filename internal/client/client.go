@@ -59,6 +59,9 @@ func (c *Client) Run(ctx context.Context, sub wire.RunSubmit, events event.Sink,
 	}
 	if events != nil {
 		es, err := c.nc.Subscribe(wire.SubjectEvents(sub.RunID)+".>", func(m *nats.Msg) {
+			if natstransport.FromStream(m) {
+				return // not the coordinator's: a stream's copy someone had sent here
+			}
 			e, err := event.Unmarshal(m.Data)
 			if err == nil {
 				events.Emit(e)

@@ -481,6 +481,10 @@ func (c *Coordinator) heartbeat() {
 }
 
 func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
+	if natstransport.FromStream(m) {
+		c.refuse(m.Subject, errors.New("a stream's message delivered as a heartbeat"))
+		return
+	}
 	var hb wire.WorkerHeartbeat
 	if err := wire.DecodeAs(m.Data, wire.TypeWorkerHeartbeat, &hb); err != nil {
 		c.cfg.Logger.Warn("bad worker heartbeat", "err", err)

@@ -403,6 +403,10 @@ func (w *Worker) heartbeat(ctx context.Context) {
 }
 
 func (w *Worker) handleCoordHeartbeat(m *nats.Msg) {
+	if natstransport.FromStream(m) {
+		w.cfg.Logger.Warn("dropped a stream's message delivered as a coordinator heartbeat")
+		return
+	}
 	var hb wire.CoordHeartbeat
 	if err := wire.DecodeAs(m.Data, wire.TypeCoordHeartbeat, &hb); err != nil {
 		w.cfg.Logger.Warn("bad coordinator heartbeat", "err", err)

@@ -76,6 +76,10 @@ const (
 
 // dispatch runs on the read loop: it only counts, queues or refuses.
 func (s *serveSub) dispatch(m *nats.Msg) {
+	if FromStream(m) {
+		s.t.log.Warn("dropped a stream's message delivered on a served subject", "subject", m.Subject)
+		return
+	}
 	s.mu.Lock()
 	switch {
 	case s.stopping:

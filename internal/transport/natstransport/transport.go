@@ -229,7 +229,7 @@ func (t *Transport) newReply() (subject, token string) {
 // route runs on the connection's read loop for every reply: it must not block.
 func (t *Transport) route(m *nats.Msg) {
 	token, ok := strings.CutPrefix(m.Subject, t.prefix)
-	if !ok {
+	if !ok || FromStream(m) {
 		return
 	}
 	t.mu.RLock()
