@@ -166,39 +166,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if i < len(cfg.WorkerIDs) {
 			id = cfg.WorkerIDs[i]
 		}
-		nc, err := s.connectWorker(id, fmt.Sprintf("formica-worker-%d", i+1))
-		if err != nil {
+		if err := s.startWorker(ctx, cfg, id, fmt.Sprintf("formica-worker-%d", i+1)); err != nil {
 			return nil, err
 		}
-		wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
-			HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
-			Metrics: cfg.Metrics, MCP: cfg.MCP, Prices: cfg.Prices, MaxToolCalls: cfg.MaxToolCalls}
-		if s.Store != nil {
-			// On the worker's own connection, as a worker process has it: its
-			// journal writes and their acks stay off the coordinator's, a
-			// helper's end goes out before its result on the one connection,
-			// and it writes bodies over the max payload into its own bucket.
-			sc := store.Config{Logger: cfg.Logger, JournalFailed: cfg.Store.JournalFailed}
-			if sc.JournalFailed == nil && cfg.Metrics != nil {
-				sc.JournalFailed = cfg.Metrics.JournalWriteFailed
-			}
-			st, err := store.OpenTransfers(ctx, nc, id, sc)
-			if err != nil {
-				return nil, err
-			}
-			wc.Offloader = st
-			wc.Journal = func(run, thread, token, proof string) runner.ThreadJournal {
-				return st.Journal(run, thread, token, false).Proven(proof).Batched(store.JournalLinger)
-			}
-		}
-		w, err := worker.New(wc)
-		if err != nil {
-			return nil, err
-		}
-		if err := w.Start(ctx); err != nil {
-			return nil, err
-		}
-		s.Workers = append(s.Workers, w)
 	}
 	if s.Coordinator != nil && len(s.Workers) > 0 {
 		if err := s.waitWorkers(ctx, len(s.Workers)); err != nil {
@@ -206,6 +176,45 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// startWorker starts local worker id, named name on its connection, as
+// cfg has local workers, and adds it to s.Workers.
+func (s *Stack) startWorker(ctx context.Context, cfg Config, id, name string) error {
+	nc, err := s.connectWorker(id, name)
+	if err != nil {
+		return err
+	}
+	wc := worker.Config{ID: id, Conn: nc, Slots: cfg.Slots, Models: cfg.Models, Harness: cfg.Harness,
+		HeartbeatInterval: cfg.HeartbeatInterval, AllowScripted: cfg.AllowScripted, Logger: cfg.Logger,
+		Metrics: cfg.Metrics, MCP: cfg.MCP, Prices: cfg.Prices, MaxToolCalls: cfg.MaxToolCalls}
+	if s.Store != nil {
+		// On the worker's own connection, as a worker process has it: its
+		// journal writes and their acks stay off the coordinator's, a
+		// helper's end goes out before its result on the one connection,
+		// and it writes bodies over the max payload into its own bucket.
+		sc := store.Config{Logger: cfg.Logger, JournalFailed: cfg.Store.JournalFailed}
+		if sc.JournalFailed == nil && cfg.Metrics != nil {
+			sc.JournalFailed = cfg.Metrics.JournalWriteFailed
+		}
+		st, err := store.OpenTransfers(ctx, nc, id, sc)
+		if err != nil {
+			return err
+		}
+		wc.Offloader = st
+		wc.Journal = func(run, thread, token, proof string) runner.ThreadJournal {
+			return st.Journal(run, thread, token, false).Proven(proof).Batched(store.JournalLinger)
+		}
+	}
+	w, err := worker.New(wc)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	s.Workers = append(s.Workers, w)
+	return nil
 }
 
 // Connect opens another connection to the stack's NATS, closed by Stop.

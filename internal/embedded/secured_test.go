@@ -19,6 +19,7 @@ import (
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/wire"
@@ -85,6 +86,14 @@ func TestSecuredStackRuns(t *testing.T) {
 // result the root's transcript holds.
 func TestSecuredStackLargeBodies(t *testing.T) {
 	s, cl := startSecured(t)
+	runLargeBodies(t, s, cl)
+}
+
+// runLargeBodies runs a root (scripted) that hands a helper (sim) a 1.5 MiB
+// task, whose answer, as large, comes back as its tool result, checks that
+// the root's journal holds it whole, and returns the run's record.
+func runLargeBodies(t *testing.T, s *Stack, cl *client.Client) record.Run {
+	t.Helper()
 	big := "TASK-" + strings.Repeat("0123456789abcdef", (3<<19)/16) + "-END"
 	script := filepath.Join(t.TempDir(), "root.yaml")
 	if err := os.WriteFile(script, []byte("responses:\n  - tool_calls: [{name: agent, arguments: {name: huge, task: "+big+"}}]\n  - text: handed over\n"), 0o600); err != nil {
@@ -108,6 +117,7 @@ func TestSecuredStackLargeBodies(t *testing.T) {
 	if !got {
 		t.Errorf("the root's journal (%d entries) holds no tool result with the helper's whole answer", len(entries))
 	}
+	return rec
 }
 
 // violations connects as role/id and collects the permission violations
