@@ -44,11 +44,6 @@ func InboxPrefix(role Role, id string) string {
 	return "_FORMICA." + string(role) + "." + id
 }
 
-// TransfersStream is the JetStream stream of the coordinators' transfers
-// bucket (bodies over the NATS max payload sent to clients), which workers
-// may not touch.
-var TransfersStream = store.ObjectStream(store.TransfersBucket)
-
 // Credentials are one user's JWT and nkey seed.
 type Credentials struct {
 	Role Role
@@ -104,19 +99,19 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			// count only under a placement token the worker was given.
 			store.SubjectJournal("*", "*", false),
 		)
-		// Its own transfers bucket (made by a coordinator when it joins),
-		// where it writes its large bodies and the coordinators write those
-		// they send it: written, deleted from and read (by direct gets); and
-		// nothing else of JetStream. No consumers: one delivers on whatever
-		// subject its creator names, so it would let a worker speak, through
-		// the server, on another worker's subjects. No purge but of its own
-		// bucket: a purge takes its filter from the request's body, so a
-		// right to purge a stream is a right to purge all of it.
-		bucket := store.WorkerTransfers(id)
-		own := store.ObjectStream(bucket)
-		p.Pub.Allow.Add("$JS.API.STREAM.INFO."+own, "$JS.API.STREAM.MSG.GET."+own,
-			"$JS.API.DIRECT.GET."+own, "$JS.API.DIRECT.GET."+own+".>",
-			"$JS.API.STREAM.PURGE."+own, "$O."+bucket+".>")
+		// In the transfers stream, every party's: its own place written,
+		// where its large bodies go, and the place the coordinators write
+		// those they send it read, by direct gets whose API subject names
+		// the chunk's subject (a subject with wildcards there matches no
+		// permission but as the literal tokens it has); and nothing else of
+		// JetStream. Not its own place read: a direct get's answer goes to
+		// whatever reply subject the asker names, so the server would
+		// publish bytes the worker wrote on another's subjects. Not the
+		// batched direct get, which names what it reads in its body, where
+		// no permission looks; no purge or message delete, for the same
+		// reason (coordinators delete bodies). No consumers: one delivers
+		// on whatever subject its creator names.
+		p.Pub.Allow.Add(store.WorkerPlace(id)+".>", "$JS.API.DIRECT.GET."+store.TransfersStream+"."+store.ToWorkerPlace(id)+".>")
 		p.Sub.Allow.Add(
 			wire.WorkerSubjectPrefix+id+".>",
 			wire.SubjectCoordHeartbeats,

@@ -52,8 +52,8 @@ const (
 	// SilencePatience bounds how long a placement may stay silent while its
 	// worker's heartbeats keep coming (see placement.silent).
 	SilencePatience = time.Minute
-	// DefaultTransfersSweep paces the removal of empty transfers buckets of
-	// workers gone (sweepTransfers).
+	// DefaultTransfersSweep paces the removal of the drained transfers
+	// buckets of earlier versions (sweepTransfers).
 	DefaultTransfersSweep = time.Hour
 )
 
@@ -92,7 +92,8 @@ type Config struct {
 	// gave theirs back. Default DefaultMaxIdleRuns; negative: none.
 	MaxIdleRuns int
 	// TransfersSweep is how often, with a Store, the coordinator removes the
-	// empty transfers buckets of workers it does not know.
+	// transfers buckets of earlier versions that hold no body any more,
+	// until none is left.
 	TransfersSweep time.Duration
 	// Ceilings cap what a submission may ask (zero fields: the defaults).
 	Ceilings limits.Ceilings
@@ -165,7 +166,6 @@ type Coordinator struct {
 	events   *publisher // every event leaves through it, in order
 	alive    keepalive
 	quotas   *quotas
-	buckets  buckets
 	subs     []transport.Subscription
 	natsSubs []*nats.Subscription
 	stop     chan struct{}
@@ -497,7 +497,7 @@ func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
 	if hb.Slots > c.cfg.MaxWorkerSlots {
 		hb.Slots = c.cfg.MaxWorkerSlots
 	}
-	c.admit(hb)
+	c.joined(hb)
 }
 
 // joined records a worker's heartbeat, and announces a worker that joined.
@@ -520,7 +520,6 @@ func (c *Coordinator) uptime() time.Duration { return time.Since(c.born) }
 func (c *Coordinator) workerLost(id, reason string) {
 	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
 	c.cfg.Metrics.WorkerLost()
-	c.bucketUnknown(id)
 	c.quotaWorkerLost(id)
 	e := event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}
 	c.publish(e)

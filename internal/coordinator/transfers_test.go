@@ -7,13 +7,13 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
-// TestSenderOf: a reference may name only the bucket of the worker a
+// TestSenderOf: a reference may name only the place of the worker a
 // message is pinned to by its subject; none on clients' subjects.
 func TestSenderOf(t *testing.T) {
 	for _, tc := range []struct{ subject, want string }{
-		{wire.SubjectSpawn("c1", "w1"), store.WorkerTransfers("w1")},
-		{wire.SubjectApproval("c1", "gpu-2"), store.WorkerTransfers("gpu-2")},
-		{wire.SubjectExec("w2"), store.WorkerTransfers("w2")},
+		{wire.SubjectSpawn("c1", "w1"), store.WorkerPlace("w1")},
+		{wire.SubjectApproval("c1", "gpu-2"), store.WorkerPlace("gpu-2")},
+		{wire.SubjectExec("w2"), store.WorkerPlace("w2")},
 		{wire.SubjectSpawn("c1", wire.AnyWorker), ""},
 		{wire.SubjectSubmit, ""},
 		{wire.SubjectEnqueue, ""},
@@ -30,12 +30,13 @@ func TestSenderOf(t *testing.T) {
 }
 
 // TestRecipientOf: a body sent to a worker, on its subjects or to its
-// inbox, goes into its bucket; any other into the coordinators' own.
+// inbox, goes into the place it reads; any other into the coordinators'
+// own.
 func TestRecipientOf(t *testing.T) {
 	for _, tc := range []struct{ subject, want string }{
-		{wire.SubjectExec("w1"), store.WorkerTransfers("w1")},
-		{wire.SubjectCancel("gpu-2"), store.WorkerTransfers("gpu-2")},
-		{wire.WorkerInboxPrefix + "w3.abc.7", store.WorkerTransfers("w3")},
+		{wire.SubjectExec("w1"), store.ToWorkerPlace("w1")},
+		{wire.SubjectCancel("gpu-2"), store.ToWorkerPlace("gpu-2")},
+		{wire.WorkerInboxPrefix + "w3.abc.7", store.ToWorkerPlace("w3")},
 		{wire.ClientInboxPrefix + "eve.abc.1", ""},
 		{"_INBOX.abc.1", ""},
 		{wire.SubjectEvents("r1") + ".run.finished", ""},

@@ -192,7 +192,7 @@ func (s *Stack) startWorker(ctx context.Context, cfg Config, id, name string) er
 		// On the worker's own connection, as a worker process has it: its
 		// journal writes and their acks stay off the coordinator's, a
 		// helper's end goes out before its result on the one connection,
-		// and it writes bodies over the max payload into its own bucket.
+		// and it writes bodies over the max payload into its own place.
 		sc := store.Config{Logger: cfg.Logger, JournalFailed: cfg.Store.JournalFailed}
 		if sc.JournalFailed == nil && cfg.Metrics != nil {
 			sc.JournalFailed = cfg.Metrics.JournalWriteFailed

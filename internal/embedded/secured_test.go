@@ -151,10 +151,10 @@ func violations(t *testing.T, s *Stack, role auth.Role, id string) (*nats.Conn, 
 
 // TestWorkerCredentialsArePinned: a worker's credentials cannot subscribe to
 // another worker's subjects, speak on another worker's subjects, publish
-// run events, touch the records and approvals buckets, write, delete or
-// purge another's transfers (or read another worker's), or make, change or
-// delete a stream, its own bucket's included, nor follow what clients
-// follow; a client's cannot publish exec requests, spawns or events, nor
+// run events, touch the records and approvals buckets, read, write, delete
+// or purge another party's bodies in the transfers stream (nor its own:
+// coordinators delete), or make, change or delete a stream, nor follow
+// what clients follow; a client's cannot publish exec requests, spawns or events, nor
 // write the records or approvals buckets, the queue or the run index, nor
 // create a consumer, nor subscribe to the streams' own subjects, nor read
 // another client's inbox (where its approvals are asked).
@@ -162,7 +162,8 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 	s, _ := startSecured(t)
 	victim := s.Workers[0].ID()
 	nc, seen := violations(t, s, auth.Worker, "mallory")
-	mine, theirs := store.ObjectStream(store.WorkerTransfers("mallory")), store.ObjectStream(store.WorkerTransfers(victim))
+	mine, theirs := store.WorkerPlace("mallory"), store.WorkerPlace(victim)
+	direct := "$JS.API.DIRECT.GET." + store.TransfersStream
 
 	workerSubDenied := append([]string{wire.SubjectExec(victim), "formica.worker." + victim + ".>", "formica.approver.*", wire.ClientInboxPrefix + ">", wire.EventsAll + "x", ">"},
 		store.StoredSubjects...) // what clients follow: no business of a worker's
@@ -171,33 +172,39 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, subj := range []string{
+	workerPubDenied := []string{
 		wire.SubjectExec(victim), wire.SubjectWorkerHeartbeat(victim), wire.SubjectSpawn(s.Coordinator.ID(), victim),
 		wire.SubjectQuota(s.Coordinator.ID(), victim), // another's quota asks: its shares to end or hold
 		wire.SubjectEvents("r1") + ".run.finished", store.SubjectEventLog("r1"), "$KV." + store.RunsBucket + ".r1", "$KV." + store.ApprovalsBucket + ".a1",
 		"$JS.API.STREAM.DELETE." + store.EventsStream, "$JS.API.STREAM.PURGE.KV_" + store.RunsBucket, wire.SubjectSubmit,
 		// A consumer of what it wrote, delivering onto another's subject.
-		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1",
-		"$JS.API.CONSUMER.CREATE." + mine + ".c1",
-		// Another's transfers: the coordinators' and the victim's, purged,
-		// overwritten, deleted from, or (the victim's) read; its own
-		// bucket made, reconfigured or deleted by itself.
-		"$JS.API.STREAM.PURGE." + auth.TransfersStream, "$JS.API.STREAM.PURGE." + theirs,
-		"$O." + store.TransfersBucket + ".M.x", "$O." + store.TransfersBucket + ".C.x",
-		"$O." + store.WorkerTransfers(victim) + ".M.x", "$O." + store.WorkerTransfers(victim) + ".C.x",
-		"$JS.API.STREAM.MSG.DELETE." + auth.TransfersStream, "$JS.API.STREAM.MSG.DELETE." + theirs,
-		"$JS.API.STREAM.INFO." + theirs, "$JS.API.DIRECT.GET." + theirs, "$JS.API.STREAM.MSG.GET." + theirs,
-		"$JS.API.STREAM.CREATE." + mine, "$JS.API.STREAM.UPDATE." + mine, "$JS.API.STREAM.DELETE." + mine,
-		"$JS.API.STREAM.DELETE." + auth.TransfersStream,
-		// Nor read the coordinators' bodies (those for clients).
-		"$JS.API.STREAM.INFO." + auth.TransfersStream, "$JS.API.DIRECT.GET." + auth.TransfersStream,
-	} {
+		"$JS.API.CONSUMER.CREATE." + store.TransfersStream + ".c1",
+		"$JS.API.CONSUMER.CREATE." + store.TransfersStream + ".c1." + mine + ".>",
+		// Another's bodies, the victim's (written or sent to it) and the
+		// coordinators': written over, read (by subject, by wildcards over
+		// every place, in batches, by sequence), listed, deleted or purged;
+		// its own place read (the server would answer on any subject the
+		// asker names) or the place it is sent bodies written (then read);
+		// its own bodies neither deleted nor purged (the APIs name no
+		// subject); the stream made, reconfigured or deleted.
+		theirs + ".x.0", store.ToWorkerPlace(victim) + ".x.0", store.CoordinatorsPlace + ".x.0", store.ToWorkerPlace("mallory") + ".x.0",
+		"formica.transfers.from.*.x.0", "formica.transfers.>",
+		direct + "." + theirs + ".x.0", direct + "." + store.ToWorkerPlace(victim) + ".x.0", direct + "." + store.CoordinatorsPlace + ".x.0",
+		direct + "." + mine + ".x.0", direct + ".formica.transfers.to.*.x.0", direct + ".formica.transfers.>", direct + ".formica.transfers.*.*.x.0", direct,
+		"$JS.API.STREAM.MSG.GET." + store.TransfersStream, "$JS.API.STREAM.INFO." + store.TransfersStream,
+		"$JS.API.STREAM.PURGE." + store.TransfersStream, "$JS.API.STREAM.MSG.DELETE." + store.TransfersStream,
+		"$JS.API.STREAM.CREATE." + store.TransfersStream, "$JS.API.STREAM.UPDATE." + store.TransfersStream,
+		"$JS.API.STREAM.DELETE." + store.TransfersStream,
+		// Nor the buckets of an earlier version.
+		"$O.formica_transfers_w_mallory.C.x", "$JS.API.DIRECT.GET.OBJ_formica_transfers",
+	}
+	for _, subj := range workerPubDenied {
 		if err := nc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	want := len(workerSubDenied) + 30
+	want := len(workerSubDenied) + len(workerPubDenied)
 	for len(seen()) < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -223,7 +230,7 @@ func TestWorkerCredentialsArePinned(t *testing.T) {
 		"$JS.API.STREAM.PURGE." + store.CancelsStream, "$JS.API.CONSUMER.CREATE." + store.CancelsStream + ".c1",
 		"$JS.API.CONSUMER.DELETE." + store.QueueStream + "." + store.QueueConsumer, "$JS.ACK." + store.QueueStream + ".>",
 		"$JS.API.STREAM.CREATE.x", "formica.anything",
-		"$JS.API.CONSUMER.CREATE." + auth.TransfersStream + ".c1", "$JS.API.CONSUMER.CREATE.OBJ_" + store.PayloadsBucket + ".c1",
+		"$JS.API.CONSUMER.CREATE." + store.TransfersStream + ".c1", "$JS.API.CONSUMER.CREATE.OBJ_" + store.PayloadsBucket + ".c1",
 		// The journal's thread entries are workers': read by direct gets.
 		"$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1", "$JS.API.CONSUMER.CREATE." + store.JournalStream + ".c1.formica.journal.r1.>",
 		// No consumer at all, even of what coordinators write (see

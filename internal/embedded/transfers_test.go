@@ -14,14 +14,14 @@ import (
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/worker"
 )
 
-// TestEmptyTransfersOfWorkersGoneAreRemoved: a worker's transfers bucket
-// is a stream the server keeps; the coordinator removes those that hold
-// nothing and whose workers it has not known for a whole sweep, keeps the
-// rest, and makes the bucket again for a worker that comes back.
-func TestEmptyTransfersOfWorkersGoneAreRemoved(t *testing.T) {
+// TestDrainedTransfersBucketsAreRemoved: the transfers buckets of an
+// earlier version (the coordinators' and one per worker, a stream each)
+// found by a coordinator as it starts are removed once nothing is left in
+// them: the empty ones at once, one holding a body once that body is gone
+// (deleted, or past its age); the run records' bucket stays.
+func TestDrainedTransfersBucketsAreRemoved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a, err := auth.NewEphemeral()
@@ -29,53 +29,10 @@ func TestEmptyTransfersOfWorkersGoneAreRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	const beat = 50 * time.Millisecond
-	s, err := Start(ctx, Config{Workers: 1, Slots: 1, Authority: a, Durable: true, Server: brokerDurable(t),
+	cfg := Config{Workers: 1, Slots: 1, Authority: a, Durable: true, Server: brokerDurable(t),
 		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: beat,
-		Coordinator: coordinator.Config{Cwd: os.TempDir(), TransfersSweep: 2 * beat}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	nc, err := s.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two workers gone before this coordinator started: one left its bucket
-	// empty, the other left a body in it.
-	for _, id := range []string{"gone-empty", "gone-full"} {
-		if err := s.Store.OpenWorkerTransfers(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	full, err := js.ObjectStore(ctx, store.WorkerTransfers("gone-full"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := full.PutBytes(ctx, "body", []byte("not yet read")); err != nil {
-		t.Fatal(err)
-	}
-	// A worker that comes, goes and comes back under one id.
-	startBack := func() *worker.Worker {
-		t.Helper()
-		wnc, err := s.ConnectAs(auth.Worker, "w-back", "w-back")
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := worker.New(worker.Config{ID: "w-back", Conn: wnc, Slots: 1, HeartbeatInterval: beat,
-			Models: runner.ModelOpenerFunc(providers.Open)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	buckets := func() []string {
+		Coordinator: coordinator.Config{Cwd: os.TempDir(), TransfersSweep: 2 * beat}}
+	buckets := func(js jetstream.JetStream) []string {
 		t.Helper()
 		var names []string
 		l := js.ObjectStoreNames(ctx)
@@ -85,40 +42,69 @@ func TestEmptyTransfersOfWorkersGoneAreRemoved(t *testing.T) {
 		if err := l.Error(); err != nil {
 			t.Fatal(err)
 		}
+		slices.Sort(names)
 		return names
 	}
-	waitFor := func(what string, ok func([]string) bool) []string {
+
+	// What an earlier version left: its buckets, one holding a body.
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := s.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full jetstream.ObjectStore
+	for _, b := range []string{"formica_transfers", "formica_transfers_w_gone-empty", "formica_transfers_w_gone-full"} {
+		ob, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full = ob
+	}
+	if _, err := full.PutBytes(ctx, "payloads/body", []byte("not yet read")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if nc, err = s.Connect("test"); err != nil {
+		t.Fatal(err)
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, want ...string) {
 		t.Helper()
 		for {
-			names := buckets()
-			if ok(names) {
-				return names
+			names := buckets(js)
+			if slices.Equal(names, want) {
+				return
 			}
 			select {
 			case <-ctx.Done():
-				t.Fatalf("%s: buckets %v", what, names)
+				t.Fatalf("%s: buckets %v, want %v", what, names, want)
 			case <-time.After(beat):
 			}
 		}
 	}
-	has := func(id string) func([]string) bool {
-		return func(names []string) bool { return slices.Contains(names, store.WorkerTransfers(id)) }
-	}
-
-	back := startBack()
-	waitFor("w-back's bucket made when it joins", has("w-back"))
-	if err := back.Stop(); err != nil {
+	waitFor("the empty buckets removed as the coordinator starts", store.PayloadsBucket, "formica_transfers_w_gone-full")
+	if full, err = js.ObjectStore(ctx, "formica_transfers_w_gone-full"); err != nil {
 		t.Fatal(err)
 	}
-	names := waitFor("empty buckets of workers gone removed", func(names []string) bool {
-		return !has("gone-empty")(names) && !has("w-back")(names)
-	})
-	for _, id := range []string{"gone-full", s.Workers[0].ID()} {
-		if !has(id)(names) {
-			t.Errorf("%s's bucket removed: it holds a body, or its worker is live (%v)", id, names)
-		}
+	if err := full.Delete(ctx, "payloads/body"); err != nil {
+		t.Fatal(err)
 	}
-	back = startBack()
-	defer back.Stop()
-	waitFor("w-back's bucket made again when it comes back", has("w-back"))
+	waitFor("the last bucket removed once its body is gone", store.PayloadsBucket)
 }

@@ -77,7 +77,7 @@ func TestRecordsPastRetentionAreGone(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second) // a loaded machine delays expiry
 	for {
 		_, _, gerr := s.GetRecord(ctx, "old")
-		_, perr := s.GetPayload(ctx, TransfersBucket, ref)
+		_, perr := s.GetPayload(ctx, CoordinatorsPlace, ref)
 		if errors.Is(gerr, ErrNotFound) && perr != nil {
 			break
 		}

@@ -38,8 +38,8 @@ const (
 	DefaultJournalMaxAge = 7 * 24 * time.Hour
 	// JournalMaxMsgBytes bounds one journal message, headers included:
 	// the stream refuses larger ones, and writers send an entry larger
-	// than this (or than the NATS max payload) through the object store,
-	// by reference.
+	// than this (or than the NATS max payload) through the transfers
+	// stream, by reference.
 	JournalMaxMsgBytes = 1 << 20
 	// DefaultJournalMaxThreadMsgs bounds the messages one thread's journal
 	// subject holds (the thread's own, and apart the coordinator's for it):
@@ -201,7 +201,7 @@ func (w *JournalWriter) Proven(proof string) *JournalWriter {
 }
 
 // Append queues e. An entry larger than one NATS message is stored in the
-// object store first and journaled by reference.
+// transfers stream first and journaled by reference.
 func (w *JournalWriter) Append(e journal.Entry) {
 	data, err := w.s.encodeEntry(e)
 	if err != nil {
@@ -288,7 +288,7 @@ func (w *JournalWriter) publish(data []byte) {
 }
 
 // encodeEntry encodes e for the journal, timed now if it is not: through
-// the object store, by reference, if it is larger than one NATS message.
+// the transfers stream, by reference, if it is larger than one NATS message.
 func (s *Store) encodeEntry(e journal.Entry) ([]byte, error) {
 	if e.Time.IsZero() {
 		e.Time = s.cfg.Now()
@@ -365,7 +365,7 @@ func (w *JournalWriter) Sync(ctx context.Context) error {
 	return err
 }
 
-// journalRef is the body of an entry kept in the object store.
+// journalRef is the body of an entry kept by reference.
 type journalRef struct {
 	Kind journal.Kind `msgpack:"k"`
 	Ref  string       `msgpack:"ref"`
@@ -393,13 +393,13 @@ const maxBatch = 1024
 
 // decodeEntries reads the entries of one stored message: one, or a batch
 // (they share the message's sequence). One that does not decode is logged
-// and skipped. An entry kept in the object store is read only from bucket
-// (see journalPayload).
-func (s *Store) decodeEntries(ctx context.Context, msg journalMsg, bucket string) []journal.Entry {
+// and skipped. An entry kept by reference is read only from place (see
+// journalPayload).
+func (s *Store) decodeEntries(ctx context.Context, msg journalMsg, place string) []journal.Entry {
 	data := msg.Data()
 	env, err := wire.Decode(data)
 	if err != nil || env.Type != wire.TypeJournalBatch {
-		if e, ok := s.decodeEntry(ctx, msg, data, bucket); ok {
+		if e, ok := s.decodeEntry(ctx, msg, data, place); ok {
 			return []journal.Entry{e}
 		}
 		return nil
@@ -411,7 +411,7 @@ func (s *Store) decodeEntries(ctx context.Context, msg journalMsg, bucket string
 	}
 	out := make([]journal.Entry, 0, len(b.Entries))
 	for _, d := range b.Entries {
-		if e, ok := s.decodeEntry(ctx, msg, d, bucket); ok {
+		if e, ok := s.decodeEntry(ctx, msg, d, place); ok {
 			out = append(out, e)
 		}
 	}
@@ -419,25 +419,29 @@ func (s *Store) decodeEntries(ctx context.Context, msg journalMsg, bucket string
 }
 
 // journalPayload reads the large entry ref names, written on subject,
-// from bucket alone: a coordinator's entry (.c) from the coordinators'
-// transfers bucket, a thread's (.t) from the bucket of the worker its
-// placement put it on (its proof names the worker). A read never deletes
-// it: the entry is read again on every replay and transcript, until the
-// bucket's TTL.
-func (s *Store) journalPayload(ctx context.Context, subject, ref, bucket string) ([]byte, error) {
+// from place alone: a coordinator's entry (.c) from the coordinators'
+// place, a thread's (.t) from the place of the worker its placement put it
+// on (its proof names the worker); one written before the shared stream
+// from that party's bucket of then. A read never deletes it: the entry is
+// read again on every replay and transcript, until the stream's MaxAge.
+func (s *Store) journalPayload(ctx context.Context, subject, ref, place string) ([]byte, error) {
 	r, err := parseRef(ref)
 	if err != nil {
 		return nil, err
 	}
-	if r.bucket != bucket || strings.HasSuffix(subject, ".c") != (r.bucket == TransfersBucket) {
+	in := r.place == place
+	if r.legacy != nil {
+		in = r.legacy.bucket == legacyBucketOf(place)
+	}
+	if !in || strings.HasSuffix(subject, ".c") != (place == CoordinatorsPlace) {
 		return nil, fmt.Errorf("%w: %s on %s", ErrForeignRef, ref, subject)
 	}
 	return s.readPayload(ctx, r)
 }
 
-// decodeEntry reads one entry of msg, encoded in data; one kept in the
-// object store is read from bucket.
-func (s *Store) decodeEntry(ctx context.Context, msg journalMsg, data []byte, bucket string) (journal.Entry, bool) {
+// decodeEntry reads one entry of msg, encoded in data; one kept by
+// reference is read from place.
+func (s *Store) decodeEntry(ctx context.Context, msg journalMsg, data []byte, place string) (journal.Entry, bool) {
 	var e journal.Entry
 	if env, err := wire.Decode(data); err == nil && env.Type == wire.TypeJournalRef {
 		var ref journalRef
@@ -445,7 +449,7 @@ func (s *Store) decodeEntry(ctx context.Context, msg journalMsg, data []byte, bu
 			s.log.Warn("store: bad journal reference", "subject", msg.Subject(), "err", err)
 			return e, false
 		}
-		if data, err = s.journalPayload(ctx, msg.Subject(), ref.Ref, bucket); err != nil {
+		if data, err = s.journalPayload(ctx, msg.Subject(), ref.Ref, place); err != nil {
 			s.log.Warn("store: journal entry lost", "subject", msg.Subject(), "err", err)
 			return e, false
 		}

@@ -32,7 +32,7 @@ func TestJournalBatchedSendsWithinItsLinger(t *testing.T) {
 		if err != nil {
 			t.Fatalf("waiting for %s to be stored: %v", what, err)
 		}
-		return s.decodeEntries(ctx, msg, WorkerTransfers("w1"))
+		return s.decodeEntries(ctx, msg, WorkerPlace("w1"))
 	}
 	w := s.Journal(run, thread, "tok-1", false).Batched(10 * time.Millisecond)
 	w.Append(journal.Entry{Kind: journal.KindStart, Task: "do it"})
@@ -55,10 +55,7 @@ func TestJournalBatchedSendsWithinItsLinger(t *testing.T) {
 func TestJournalAppendSyncRead(t *testing.T) {
 	s, nc := openStore(t, Config{})
 	// Threads' entries come from a worker's store: a large one goes to the
-	// worker's own transfers bucket.
-	if err := s.OpenWorkerTransfers(ctxT(t, 10*time.Second), "w1"); err != nil {
-		t.Fatal(err)
-	}
+	// worker's own place.
 	ws, err := OpenTransfers(ctxT(t, 10*time.Second), nc, "w1", Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -80,9 +80,6 @@ func TestJournalMessageSizeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.OpenWorkerTransfers(ctx, "w1"); err != nil {
-		t.Fatal(err)
-	}
 	ws, err := OpenTransfers(ctx, nc, "w1", Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -195,9 +192,6 @@ func TestReadRunJournalReadsTheRunsThreadsOnly(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	s, err := Open(ctx, nc, Config{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.OpenWorkerTransfers(ctx, "w1"); err != nil {
 		t.Fatal(err)
 	}
 	ws, err := OpenTransfers(ctx, nc, "w1", Config{})

@@ -138,7 +138,7 @@ func (s *Store) readThread(ctx context.Context, run, thread string, pf *proofs) 
 	var byCoord []journal.Entry
 	vouched := map[string]string{} // placement digest -> its worker, from the coordinator's entries
 	err := s.readDirect(ctx, JournalStream, base+".c", 1, directBatch, func(msg *storedMsg) error {
-		for _, e := range s.decodeEntries(ctx, msg, TransfersBucket) {
+		for _, e := range s.decodeEntries(ctx, msg, CoordinatorsPlace) {
 			e.Seq = msg.seq
 			if e.Kind == journal.KindPlacement && e.Placement != "" {
 				vouched[e.Placement] = e.Worker
@@ -168,7 +168,7 @@ func (s *Store) readThread(ctx context.Context, run, thread string, pf *proofs) 
 			skippedBytes += len(msg.data)
 			return nil
 		}
-		for _, e := range s.decodeEntries(ctx, msg, WorkerTransfers(worker)) {
+		for _, e := range s.decodeEntries(ctx, msg, WorkerPlace(worker)) {
 			e.Seq = msg.seq
 			if proof != nil {
 				e.Proof, e.Placement = proof, proof.Digest

@@ -76,36 +76,3 @@ func (s *Store) readObject(ctx context.Context, ob jetstream.ObjectStore, bucket
 	}
 	return body.Bytes(), nil
 }
-
-// objBucket is a transfers bucket's object store.
-type objBucket struct {
-	ob jetstream.ObjectStore
-}
-
-// maxBuckets bounds the transfers buckets a store keeps looked up (a
-// coordinator reads one per worker); past it the cache starts over.
-const maxBuckets = 4096
-
-// bucket is transfers bucket name, looked up on first use and again on
-// every use until found: a worker may start before any coordinator made
-// its bucket.
-func (s *Store) bucket(ctx context.Context, name string) (objBucket, error) {
-	s.tmu.Lock()
-	b, ok := s.buckets[name]
-	s.tmu.Unlock()
-	if ok {
-		return b, nil
-	}
-	ob, err := s.js.ObjectStore(ctx, name)
-	if err != nil {
-		return objBucket{}, fmt.Errorf("store: object store %s: %w", name, err)
-	}
-	b = objBucket{ob: ob}
-	s.tmu.Lock()
-	if s.buckets == nil || len(s.buckets) >= maxBuckets {
-		s.buckets = map[string]objBucket{}
-	}
-	s.buckets[name] = b
-	s.tmu.Unlock()
-	return b, nil
-}

@@ -22,8 +22,9 @@
 //     formica.journal.<run>.<thread>.{t,c}, every thread's life entry by
 //     entry (see JournalWriter, ReadJournal and package journal).
 //   - approvals held for a person: the KV bucket formica_approvals.
-//   - large records: the object store formica_payloads; message bodies
-//     over the NATS max payload: a transfers bucket per party (see
+//   - large records: the object store formica_payloads.
+//   - message bodies over the NATS max payload: the stream
+//     FORMICA_TRANSFERS, every party's on subjects of its own (see
 //     PutPayload).
 //   - the run index: the stream FORMICA_RUN_INDEX, one message per created
 //     record, which ListPage reads from its end.
@@ -44,7 +45,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,10 +70,6 @@ const (
 	ApprovalsBucket = "formica_approvals"
 	// PayloadsBucket is the object store of large run records.
 	PayloadsBucket = "formica_payloads"
-	// TransfersBucket is the coordinators' object store of message bodies
-	// over the NATS max payload (PutPayload); each worker has its own
-	// (WorkerTransfers), and reads this one.
-	TransfersBucket = "formica_transfers"
 )
 
 // Defaults for the zero Config fields.
@@ -102,13 +98,14 @@ type Config struct {
 	// Retention is how long run records, held approvals and payload
 	// objects are kept after their last write, and runs stay in the run
 	// index; default 30 days. JetStream expires them (the buckets' TTL, the
-	// index's MaxAge), so a large record's object and an offloaded payload
-	// nobody fetched go too.
+	// index's and the transfers stream's MaxAge), so a large record's
+	// object and an offloaded payload nobody fetched go too.
 	Retention time.Duration
 	// JournalMaxAge is how long thread journals are kept; default 7 days,
 	// or Retention if that is shorter, and never longer than Retention: a
-	// journal's large entries are objects kept for Retention, and a run is
-	// resumed (and its transcripts read) only while its record is kept.
+	// journal's large entries are bodies in the transfers stream, kept for
+	// Retention, and a run is resumed (and its transcripts read) only
+	// while its record is kept.
 	JournalMaxAge time.Duration
 	// JournalMaxThreadMsgs is the most messages one thread's journal
 	// subject may hold (the thread's own entries, and apart the
@@ -204,13 +201,12 @@ type Store struct {
 	// leases are the coordinators' holds on running runs (see HoldLease);
 	// nil for a client.
 	leases jetstream.KeyValue
-	// own is the transfers bucket this store writes bodies into: the
+	// place is where this store writes bodies sent by reference: the
 	// coordinators' (Open), a worker's (OpenTransfers), none for a client.
-	own string
-	// tmu guards buckets.
-	tmu sync.Mutex
-	// buckets are the transfers buckets looked up so far (see bucket).
-	buckets map[string]objBucket
+	place string
+	// transfers is TransfersStream, whose bodies a coordinator deletes;
+	// nil for a worker.
+	transfers jetstream.Stream
 	// indexStream is the run index (see ListPage).
 	indexStream jetstream.Stream
 	// cancels holds clients' cancel requests (see RequestCancel).
@@ -278,7 +274,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		AllowDirect: true,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
-	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg)}
+	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg), transfersStreamConfig(cfg)}
 	for _, sc := range streams {
 		attempt := defaultAttempt
 		if sc.Name == JournalStream {
@@ -303,6 +299,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 			}
 			if err == nil && sc.Name == CancelsStream {
 				s.cancels = st
+			}
+			if err == nil && sc.Name == TransfersStream {
+				s.transfers = st
 			}
 			return err
 		}); err != nil {
@@ -377,61 +376,32 @@ func (s *Store) openBuckets(ctx context.Context) error {
 			return err
 		}
 	}
-	var transfers jetstream.ObjectStore
-	for _, ob := range []struct {
-		dst  *jetstream.ObjectStore
-		name string
-		desc string
-	}{{&s.payloads, PayloadsBucket, "Formica large run records"}, {&transfers, TransfersBucket, "Formica large message bodies of the coordinators"}} {
-		oc := jetstream.ObjectStoreConfig{Bucket: ob.name, Description: ob.desc, TTL: s.cfg.Retention,
-			Storage: jetstream.FileStorage, Replicas: r}
-		err := retry(ctx, s.log, "object store "+ob.name, func(ctx context.Context) (err error) {
-			*ob.dst, err = ensure(ctx, client, js.ObjectStore, ob.name, jetstream.ErrBucketNotFound,
-				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
-				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	oc := jetstream.ObjectStoreConfig{Bucket: PayloadsBucket, Description: "Formica large run records", TTL: s.cfg.Retention,
+		Storage: jetstream.FileStorage, Replicas: r}
+	err := retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
+		s.payloads, err = ensure(ctx, client, js.ObjectStore, PayloadsBucket, jetstream.ErrBucketNotFound,
+			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
+			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if !client {
-		s.own = TransfersBucket
+		s.place = CoordinatorsPlace
 	}
 	return nil
 }
 
-// OpenWorkerTransfers creates or updates, idempotently, the transfers
-// bucket of worker id (WorkerTransfers): a coordinator does so when the
-// worker joins, since a worker's credentials create no stream. Its TTL is
-// Config.Retention, like the coordinators' bucket's (a worker's journal
-// keeps its large entries there).
-func (s *Store) OpenWorkerTransfers(ctx context.Context, id string) error {
-	if s.cfg.Client || s.own != TransfersBucket {
-		return fmt.Errorf("store: open transfers of worker %s: %w", id, ErrClient)
-	}
-	name := WorkerTransfers(id)
-	oc := jetstream.ObjectStoreConfig{Bucket: name, Description: "Formica large message bodies of worker " + id,
-		TTL: s.cfg.Retention, Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas}
-	if _, err := s.js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
-		return fmt.Errorf("store: open transfers of worker %s: %w", id, err)
-	}
-	return nil
-}
-
-// OpenTransfers returns worker's store of transfers: it writes bodies over the NATS
-// max payload into the worker's own transfers bucket (WorkerTransfers),
-// made by a coordinator when the worker joined, and reads the
-// coordinators' (TransfersBucket) by direct gets: what a worker, whose
-// credentials allow no other JetStream use, needs. It also writes its
-// threads' journals (Journal), publishing to their subjects. Of cfg it
-// uses Logger and JournalFailed.
-//
-// A worker may start before any coordinator has made its bucket (an
-// orchestrator gives no start order), or while JetStream is not ready yet:
-// then the store is returned all the same and each payload call looks the
-// bucket up again, bounded by its own ctx, until one finds it. No thread
-// reaches a worker before a coordinator saw it join.
+// OpenTransfers returns worker's store of transfers: it writes bodies
+// over the NATS max payload into the worker's place (WorkerPlace) of
+// TransfersStream and reads them there (the coordinators write there what
+// they send it), what a worker, whose credentials allow no other
+// JetStream use, needs. It also writes its threads' journals (Journal),
+// publishing to their subjects. Of cfg it uses Logger and JournalFailed.
+// It asks the server nothing: a worker may start before any coordinator
+// made the stream (an orchestrator gives no start order), and its bodies
+// go through once one has.
 func OpenTransfers(ctx context.Context, nc *nats.Conn, worker string, cfg Config) (*Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -444,12 +414,9 @@ func OpenTransfers(ctx context.Context, nc *nats.Conn, worker string, cfg Config
 	if err := ids.CheckToken(worker); err != nil {
 		return nil, fmt.Errorf("store: transfers of worker: %w", err)
 	}
-	s := &Store{nc: nc, js: js, log: log, own: WorkerTransfers(worker),
+	s := &Store{nc: nc, js: js, log: log, place: WorkerPlace(worker),
 		cfg: Config{Now: time.Now, Logger: log, JournalFailed: cfg.JournalFailed}}
 	if s.jjs, err = s.journalPublisher(nc); err != nil {
-		return nil, err
-	}
-	if _, err := s.bucket(ctx, s.own); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !transient(err) {
 		return nil, err
 	}
 	return s, nil

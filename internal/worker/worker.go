@@ -149,7 +149,7 @@ func New(cfg Config) (*Worker, error) {
 	tr, err := natstransport.New(cfg.Conn, natstransport.Config{Logger: cfg.Logger, Offloader: cfg.Offloader, MayCarryRef: wire.MayCarryRef,
 		Sender: store.ToWorker(cfg.ID),
 		// Its own inbox, with credentials or without: a coordinator puts a
-		// large reply sent there into this worker's bucket.
+		// large reply sent there into this worker's place.
 		InboxPrefix: wire.WorkerInboxPrefix + cfg.ID})
 	if err != nil {
 		return nil, err

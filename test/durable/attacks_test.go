@@ -3,9 +3,9 @@ package durable_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,12 +17,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
-	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/wire"
 	"github.com/formica-run/formica/test/proc"
 )
@@ -242,9 +240,12 @@ func TestAttacksAreRefused(t *testing.T) {
 
 // transferAttacks replays, with a worker's credentials (mallory, which
 // joins as a worker of its own), what a hostile worker could do to the
-// bodies others send over the NATS max payload: purge, overwrite or delete
-// them in the coordinators' or another worker's transfers bucket, have the
-// server republish its own body on another's subject, and, placed a
+// bodies others send over the NATS max payload, every party's in the one
+// transfers stream: read, overwrite, delete or purge them (the
+// coordinators' and w1's), by their subjects, by wildcards, in batches or
+// by sequence; purge or overwrite them through the stream, by headers on
+// a message of its own place (a rollup, a schedule, a TTL); have the
+// server republish its own body on another's subject; and, placed a
 // thread, send a spawn or a result whose reference names another party's
 // body. Each is refused, and both bodies stay.
 func transferAttacks(t *testing.T, c *coord) {
@@ -255,7 +256,7 @@ func transferAttacks(t *testing.T, c *coord) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Join: a coordinator makes the bucket of a worker that joins.
+	// Join, to be placed a thread below.
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -269,66 +270,95 @@ func transferAttacks(t *testing.T, c *coord) {
 			}
 		}
 	}()
+	proc.WaitUntil(t, readyTimeout, "the coordinator lists mallory", func() bool {
+		var ws []struct{ ID string }
+		c.getJSON("/v1/workers", &ws)
+		for _, w := range ws {
+			if w.ID == "mallory" {
+				return true
+			}
+		}
+		return false
+	})
 	cnc := c.connect()
 	defer cnc.Close()
 	cjs, _ := jetstream.New(cnc)
-	proc.WaitUntil(t, readyTimeout, "mallory's transfers bucket", func() bool {
-		_, err := cjs.ObjectStore(ctx, store.WorkerTransfers("mallory"))
-		return err == nil
-	})
 
-	// The victims: a body in the coordinators' bucket, one in w1's, as
-	// their owners write them.
-	type victim struct{ bucket, name, ref string }
-	plant := func(bucket string) victim {
-		obs, err := cjs.ObjectStore(ctx, bucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := []byte(strings.Repeat("a body of "+bucket+" ", 1000))
+	// The victims: a body in the coordinators' place, one in w1's, as
+	// their writers write them (one chunk each).
+	type victim struct{ place, chunk, ref string }
+	plant := func(place string) victim {
+		data := []byte(strings.Repeat("a body of "+place+" ", 1000))
 		sum := sha256.Sum256(data)
-		id := uuid.NewString() + "." + hex.EncodeToString(sum[:])
-		if _, err := obs.PutBytes(ctx, "payloads/"+id, data); err != nil {
+		id := uuid.NewString()
+		v := victim{place, place + "." + id + ".0", place + "/" + id + "." + hex.EncodeToString(sum[:]) + ".1"}
+		if _, err := cjs.Publish(ctx, v.chunk, data); err != nil {
 			t.Fatal(err)
 		}
-		return victim{bucket, "payloads/" + id, bucket + "/" + id}
+		return v
 	}
-	victims := []victim{plant(store.TransfersBucket), plant(store.WorkerTransfers("w1"))}
+	victims := []victim{plant(store.CoordinatorsPlace), plant(store.WorkerPlace("w1"))}
+	direct := "$JS.API.DIRECT.GET." + store.TransfersStream + "."
+	victims = append(victims, plant(store.ToWorkerPlace("w1")))
 	for _, v := range victims {
-		meta := "$O." + v.bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(v.name))
-		m.refused("purge "+v.bucket, "$JS.API.STREAM.PURGE.OBJ_"+v.bucket, false)
-		m.refused("overwrite or delete a body in "+v.bucket, meta, false)
-		m.refused("write chunks into "+v.bucket, "$O."+v.bucket+".C.evil", false)
-		m.refused("delete a message of "+v.bucket, "$JS.API.STREAM.MSG.DELETE.OBJ_"+v.bucket, false)
+		m.refused("overwrite a body in "+v.place, v.chunk, false)
+		m.refused("write a chunk into "+v.place, v.place+".evil.0", false)
+		m.refused("read a body in "+v.place, direct+v.chunk, false)
+		m.refused("read the last body in "+v.place, direct+v.place+".>", false)
 	}
-	m.refused("list the names of w1's bodies", "$JS.API.STREAM.INFO.OBJ_"+store.WorkerTransfers("w1"), false)
-	m.refused("read w1's bodies", "$JS.API.DIRECT.GET.OBJ_"+store.WorkerTransfers("w1"), false)
-	m.refused("read the coordinators' bodies", "$JS.API.DIRECT.GET."+auth.TransfersStream, false)
-	m.refused("list the names of the coordinators' bodies", "$JS.API.STREAM.INFO."+auth.TransfersStream, false)
-	m.refused("make a stream", "$JS.API.STREAM.CREATE.OBJ_"+store.WorkerTransfers("mallory2"), false)
-	m.refused("reconfigure its own bucket", "$JS.API.STREAM.UPDATE.OBJ_"+store.WorkerTransfers("mallory"), false)
+	w1, _ := strings.CutPrefix(victims[2].chunk, store.ToWorkerPlace("w1"))
+	m.refused("read a body sent to w1 through a wildcard for the worker", direct+"formica.transfers.to.*"+w1, false)
+	m.refused("read the last body of every place", direct+"formica.transfers.>", false)
+	m.refused("read bodies in batches, by a filter in the request", "$JS.API.DIRECT.GET."+store.TransfersStream, false)
+	m.refused("read a body by sequence", "$JS.API.STREAM.MSG.GET."+store.TransfersStream, false)
+	m.refused("list the subjects of the bodies", "$JS.API.STREAM.INFO."+store.TransfersStream, false)
+	m.refused("purge the bodies, by a filter in the request", "$JS.API.STREAM.PURGE."+store.TransfersStream, false)
+	m.refused("delete a body's message by sequence", "$JS.API.STREAM.MSG.DELETE."+store.TransfersStream, false)
+	m.refused("reconfigure the transfers stream", "$JS.API.STREAM.UPDATE."+store.TransfersStream, false)
+	m.refused("delete the transfers stream", "$JS.API.STREAM.DELETE."+store.TransfersStream, false)
+	m.refused("make a stream", "$JS.API.STREAM.CREATE.FORMICA_TRANSFERS_MALLORY", false)
 
-	// An exec request for w1 as a body of its own (it may write there),
-	// then a consumer delivering that chunk onto w1's exec subject: the
-	// server would publish it.
+	// Its own place is written, never read: the server answers a direct
+	// get on whatever subject the asker names, so it would publish there
+	// what the worker wrote (here a heartbeat of w1's). Nor is the place
+	// the coordinators send it bodies in written. The stream refuses what
+	// headers would have it do beyond: a rollup of every subject (a purge)
+	// or of its own, a message scheduled onto w1's body's subject, a TTL
+	// keeping it past the stream's age, a counter.
 	js, err := jetstream.New(m.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := js.ObjectStore(ctx, store.WorkerTransfers("mallory"))
-	if err != nil {
-		t.Fatalf("a worker may use its own transfers bucket: %v", err)
+	own := store.WorkerPlace("mallory") + "." + uuid.NewString()
+	hb := wire.WorkerHeartbeat{ID: "w1", Host: "evil", Slots: 1000, Started: time.Now(), Interval: time.Second}
+	if _, err := js.Publish(ctx, own+".0", wire.MustEncode(wire.TypeWorkerHeartbeat, hb)); err != nil {
+		t.Fatalf("a worker may write in its own place: %v", err)
 	}
-	exec := wire.ExecRequest{Coordinator: "coord", Token: "forged", Thread: thread.Thread{ID: "evil", RunID: "any", Task: "cat /etc/shadow"}}
-	info, err := own.PutBytes(ctx, "evil", wire.MustEncode(wire.TypeExecRequest, exec))
-	if err != nil {
-		t.Fatalf("put a body in its own bucket: %v", err)
+	m.refusedDoing("have the server answer w1's heartbeat subject with its own body", direct+own+".0", func() error {
+		ask := nats.NewMsg(direct + own + ".0")
+		ask.Reply = wire.SubjectWorkerHeartbeat("w1")
+		return m.nc.PublishMsg(ask)
+	})
+	m.refused("write where the coordinators send it bodies", store.ToWorkerPlace("mallory")+".evil.0", false)
+	for what, h := range map[string]nats.Header{
+		"rollup of the stream":                 {"Nats-Rollup": {"all"}},
+		"rollup of its subject":                {"Nats-Rollup": {"sub"}},
+		"message scheduled onto w1's body":     {"Nats-Schedule": {"@every 1s"}, "Nats-Schedule-Target": {victims[1].chunk}},
+		"message kept past the stream's age":   {"Nats-TTL": {"never"}},
+		"message counter over its own subject": {"Nats-Incr": {"+1"}},
+	} {
+		msg := &nats.Msg{Subject: own + ".1", Header: h, Data: []byte("x")}
+		var refused *jetstream.APIError
+		if _, err := js.PublishMsg(ctx, msg); !errors.As(err, &refused) {
+			t.Errorf("a %s: %v, want the stream's refusal", what, err)
+		}
 	}
-	stream := store.ObjectStream(store.WorkerTransfers("mallory"))
-	push, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
-		"name": "evil", "deliver_subject": wire.SubjectExec("w1"), "filter_subject": "$O." + store.WorkerTransfers("mallory") + ".C." + info.NUID,
-		"ack_policy": "none"}})
-	m.refusedPublish("deliver its own chunk as an exec request to w1", "$JS.API.CONSUMER.CREATE."+stream+".evil", push)
+	// A consumer delivering its own chunk onto w1's heartbeat subject: the
+	// server would publish it there.
+	push, _ := json.Marshal(map[string]any{"stream_name": store.TransfersStream, "config": map[string]any{
+		"name": "evil", "deliver_subject": wire.SubjectWorkerHeartbeat("w1"), "filter_subject": own + ".0", "ack_policy": "none"}})
+	m.refusedPublish("deliver its own chunk as a heartbeat of w1's", "$JS.API.CONSUMER.CREATE."+store.TransfersStream+".evil", push)
+	m.refusedPublish("the same with the filter in the subject", "$JS.API.CONSUMER.CREATE."+store.TransfersStream+".evil."+own+".0", push)
 
 	// Placed a thread (mallory is the least loaded worker), it names the
 	// victims' bodies in its spawn requests and its result.
@@ -363,7 +393,7 @@ func transferAttacks(t *testing.T, c *coord) {
 		spawn.Header.Set(wire.HeaderType, string(wire.TypeSpawnRequest))
 		spawn.Header.Set("Formica-Payload", v.ref)
 		reply, err := m.nc.RequestMsg(spawn, 10*time.Second)
-		if err != nil || reply.Header.Get(wire.HeaderType) != "error" || !strings.Contains(string(reply.Data), "sender's bucket") {
+		if err != nil || reply.Header.Get(wire.HeaderType) != "error" || !strings.Contains(string(reply.Data), "sender's place") {
 			t.Errorf("spawn naming %s: %v, reply %q", v.ref, err, replyText(reply))
 		}
 	}
@@ -373,16 +403,17 @@ func transferAttacks(t *testing.T, c *coord) {
 	if err := m.nc.PublishMsg(result); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.waitFinal(bait); r.Status != event.Failed || !strings.Contains(r.Error, "sender's bucket") {
+	if r := c.waitFinal(bait); r.Status != event.Failed || !strings.Contains(r.Error, "sender's place") {
 		t.Errorf("bait run whose result named w1's body: %s (%s), want failed for it", r.Status, r.Error)
 	}
+	transfers, err := cjs.Stream(ctx, store.TransfersStream)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range victims {
-		obs, err := cjs.ObjectStore(ctx, v.bucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if data, err := obs.GetBytes(ctx, v.name); err != nil || !strings.HasPrefix(string(data), "a body of "+v.bucket) {
-			t.Errorf("the body %s after the attacks: %d bytes, %v", v.ref, len(data), err)
+		msg, err := transfers.GetLastMsgForSubject(ctx, v.chunk)
+		if err != nil || !strings.HasPrefix(string(msg.Data), "a body of "+v.place) {
+			t.Errorf("the body %s after the attacks: %v", v.ref, err)
 		}
 	}
 }

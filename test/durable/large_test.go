@@ -21,8 +21,8 @@ import (
 // (scripted) hands a helper (sim) a 1.5 MiB task in its spawn request,
 // which reaches the helper's worker in its exec request, and the helper's
 // answer, as large, comes back to the root: its transcript holds it whole.
-// Each worker writes into its own transfers bucket, the coordinator into
-// its own.
+// Each worker writes into its own place of the transfers stream, the
+// coordinator into the worker's it sends to.
 func TestResultLargerThanNATSMessage(t *testing.T) {
 	t.Parallel()
 	c := startCoord(t, coordOpts{})

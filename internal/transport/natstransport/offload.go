@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Offloader keeps payloads too large for a NATS message (the JetStream object
-// store in Formica) and hands them back by reference. PutPayload's to is
+// Offloader keeps payloads too large for a NATS message (a JetStream
+// stream in Formica) and hands them back by reference. PutPayload's to is
 // the party the message goes to, as Config.Recipient names it ("" for
 // none); GetPayload's from is the party the message came from, as
 // Config.Sender names it: the Offloader refuses a reference that party did
@@ -20,8 +20,8 @@ type Offloader interface {
 	GetPayload(ctx context.Context, from, ref string) ([]byte, error)
 }
 
-// deleter is an Offloader that deletes bodies: its own, and those it may
-// (MayDeletePayload) once read.
+// deleter is an Offloader that deletes bodies: those it may
+// (MayDeletePayload), once read or once their exchange is over.
 type deleter interface {
 	MayDeletePayload(ref string) bool
 	DeletePayload(ctx context.Context, ref string) error
