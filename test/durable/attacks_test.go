@@ -324,7 +324,7 @@ func transferAttacks(t *testing.T, c *coord) {
 	// the coordinators send it bodies in written. The stream refuses what
 	// headers would have it do beyond: a rollup of every subject (a purge)
 	// or of its own, a message scheduled onto w1's body's subject, a TTL
-	// keeping it past the stream's age, a counter.
+	// keeping it past the stream's age, a counter, a batch.
 	js, err := jetstream.New(m.nc)
 	if err != nil {
 		t.Fatal(err)
@@ -346,6 +346,7 @@ func transferAttacks(t *testing.T, c *coord) {
 		"message scheduled onto w1's body":     {"Nats-Schedule": {"@every 1s"}, "Nats-Schedule-Target": {victims[1].chunk}},
 		"message kept past the stream's age":   {"Nats-TTL": {"never"}},
 		"message counter over its own subject": {"Nats-Incr": {"+1"}},
+		"batch of messages":                    {"Nats-Batch-Id": {"evil"}, "Nats-Batch-Sequence": {"1"}},
 	} {
 		msg := &nats.Msg{Subject: own + ".1", Header: h, Data: []byte("x")}
 		var refused *jetstream.APIError
