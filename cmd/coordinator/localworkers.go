@@ -22,8 +22,8 @@ const (
 )
 
 // localWorkerIDs are the ids of n local workers, the same at every start
-// on one data dir: a restart brings the same workers back (their transfers
-// buckets, metrics and records name them) rather than new ones.
+// on one data dir: a restart brings the same workers back (their metrics
+// and records name them) rather than new ones.
 func localWorkerIDs(dataDir string, n int) ([]string, error) {
 	stem, err := keptID(dataDir, localWorkerIDFile)
 	if err != nil {
