@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -275,47 +276,86 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
 	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg), transfersStreamConfig(cfg)}
+	// Every stream and bucket at once: on a cluster each one's creation
+	// waits for its own Raft group to elect a leader, seconds each, which
+	// one after another added up to about a minute.
+	opens := make([]func() error, 0, len(streams)+6)
+	var duplicates time.Duration
 	for _, sc := range streams {
-		attempt := defaultAttempt
-		if sc.Name == JournalStream {
-			// Lowering its per-thread limit first counts each thread's
-			// messages (keepStoredJournals): pages of subjects.
-			attempt = time.Minute
-		}
-		if err := retryFor(ctx, s.log, "stream "+sc.Name, attempt, func(ctx context.Context) error {
-			if sc.Name == JournalStream && !cfg.Client {
-				if err := s.keepStoredJournals(ctx, &sc); err != nil {
-					return err
+		opens = append(opens, func() error {
+			st, err := s.openStream(ctx, sc)
+			if err != nil {
+				return err
+			}
+			switch sc.Name {
+			case QueueStream:
+				duplicates = st.CachedInfo().Config.Duplicates
+				if !cfg.Client {
+					return s.openQueueConsumer(ctx)
 				}
-			}
-			st, err := ensure(ctx, cfg.Client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
-				func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) },
-				func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
-			if err == nil && sc.Name == QueueStream {
-				s.cfg.DuplicateWindow = st.CachedInfo().Config.Duplicates // what Enqueue relies on
-			}
-			if err == nil && sc.Name == IndexStream {
+			case IndexStream:
 				s.indexStream = st
-			}
-			if err == nil && sc.Name == CancelsStream {
+			case CancelsStream:
 				s.cancels = st
-			}
-			if err == nil && sc.Name == TransfersStream {
+			case TransfersStream:
 				s.transfers = st
 			}
-			return err
-		}); err != nil {
-			return nil, err
-		}
+			return nil
+		})
 	}
-	if cfg.Client {
-		if err := s.openBuckets(ctx); err != nil {
-			return nil, err
-		}
-		return s, nil
+	opens = append(opens, s.bucketOpeners(ctx)...)
+	if err := all(opens); err != nil {
+		return nil, err
 	}
-	err = retry(ctx, s.log, "consumer "+QueueConsumer, func(ctx context.Context) (err error) {
-		s.queue, err = js.CreateOrUpdateConsumer(ctx, QueueStream, jetstream.ConsumerConfig{
+	s.cfg.DuplicateWindow = duplicates // what Enqueue relies on
+	if !cfg.Client {
+		s.place = CoordinatorsPlace
+	}
+	return s, nil
+}
+
+// all runs each of fns at once and returns their errors, joined.
+func all(fns []func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, f := range fns {
+		wg.Go(func() { errs[i] = f() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// openStream creates or updates (a client: looks up, or creates) stream
+// sc, retrying while JetStream settles.
+func (s *Store) openStream(ctx context.Context, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	js, client := s.js, s.cfg.Client
+	attempt := defaultAttempt
+	if sc.Name == JournalStream {
+		// Lowering its per-thread limit first counts each thread's
+		// messages (keepStoredJournals): pages of subjects.
+		attempt = time.Minute
+	}
+	var st jetstream.Stream
+	err := retryFor(ctx, s.log, "stream "+sc.Name, attempt, func(ctx context.Context) (err error) {
+		if sc.Name == JournalStream && !client {
+			if err := s.keepStoredJournals(ctx, &sc); err != nil {
+				return err
+			}
+		}
+		st, err = ensure(ctx, client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
+			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) },
+			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
+		return err
+	})
+	return st, err
+}
+
+// openQueueConsumer creates or updates the coordinators' durable consumer
+// of the queue.
+func (s *Store) openQueueConsumer(ctx context.Context) error {
+	cfg := &s.cfg
+	return retry(ctx, s.log, "consumer "+QueueConsumer, func(ctx context.Context) (err error) {
+		s.queue, err = s.js.CreateOrUpdateConsumer(ctx, QueueStream, jetstream.ConsumerConfig{
 			Durable:       QueueConsumer,
 			Description:   "Formica coordinators",
 			AckPolicy:     jetstream.AckExplicitPolicy,
@@ -325,19 +365,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		})
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.openBuckets(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
-// openBuckets creates or updates (a client: looks up, or creates) the KV
-// buckets and the object store.
-func (s *Store) openBuckets(ctx context.Context) error {
+// bucketOpeners returns the openers of the KV buckets and the object
+// store: each creates or updates its bucket (a client: looks it up, or
+// creates it).
+func (s *Store) bucketOpeners(ctx context.Context) []func() error {
 	js, r, client := s.js, s.cfg.Replicas, s.cfg.Client
+	var opens []func() error
 	for _, kv := range []struct {
 		dst  *jetstream.KeyValue
 		name string
@@ -348,49 +383,40 @@ func (s *Store) openBuckets(ctx context.Context) error {
 			Bucket: kv.name, Description: kv.desc, History: 1, TTL: s.cfg.Retention,
 			Storage: jetstream.FileStorage, Replicas: r, RePublish: republish(kvSubject(kv.name, ">"), kv.tree),
 		}
-		err := retry(ctx, s.log, "bucket "+kv.name, func(ctx context.Context) (err error) {
-			*kv.dst, err = ensure(ctx, client, js.KeyValue, kv.name, jetstream.ErrBucketNotFound,
-				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, kc) },
-				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kc) })
-			return err
+		opens = append(opens, func() error {
+			return retry(ctx, s.log, "bucket "+kv.name, func(ctx context.Context) (err error) {
+				*kv.dst, err = ensure(ctx, client, js.KeyValue, kv.name, jetstream.ErrBucketNotFound,
+					func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, kc) },
+					func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kc) })
+				return err
+			})
 		})
-		if err != nil {
-			return err
-		}
 	}
 	if !client {
-		lc := leasesConfig(s.cfg)
-		err := retry(ctx, s.log, "bucket "+LeasesBucket, func(ctx context.Context) (err error) {
-			s.leases, err = js.CreateOrUpdateKeyValue(ctx, lc)
-			return err
+		lc, kc := leasesConfig(s.cfg), keysConfig(s.cfg)
+		opens = append(opens, func() error {
+			return retry(ctx, s.log, "bucket "+LeasesBucket, func(ctx context.Context) (err error) {
+				s.leases, err = js.CreateOrUpdateKeyValue(ctx, lc)
+				return err
+			})
+		}, func() error {
+			return retry(ctx, s.log, "bucket "+KeysBucket, func(ctx context.Context) (err error) {
+				s.pkeys.kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
+				return err
+			})
 		})
-		if err != nil {
-			return err
-		}
-		kc := keysConfig(s.cfg)
-		err = retry(ctx, s.log, "bucket "+KeysBucket, func(ctx context.Context) (err error) {
-			s.pkeys.kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
-			return err
-		})
-		if err != nil {
-			return err
-		}
 	}
 	oc := jetstream.ObjectStoreConfig{Bucket: PayloadsBucket, Description: "Formica large run records", TTL: s.cfg.Retention,
 		Storage: jetstream.FileStorage, Replicas: r}
-	err := retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
-		s.payloads, err = ensure(ctx, client, js.ObjectStore, PayloadsBucket, jetstream.ErrBucketNotFound,
-			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
-			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
-		return err
+	opens = append(opens, func() error {
+		return retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
+			s.payloads, err = ensure(ctx, client, js.ObjectStore, PayloadsBucket, jetstream.ErrBucketNotFound,
+				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
+				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
+			return err
+		})
 	})
-	if err != nil {
-		return err
-	}
-	if !client {
-		s.place = CoordinatorsPlace
-	}
-	return nil
+	return opens
 }
 
 // OpenTransfers returns worker's store of transfers: it writes bodies
