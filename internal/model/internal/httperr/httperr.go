@@ -228,12 +228,49 @@ func clip(s string) string {
 // (partly masked, but still more than should reach a log).
 var keyLike = regexp.MustCompile(`\b(sk|rk|pk)-[A-Za-z0-9_*.\-]{6,}`)
 
-// redact removes the configured key and anything shaped like a key.
+// redact removes the configured key and anything shaped like a key. A key
+// shorter than minBareSecret (a local server's "x", say) is removed only
+// where it stands as a token of its own: replaced inside words, it would
+// garble every message that holds its letters.
 func (e Endpoint) redact(s string) string {
-	if e.Secret != "" {
+	switch {
+	case len(e.Secret) >= minBareSecret:
 		s = strings.ReplaceAll(s, e.Secret, "[redacted]")
+	case e.Secret != "":
+		s = replaceToken(s, e.Secret, "[redacted]")
 	}
 	return keyLike.ReplaceAllString(s, "[redacted]")
+}
+
+// minBareSecret is the length from which a key is removed wherever it
+// appears.
+const minBareSecret = 8
+
+// replaceToken replaces tok in s where it stands as a token of its own:
+// no letter, digit, '_' or '-' next to it.
+func replaceToken(s, tok, with string) string {
+	var b strings.Builder
+	from := 0
+	for {
+		i := strings.Index(s[from:], tok)
+		if i < 0 {
+			b.WriteString(s[from:])
+			return b.String()
+		}
+		i += from
+		end := i + len(tok)
+		b.WriteString(s[from:i])
+		if (i == 0 || !tokenByte(s[i-1])) && (end == len(s) || !tokenByte(s[end])) {
+			b.WriteString(with)
+		} else {
+			b.WriteString(tok)
+		}
+		from = end
+	}
+}
+
+func tokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // AskFor is what every attempt of req asks of its endpoint's quota: the

@@ -168,6 +168,10 @@ func TestRedact(t *testing.T) {
 		{"key-shaped tokens", "", "sk-proj-abc***xyz and rk-live-123456789 or pk-abcdef", "[redacted] and [redacted] or [redacted]"},
 		{"Anthropic key", "gateway-token-123", "key gateway-token-123 or sk-ant-api03-abcdefgh rejected", "key [redacted] or [redacted] rejected"},
 		{"too short to be a key", "", "sk-abc and task-abcdefgh", "sk-abc and task-abcdefgh"},
+		{"a one-letter key, inside words", "e", "unexpected end of JSON input", "unexpected end of JSON input"},
+		{"a one-letter key on its own", "x", "bad key x, try again", "bad key [redacted], try again"},
+		{"a short key ending a sentence", "k1", "bad key k1.", "bad key [redacted]."},
+		{"a short key at the ends", "abc", "abc rejected: abc", "[redacted] rejected: [redacted]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Endpoint{Secret: tc.secret}.redact(tc.in)
