@@ -494,6 +494,12 @@ func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
 		c.refuse(m.Subject, fmt.Errorf("heartbeat names worker %q", hb.ID))
 		return
 	}
+	if hb.Leaving {
+		if c.registry.forget(hb.ID) {
+			c.workerGone(hb.ID, "drained", false)
+		}
+		return
+	}
 	if hb.Slots > c.cfg.MaxWorkerSlots {
 		hb.Slots = c.cfg.MaxWorkerSlots
 	}
@@ -517,9 +523,20 @@ func (c *Coordinator) joined(hb wire.WorkerHeartbeat) {
 // uptime is the coordinator's age on the monotonic clock.
 func (c *Coordinator) uptime() time.Duration { return time.Since(c.born) }
 
-func (c *Coordinator) workerLost(id, reason string) {
-	c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
-	c.cfg.Metrics.WorkerLost()
+func (c *Coordinator) workerLost(id, reason string) { c.workerGone(id, reason, true) }
+
+// workerGone settles worker id, gone: lost (silent, not answering), or
+// stopped cleanly (its last heartbeat said it was leaving), which is no
+// incident, so neither logged as one nor counted as lost. Its runs see
+// it leave in their streams either way.
+func (c *Coordinator) workerGone(id, reason string, lost bool) {
+	if lost {
+		c.cfg.Logger.Warn("worker lost", "worker", id, "reason", reason)
+		c.cfg.Metrics.WorkerLost()
+	} else {
+		c.cfg.Logger.Info("worker left", "worker", id, "reason", reason)
+		c.cfg.Metrics.WorkerLeft()
+	}
 	c.quotaWorkerLost(id)
 	e := event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}
 	c.publish(e)

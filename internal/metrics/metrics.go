@@ -83,6 +83,7 @@ type Metrics struct {
 	placements      map[string]prometheus.Counter
 
 	workersLost prometheus.Counter
+	workersLeft prometheus.Counter
 
 	journalReplays     prometheus.Counter
 	journalReusedTotal prometheus.Counter
@@ -142,6 +143,7 @@ func New() *Metrics {
 	m.placements = bind(f.counterVec("formica_placements_total", "Placements of threads on workers, by outcome.", "outcome"), placements)
 
 	m.workersLost = f.counter("formica_workers_lost_total", "Workers presumed lost (silent or not answering).")
+	m.workersLeft = f.counter("formica_workers_left_total", "Workers that stopped cleanly (drained), as their last heartbeat said.")
 
 	m.journalReplays = f.counter("formica_journal_replays_total", "Placements of threads that replay journaled work (run delivered again or resumed, worker lost).")
 	m.journalReusedTotal = f.counter("formica_journal_threads_reused_total", "Finished threads answered from the journal without being placed.")

@@ -143,6 +143,13 @@ func (m *Metrics) WorkerLost() {
 	}
 }
 
+// WorkerLeft counts a worker that stopped cleanly.
+func (m *Metrics) WorkerLeft() {
+	if m != nil {
+		m.workersLeft.Inc()
+	}
+}
+
 // ApprovalAsked counts an approval waiting for its answer.
 func (m *Metrics) ApprovalAsked() {
 	if m != nil {

@@ -198,6 +198,9 @@ type WorkerHeartbeat struct {
 	// MCP names the MCP servers configured on the worker (--mcp-config),
 	// so threads that name them are placed here.
 	MCP []string `msgpack:"mcp,omitempty"`
+	// Leaving is the worker's last heartbeat as it stops: it is gone, not
+	// lost.
+	Leaving bool `msgpack:"leaving,omitempty"`
 }
 
 // WorkerInfo is what a coordinator knows of one worker: the body of its

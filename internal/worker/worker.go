@@ -110,6 +110,7 @@ type Worker struct {
 	gaps       []time.Duration
 
 	draining atomic.Bool
+	leaving  atomic.Bool // its last heartbeat says so
 	started  time.Time
 	subs     []transport.Subscription
 	natsSubs []*nats.Subscription
@@ -304,6 +305,8 @@ func (w *Worker) Stop() error {
 	w.draining.Store(true)
 	w.cancelAll(errors.New("worker stopping"))
 	w.waitIdle(5 * time.Second)
+	w.leaving.Store(true)
+	w.heartbeat(context.Background()) // so its coordinators count it gone, not lost
 	close(w.stop)
 	w.loops.Wait()
 	var errs []error
@@ -393,7 +396,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	running := len(w.slots)
 	hb := wire.WorkerHeartbeat{
 		ID: w.cfg.ID, Host: w.host, Slots: w.cfg.Slots, Running: running, Parked: max(0, hosted-running),
-		Draining: w.draining.Load(), Started: w.started, Interval: w.cfg.HeartbeatInterval,
+		Draining: w.draining.Load(), Leaving: w.leaving.Load(), Started: w.started, Interval: w.cfg.HeartbeatInterval,
 		Sandbox: w.sandboxState(), MCP: w.cfg.MCP.Names(),
 	}
 	data := wire.MustEncode(wire.TypeWorkerHeartbeat, hb)
