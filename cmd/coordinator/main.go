@@ -140,6 +140,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.StringVar(&o.hc.Addr, "http", "127.0.0.1:8080", "HTTP API `addr`; \"off\" disables it")
 	fs.StringVar(&o.hc.Token, "http-token", "", "bearer `token` the HTTP API requires; required beyond loopback")
 	fs.StringVar(&o.tokenFile, "http-token-file", "", "`file` holding the HTTP API's bearer token (instead of --http-token)")
+	fs.IntVar(&o.hc.MaxStreams, "http-max-streams", api.DefaultMaxStreams, "event streams (SSE: GET /v1/runs/{id}/events, the dashboard's live views) the HTTP API serves at once; past it new ones get 503 with Retry-After")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs, o
 }

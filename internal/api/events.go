@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +16,10 @@ import (
 // streamWriteTimeout is how long one event may take to reach a client; a
 // client that stalls longer is dropped (it may reconnect and resume).
 const streamWriteTimeout = 30 * time.Second
+
+// streamRetryAfter is the Retry-After of a stream refused past
+// Config.MaxStreams, in seconds.
+const streamRetryAfter = "5"
 
 // errStreamClosed answers a send that comes after Events returned.
 var errStreamClosed = errors.New("api: event stream closed")
@@ -32,6 +37,10 @@ var errStreamClosed = errors.New("api: event stream closed")
 // A finished run with nothing after the resume point answers 204 No Content,
 // which tells a browser's EventSource to stop reconnecting. A running run's
 // headers go out at once, so clients see the stream open before any event.
+//
+// Past Config.MaxStreams streams served at once, a new one is answered 503
+// with Retry-After at once: a client is never left with a 200 and nothing
+// after it.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "run", validRunID)
 	if err != nil {
@@ -41,6 +50,13 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if s.open.Add(1) > int64(s.cfg.MaxStreams) {
+		s.open.Add(-1)
+		w.Header().Set("Retry-After", streamRetryAfter)
+		return &apiError{http.StatusServiceUnavailable, codeUnavailable,
+			fmt.Sprintf("this server already serves its most event streams at once (%d); try again later", s.cfg.MaxStreams)}
+	}
+	defer s.open.Add(-1)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()

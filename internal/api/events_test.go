@@ -335,3 +335,46 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Errorf("%d streams still running", n)
 	}
 }
+
+// Past MaxStreams streams at once, a new one is refused at once with 503
+// and Retry-After, never opened; once one ends, the next is served.
+func TestEventsPastMaxStreams(t *testing.T) {
+	h := newHarness(t, Config{MaxStreams: 2})
+	h.fake.addRun("r1", event.Running, testEvents("r1", 1, 1)...)
+	var open []*sseClient
+	for range 2 {
+		c := h.stream("/v1/runs/r1/events")
+		if id, _ := c.event(); id != "1" {
+			t.Fatalf("id %s, want 1", id)
+		}
+		open = append(open, c)
+	}
+	c := h.stream("/v1/runs/r1/events")
+	body, _ := io.ReadAll(c.rd)
+	status, code, msg := errorOf(t, reply{status: c.resp.StatusCode, header: c.resp.Header, body: body})
+	if status != http.StatusServiceUnavailable || code != "unavailable" {
+		t.Fatalf("the third stream: %d %s, want 503 unavailable", status, code)
+	}
+	if ra := c.resp.Header.Get("Retry-After"); ra != "5" {
+		t.Errorf("Retry-After %q, want 5", ra)
+	}
+	if !strings.Contains(msg, "most event streams at once (2)") {
+		t.Errorf("message %q does not name the ceiling", msg)
+	}
+	if n := h.fake.activeStreams(); n != 2 {
+		t.Errorf("%d streams reached the backend, want 2", n)
+	}
+	// Other requests are not affected.
+	if r := h.do("GET", "/v1/runs/r1", nil); r.status != 200 {
+		t.Errorf("GET a run while at the most streams: %d", r.status)
+	}
+	open[0].close()
+	waitFor(t, "the server to let go of a stream", func() bool { return h.s.open.Load() == 1 })
+	c = h.stream("/v1/runs/r1/events")
+	if id, _ := c.event(); id != "1" {
+		t.Fatalf("after one ended: id %s, want 1", id)
+	}
+	h.fake.finish("r1", event.Succeeded)
+	c.end()
+	open[1].end()
+}

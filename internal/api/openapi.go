@@ -87,6 +87,15 @@ var (
 	runIDParam   = param("id", "path", "The run id.", obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, true)
 )
 
+// withResponse returns a copy of operation o with one more response.
+func withResponse(o obj, status string, resp obj) obj {
+	o = maps.Clone(o)
+	responses := maps.Clone(o["responses"].(obj))
+	responses[status] = resp
+	o["responses"] = responses
+	return o
+}
+
 // with returns a copy of o with more keys.
 func with(o obj, kv ...any) obj {
 	o = maps.Clone(o)
@@ -140,12 +149,17 @@ func openAPIPaths() obj {
 		},
 		"/v1/runs/{id}/events": obj{
 			"parameters": []obj{runIDParam},
-			"get": with(op("runEvents", "Follow a run's events (Server-Sent Events)", "200", obj{
+			"get": with(withResponse(op("runEvents", "Follow a run's events (Server-Sent Events)", "200", obj{
 				"description": "An event stream. Each message is `id: <event id>` (its stored batch's sequence × 1000 + its place in the batch) and `data: <Event as one line of JSON>`; " +
 					"`: keepalive` comments come while nothing else does. It replays the stored events after the resume point, " +
 					"follows live ones and ends when the run has finished.",
 				"content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}},
-			}, "400", "401", "404", "500", "503"),
+			}, "400", "401", "404", "500"), "503", obj{
+				"description": "The backend cannot serve now, or the server already serves its most event streams at once (coordinator `--http-max-streams`): try again after `Retry-After`.",
+				"headers": obj{"Retry-After": obj{"description": "Seconds to wait before trying again (set when the server is at its most streams).",
+					"schema": obj{"type": "integer", "minimum": 0}}},
+				"content": jsonContent(ref("Error")),
+			}),
 				"parameters", []obj{
 					param("Last-Event-ID", "header", "Resume after this event id (wins over `after`).", obj{"type": "integer", "minimum": 0}, false),
 					param("after", "query", "Resume after this event id.", obj{"type": "integer", "minimum": 0}, false),

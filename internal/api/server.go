@@ -29,6 +29,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/formica-run/formica/internal/metrics"
@@ -39,6 +40,8 @@ const (
 	DefaultAddr      = "127.0.0.1:8080"
 	DefaultMaxBody   = 1 << 20
 	DefaultKeepAlive = 15 * time.Second
+	// DefaultMaxStreams is how many event streams a server serves at once.
+	DefaultMaxStreams = 10_000
 )
 
 // Timeouts of the HTTP server. Event streams replace the write timeout with
@@ -80,6 +83,10 @@ type Config struct {
 	// TraceURL is a link template to a run's trace ({trace_id} replaced):
 	// run records of traced runs are served with it filled in as trace_url.
 	TraceURL string
+	// MaxStreams bounds the event streams (GET /v1/runs/{id}/events) served
+	// at once; default DefaultMaxStreams. Past it a new stream is refused
+	// at once with 503 unavailable and Retry-After, before anything else.
+	MaxStreams int
 }
 
 // Server is the HTTP API. Handler serves it on any http.Server; Start and
@@ -96,6 +103,9 @@ type Server struct {
 	// reconnect with Last-Event-ID).
 	streams    context.Context
 	endStreams context.CancelFunc
+	// open counts the event streams being served (at most
+	// Config.MaxStreams).
+	open atomic.Int64
 
 	mu       sync.Mutex
 	state    int // stateNew, stateStarted or stateClosed
@@ -141,6 +151,12 @@ func New(cfg Config, b Backend) (*Server, error) {
 		return nil, fmt.Errorf("%w: negative KeepAlive %v", ErrConfig, cfg.KeepAlive)
 	case cfg.KeepAlive == 0:
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	switch {
+	case cfg.MaxStreams < 0:
+		return nil, fmt.Errorf("%w: negative MaxStreams %d", ErrConfig, cfg.MaxStreams)
+	case cfg.MaxStreams == 0:
+		cfg.MaxStreams = DefaultMaxStreams
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

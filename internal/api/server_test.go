@@ -57,6 +57,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"no backend", Config{}, nil},
 		{"negative MaxBody", Config{MaxBody: -1}, newFake()},
 		{"negative KeepAlive", Config{KeepAlive: -time.Second}, newFake()},
+		{"negative MaxStreams", Config{MaxStreams: -1}, newFake()},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg, tt.b); !errors.Is(err, ErrConfig) {
@@ -67,7 +68,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.cfg.Addr != DefaultAddr || s.cfg.MaxBody != DefaultMaxBody || s.cfg.KeepAlive != DefaultKeepAlive {
+	if s.cfg.Addr != DefaultAddr || s.cfg.MaxBody != DefaultMaxBody || s.cfg.KeepAlive != DefaultKeepAlive || s.cfg.MaxStreams != DefaultMaxStreams {
 		t.Errorf("defaults: %+v", s.cfg)
 	}
 }
