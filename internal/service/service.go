@@ -50,12 +50,17 @@ type Config struct {
 	// that hosts no worker itself (--local-workers 0) cannot run anything
 	// until one registers.
 	NeedWorker bool
+	// FeedBuffer is how many stored batches of events each watcher of a
+	// run may have waiting (see store.Feeds); 0: store.DefaultFeedBuffer.
+	FeedBuffer int
 }
 
 // Service implements api.Backend.
 type Service struct {
 	cfg Config
 	tr  *natstransport.Transport
+	// feeds follow each watched run once for all its watchers (Events).
+	feeds *store.Feeds
 }
 
 var _ api.Backend = (*Service)(nil)
@@ -72,11 +77,20 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, tr: tr}, nil
+	return &Service{cfg: cfg, tr: tr, feeds: cfg.Store.NewFeeds(cfg.FeedBuffer)}, nil
 }
 
-// Close releases the service's subscriptions.
-func (s *Service) Close() error { return s.tr.Close() }
+// Close releases the service's subscriptions and ends the event streams
+// it serves.
+func (s *Service) Close() error {
+	s.feeds.Close()
+	return s.tr.Close()
+}
+
+// Following is how many runs the service follows now for the watchers of
+// their events (Events): one subscription each, whatever the number of
+// watchers.
+func (s *Service) Following() int { return s.feeds.Following() }
 
 // Submit queues a run. The same id twice is one run.
 func (s *Service) Submit(ctx context.Context, req api.SubmitRequest) (string, error) {
@@ -202,7 +216,10 @@ func (s *Service) keptCancel(ctx context.Context, r *record.Run) error {
 	return nil
 }
 
-// Events replays and follows a run's events until it finishes.
+// Events replays and follows a run's events until it finishes. Every
+// watcher of a run in this process shares one follow of it (store.Feeds):
+// a run's stored events are read by direct gets, and its live ones come
+// through one subscription, decoded once and fanned out in memory.
 func (s *Service) Events(ctx context.Context, id string, after uint64, send func(uint64, event.Event) error) error {
 	rec, err := s.GetRun(ctx, id)
 	if err != nil {
@@ -220,13 +237,11 @@ func (s *Service) Events(ctx context.Context, id string, after uint64, send func
 		if last <= after {
 			return nil
 		}
-		// Stop anyway once nothing more arrives, in case the run's events
-		// expire from the stream meanwhile.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Minute)
-		defer cancel()
+		// All of it is stored (a record is final only once its run's
+		// events are): read, not followed.
+		return mapErr(s.cfg.Store.Replay(ctx, id, after, send))
 	}
-	return mapErr(s.cfg.Store.Events(ctx, id, after, send))
+	return mapErr(s.feeds.Events(ctx, id, after, send))
 }
 
 // CancelRun cancels a queued or running run. The request is kept first on
@@ -422,6 +437,8 @@ func mapErr(err error) error {
 		return api.Wrap(api.ErrConflict, err)
 	case errors.Is(err, store.ErrInvalidID), errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrBadCursor):
 		return api.Wrap(api.ErrInvalid, err)
+	case errors.Is(err, store.ErrFeedsClosed):
+		return api.Wrap(api.ErrUnavailable, err)
 	}
 	return err
 }
