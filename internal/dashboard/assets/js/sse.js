@@ -2,7 +2,8 @@
 // see keep-alive comments (an EventSource cannot) and tell live from
 // stale. It reconnects with Last-Event-ID after any break and drops events
 // at or below the last id it delivered, so nothing is lost or repeated.
-// A 204 answer (a finished run with nothing more) ends it for good.
+// A 204 answer (a finished run with nothing more) ends it for good; after
+// a 503 it waits at least the answer's Retry-After before it tries again.
 
 export class EventStream {
   // onEvent(seq, event) for each event; onState(state, detail) with state
@@ -54,6 +55,7 @@ export class EventStream {
       this.set(this.connects === 0 ? 'connecting' : 'reconnecting');
       this.connects++;
       let finished = false;
+      let wait = 0;
       try {
         finished = await this.once();
         backoff = 250;
@@ -63,6 +65,7 @@ export class EventStream {
           this.set('error', err.message);
           return;
         }
+        if (err && err.retryAfter) wait = err.retryAfter;
       }
       if (finished) {
         this.set('ended');
@@ -71,7 +74,7 @@ export class EventStream {
       }
       if (this.stopped) return;
       this.set('reconnecting');
-      await new Promise((r) => setTimeout(r, backoff));
+      await new Promise((r) => setTimeout(r, Math.max(backoff, wait)));
       backoff = Math.min(backoff * 2, 4000);
     }
   }
@@ -89,6 +92,14 @@ export class EventStream {
     }
     if (res.status === 404 || res.status === 400) {
       throw Object.assign(new Error(`event stream: ${res.status}`), {fatal: true});
+    }
+    if (res.status === 503) {
+      // The server serves its most streams at once (or cannot serve now):
+      // come back when it says, with a little spread so tabs do not return
+      // together.
+      const secs = Number(res.headers.get('Retry-After'));
+      const retryAfter = secs > 0 ? secs * 1000 + Math.random() * 1000 : 0;
+      throw Object.assign(new Error('event stream: 503'), {retryAfter});
     }
     if (!res.ok || !res.body) throw new Error(`event stream: ${res.status}`);
     this.lastByte = Date.now();
