@@ -58,12 +58,11 @@ var errNoDirect = errors.New("store: stream does not answer direct gets")
 // until nothing is pending). It stops at each's first error and returns it
 // as it is.
 func (s *Store) readDirect(ctx context.Context, stream, filter string, from uint64, batch int, each func(*storedMsg) error) error {
-	inbox := s.nc.NewInbox()
-	sub, err := s.nc.SubscribeSync(inbox)
+	d, err := s.directInbox(batch)
 	if err != nil {
 		return fmt.Errorf("store: read %s: %w", stream, err)
 	}
-	defer sub.Unsubscribe()
+	defer d.close()
 	seq := max(from, 1)
 	for {
 		req, _ := json.Marshal(struct {
@@ -72,10 +71,10 @@ func (s *Store) readDirect(ctx context.Context, stream, filter string, from uint
 			Batch    int    `json:"batch"`
 			MaxBytes int    `json:"max_bytes"`
 		}{seq, filter, batch, directBytes})
-		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, d.inbox, req); err != nil {
 			return fmt.Errorf("store: read %s: %w", stream, err)
 		}
-		next, done, err := readBatch(ctx, sub, stream, each)
+		next, done, err := d.readBatch(ctx, stream, each)
 		if err != nil || done {
 			return err
 		}
@@ -83,12 +82,51 @@ func (s *Store) readDirect(ctx context.Context, stream, filter string, from uint
 	}
 }
 
+// directInbox is where the answers to one reader's batched direct gets
+// come: a subscription whose buffer holds one batch and its end (the next
+// batch is asked for once a batch has ended), not the connection's default
+// 65,536 messages.
+type directInbox struct {
+	inbox string
+	sub   *nats.Subscription
+	ch    chan *nats.Msg
+	gone  chan struct{} // closed when the subscription ends
+}
+
+func (s *Store) directInbox(batch int) (*directInbox, error) {
+	d := &directInbox{inbox: s.nc.NewInbox(), ch: make(chan *nats.Msg, batch+2), gone: make(chan struct{})}
+	sub, err := s.nc.ChanSubscribe(d.inbox, d.ch)
+	if err != nil {
+		return nil, err
+	}
+	sub.SetClosedHandler(func(string) { close(d.gone) })
+	if !sub.IsValid() { // closed before the handler was set
+		return nil, nats.ErrConnectionClosed
+	}
+	d.sub = sub
+	return d, nil
+}
+
+func (d *directInbox) close() { d.sub.Unsubscribe() }
+
+// next is the inbox's next message.
+func (d *directInbox) next(ctx context.Context) (*nats.Msg, error) {
+	select {
+	case m := <-d.ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-d.gone:
+		return nil, nats.ErrConnectionClosed
+	}
+}
+
 // readBatch takes one batch's replies: messages, then the EOB status. It
 // returns where the next batch starts, or done when nothing is left.
-func readBatch(ctx context.Context, sub *nats.Subscription, stream string, each func(*storedMsg) error) (next uint64, done bool, err error) {
+func (d *directInbox) readBatch(ctx context.Context, stream string, each func(*storedMsg) error) (next uint64, done bool, err error) {
 	fail := func(err error) (uint64, bool, error) { return 0, false, fmt.Errorf("store: read %s: %w", stream, err) }
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := d.next(ctx)
 		if err != nil {
 			return fail(err)
 		}
