@@ -121,6 +121,41 @@ func (d *directInbox) next(ctx context.Context) (*nats.Msg, error) {
 	}
 }
 
+// readLast calls each, in stream order, with the last message of each of
+// subjects (literal ones, at most maxLastSubjects) in stream, read by
+// batched direct gets (multi_last); a subject with no message has none.
+func (s *Store) readLast(ctx context.Context, stream string, subjects []string, each func(*storedMsg) error) error {
+	if len(subjects) > maxLastSubjects {
+		return fmt.Errorf("store: read %s: %d subjects at once, past %d", stream, len(subjects), maxLastSubjects)
+	}
+	d, err := s.directInbox(len(subjects))
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", stream, err)
+	}
+	defer d.close()
+	var seq uint64 // where a batch cut by its bytes goes on
+	for {
+		req, _ := json.Marshal(struct {
+			Seq      uint64   `json:"seq,omitempty"`
+			Last     []string `json:"multi_last"`
+			Batch    int      `json:"batch"`
+			MaxBytes int      `json:"max_bytes"`
+		}{seq, subjects, len(subjects), directBytes})
+		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, d.inbox, req); err != nil {
+			return fmt.Errorf("store: read %s: %w", stream, err)
+		}
+		next, done, err := d.readBatch(ctx, stream, each)
+		if err != nil || done {
+			return err
+		}
+		seq = next
+	}
+}
+
+// maxLastSubjects bounds the subjects of one multi_last direct get (the
+// server's own bound).
+const maxLastSubjects = 1024
+
 // readBatch takes one batch's replies: messages, then the EOB status. It
 // returns where the next batch starts, or done when nothing is left.
 func (d *directInbox) readBatch(ctx context.Context, stream string, each func(*storedMsg) error) (next uint64, done bool, err error) {

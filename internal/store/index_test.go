@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,89 @@ func TestRecordsPastRetentionAreGone(t *testing.T) {
 	}
 	if p, err := s.ListPage(ctx, ListOptions{}); err != nil || len(p.Runs) != 0 {
 		t.Fatalf("list after retention: %v %v", p.Runs, err)
+	}
+}
+
+// Pages over more entries than a window reads, with a filter, deleted
+// records, records whose status changed after they were listed in the
+// index, and a record too large for one message: every page holds the
+// records of its part of the index, newest first, and together the pages
+// hold every matching record once.
+func TestListPagesOverManyWindows(t *testing.T) {
+	s, _ := openStore(t, Config{})
+	ctx := ctxT(t, 60*time.Second)
+	const n = 700
+	status := map[string]event.Status{}
+	var order []string // newest first
+	for i := range n {
+		id := fmt.Sprintf("r%03d", i)
+		st := event.Succeeded
+		if i%5 == 0 {
+			st = event.Failed
+		}
+		r := record.Run{RunID: id, Status: st}
+		if i == 333 {
+			r.Output = strings.Repeat("x", 2<<20) // held by the object store
+		}
+		if _, err := s.CreateRecord(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		status[id] = st
+		order = append([]string{id}, order...)
+	}
+	for _, i := range []int{10, 250, 251, 600} {
+		id := fmt.Sprintf("r%03d", i)
+		if err := s.DeleteRecord(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		delete(status, id)
+	}
+	for _, i := range []int{11, 12, 499} {
+		id := fmt.Sprintf("r%03d", i)
+		if _, err := s.UpdateRecord(ctx, id, func(r *record.Run) error { r.Status = event.Failed; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		status[id] = event.Failed
+	}
+	for _, tt := range []struct {
+		st    event.Status
+		limit int
+	}{{"", 50}, {"", 7}, {event.Failed, 50}, {event.Failed, 7}, {event.Succeeded, 300}, {event.Cancelled, 20}} {
+		var want []string
+		for _, id := range order {
+			if st, ok := status[id]; ok && (tt.st == "" || st == tt.st) {
+				want = append(want, id)
+			}
+		}
+		var got []string
+		opts := ListOptions{Status: tt.st, Limit: tt.limit}
+		for pages := 0; ; pages++ {
+			if pages > n {
+				t.Fatalf("%s/%d: pages never ended", tt.st, tt.limit)
+			}
+			p, err := s.ListPage(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Runs) > tt.limit {
+				t.Fatalf("%s/%d: a page of %d", tt.st, tt.limit, len(p.Runs))
+			}
+			for _, r := range p.Runs {
+				if r.Status != status[r.RunID] {
+					t.Fatalf("%s/%d: %s listed %s, is %s", tt.st, tt.limit, r.RunID, r.Status, status[r.RunID])
+				}
+				if r.RunID == "r333" && len(r.Output) != 2<<20 {
+					t.Fatalf("the large record listed with %d bytes of output", len(r.Output))
+				}
+				got = append(got, r.RunID)
+			}
+			if p.Next == "" {
+				break
+			}
+			opts.Page = p.Next
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("status %q, limit %d (-want +got)\n%s", tt.st, tt.limit, d)
+		}
 	}
 }
