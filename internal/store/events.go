@@ -24,7 +24,8 @@ import (
 // it missed (after a reconnect, say), so no event falls between replay
 // and live delivery. A line that does not decode as an event is logged and
 // skipped. Events older than EventsMaxAge are gone: replay starts at the
-// oldest kept.
+// oldest kept. A process serving many watchers follows runs through Feeds,
+// one subscription per run for all of them.
 func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(id uint64, e event.Event) error) error {
 	if err := checkID(runID); err != nil {
 		return err

@@ -30,7 +30,8 @@ import (
 // comes twice). A run known to have ended is better read with Replay,
 // which needs no feed.
 //
-// A watcher's buffer holds at most Buffer batches. The feed never waits
+// A watcher's buffer holds at most the batches NewFeeds was given
+// (DefaultFeedBuffer). The feed never waits
 // for a watcher: one whose buffer is full when a batch comes is let go,
 // and catches up from the store by direct gets, at its own pace, from the
 // last event it delivered, then joins the feed again. So a slow watcher
@@ -96,24 +97,6 @@ func (h *Feeds) Following() int {
 // Dropped is how many times a watcher was let go for a full buffer (and
 // caught up from the store).
 func (h *Feeds) Dropped() int64 { return h.dropped.Load() }
-
-// Watchers is how many watchers are joined to the feeds now (a watcher
-// catching up from the store is not).
-func (h *Feeds) Watchers() int {
-	h.mu.Lock()
-	fs := make([]*feed, 0, len(h.runs))
-	for _, f := range h.runs {
-		fs = append(fs, f)
-	}
-	h.mu.Unlock()
-	n := 0
-	for _, f := range fs {
-		f.mu.Lock()
-		n += len(f.subs)
-		f.mu.Unlock()
-	}
-	return n
-}
 
 // Events is Store.Events through the run's shared feed: it calls fn with
 // each event of run runID whose id is above after, in order, the stored
