@@ -91,6 +91,16 @@ type options struct {
 // from the environment (package envflag).
 func newFlags() (*flag.FlagSet, *options) {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage:
+  coordinator [flags]               run the coordinator (and, by default, an embedded NATS server)
+  coordinator creds [flags]         issue NATS credentials for a role (coordinator creds --help)
+  coordinator healthcheck [--ready] probe a running coordinator's /healthz (or /readyz) on its --http, exit 0 if healthy
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	o := &options{server: broker.ServerConfig{DataDir: "formica-data", JetStream: true}}
 	fs.IntVar(&o.localWorkers, "local-workers", 0, "workers to host in this process")
 	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage+" (for --local-workers)")

@@ -64,6 +64,15 @@ type options struct {
 // the environment (package envflag).
 func newFlags() (*flag.FlagSet, *options) {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage:
+  worker [flags]               run a worker
+  worker healthcheck [--ready] probe a running worker's /healthz (or /readyz) on its --http, exit 0 if healthy
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	o := &options{client: broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}}
 	fs.DurationVar(&o.grace, "drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
