@@ -3,7 +3,7 @@ package spec
 import (
 	"fmt"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Bounds on what Parse reads, checked before anything walks the document:

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 var rawJSONType = reflect.TypeFor[json.RawMessage]()

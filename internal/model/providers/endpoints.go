@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/model/anthropic"
