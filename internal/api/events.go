@@ -27,6 +27,7 @@ var errStreamClosed = errors.New("api: event stream closed")
 // runEvents serves GET /v1/runs/{id}/events as Server-Sent Events:
 //
 //	id: <event id>
+//	event: <event type> (run.finished, ...: what EventSource listeners name)
 //	data: <event JSON, one line>
 //
 // and a ": keepalive" comment whenever nothing was sent for
@@ -167,6 +168,8 @@ func (st *sseStream) send(seq uint64, e event.Event) error {
 	defer st.mu.Unlock()
 	st.buf = append(st.buf[:0], "id: "...)
 	st.buf = strconv.AppendUint(st.buf, seq, 10)
+	st.buf = append(st.buf, "\nevent: "...)
+	st.buf = append(st.buf, e.Type...)
 	st.buf = append(st.buf, "\ndata: "...)
 	st.buf = append(st.buf, data...)
 	st.buf = append(st.buf, "\n\n"...)

@@ -19,6 +19,7 @@ import (
 // sseMsg is one message of an event stream: an event or a comment.
 type sseMsg struct {
 	ID      string
+	Event   string
 	Data    string
 	Comment string
 }
@@ -79,6 +80,8 @@ func (c *sseClient) next() (sseMsg, error) {
 			m.Comment = strings.TrimSpace(line[1:])
 		case strings.HasPrefix(line, "id: "):
 			m.ID = line[len("id: "):]
+		case strings.HasPrefix(line, "event: "):
+			m.Event = line[len("event: "):]
 		case strings.HasPrefix(line, "data: "):
 			if m.Data != "" {
 				return m, fmt.Errorf("a second data line: %q", line)
@@ -104,6 +107,9 @@ func (c *sseClient) event() (string, event.Event) {
 		var e event.Event
 		if err := json.Unmarshal([]byte(m.Data), &e); err != nil {
 			c.t.Fatalf("data %q: %v", m.Data, err)
+		}
+		if m.Event != string(e.Type) {
+			c.t.Fatalf("event: %q, want its type %q (EventSource listeners go by it)", m.Event, e.Type)
 		}
 		return m.ID, e
 	}
