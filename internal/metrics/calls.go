@@ -17,7 +17,29 @@ type modelChildren struct {
 	cost                  prometheus.Counter
 }
 
+// MaxModelSeries bounds the model names one provider's series are kept
+// for: the model is whatever a submitter names, and each new name would
+// add series for good. Past it, a new name's calls count under
+// OtherModel.
+const MaxModelSeries = 32
+
+// OtherModel is the model label of the calls of a provider's models past
+// MaxModelSeries.
+const OtherModel = "other"
+
 func (m *Metrics) model(provider, name string) *modelChildren {
+	if c, ok := m.models.Load(modelKey{provider, name}); ok {
+		return c.(*modelChildren)
+	}
+	m.modelsMu.Lock()
+	defer m.modelsMu.Unlock()
+	if name != OtherModel {
+		if m.modelNames[provider] >= MaxModelSeries {
+			name = OtherModel
+		} else if _, ok := m.models.Load(modelKey{provider, name}); !ok {
+			m.modelNames[provider]++
+		}
+	}
 	k := modelKey{provider, name}
 	if c, ok := m.models.Load(k); ok {
 		return c.(*modelChildren)
@@ -32,8 +54,8 @@ func (m *Metrics) model(provider, name string) *modelChildren {
 		cacheWrite: m.modelCache.WithLabelValues(provider, name, "write"),
 		cost:       m.modelCost.WithLabelValues(provider, name),
 	}
-	got, _ := m.models.LoadOrStore(k, c)
-	return got.(*modelChildren)
+	m.models.Store(k, c)
+	return c
 }
 
 // ModelCall records one model call of provider's model.

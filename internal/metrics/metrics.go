@@ -96,6 +96,8 @@ type Metrics struct {
 	modelCost     *prometheus.CounterVec
 	modelRetries  *prometheus.CounterVec
 	models        sync.Map // modelKey -> *modelChildren
+	modelsMu      sync.Mutex
+	modelNames    map[string]int // provider -> model names with series of their own
 
 	toolCalls    *prometheus.CounterVec
 	toolDuration *prometheus.HistogramVec
@@ -120,7 +122,7 @@ type Metrics struct {
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	f := factory{reg}
-	m := &Metrics{reg: reg}
+	m := &Metrics{reg: reg, modelNames: map[string]int{}}
 
 	m.runsSubmitted = f.counter("formica_runs_submitted_total", "Runs this coordinator took on: first deliveries from the queue and direct submissions.")
 	m.runsFinished = bind(f.counterVec("formica_runs_finished_total", "Runs that ended, by final status.", "status"), statuses)

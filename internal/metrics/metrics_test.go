@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -103,5 +104,34 @@ func TestScrapeWithoutTheQueue(t *testing.T) {
 	body := rec.Body.String()
 	if rec.Code != http.StatusOK || !strings.Contains(body, "formica_runs_submitted_total 1") || strings.Contains(body, "formica_queue_pending_messages") {
 		t.Fatalf("scrape with the queue not answering: %d\n%s", rec.Code, body)
+	}
+}
+
+// TestModelLabelBounded: a provider's first MaxModelSeries model names get
+// series of their own; calls of any later name count under "other", so a
+// submitter typing new names adds no series.
+func TestModelLabelBounded(t *testing.T) {
+	m := New()
+	for i := range MaxModelSeries + 8 {
+		m.ModelCall("openai", fmt.Sprintf("m%d", i), time.Millisecond, 1, 1, nil)
+	}
+	m.ModelCall("openai", "m0", time.Millisecond, 1, 1, nil)   // an early name keeps its own
+	m.ModelCall("anthropic", "m40", time.Millisecond, 1, 1, nil) // another provider's count is its own
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	text := string(body)
+	for _, want := range []string{
+		`formica_model_requests_total{model="m0",outcome="ok",provider="openai"} 2`,
+		fmt.Sprintf(`formica_model_requests_total{model="m%d",outcome="ok",provider="openai"} 1`, MaxModelSeries-1),
+		`formica_model_requests_total{model="other",outcome="ok",provider="openai"} 8`,
+		`formica_model_requests_total{model="m40",outcome="ok",provider="anthropic"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q", want)
+		}
+	}
+	if strings.Contains(text, fmt.Sprintf(`model="m%d",outcome="ok",provider="openai"`, MaxModelSeries)) {
+		t.Errorf("a series for the %d-th name of a provider", MaxModelSeries+1)
 	}
 }
