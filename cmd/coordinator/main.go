@@ -244,7 +244,7 @@ func run(args []string) error {
 		cc.MaxIdleRuns = -1
 	}
 	cc.Cwd, cc.AllowScripted = o.cwd, o.scripted
-	mx := metrics.New()
+	mx := metrics.New(metricRoles(o.localWorkers))
 	cfg := embedded.Config{
 		Metrics:           mx,
 		Coordinator:       cc,
@@ -366,4 +366,13 @@ func healthcheck(args []string) int {
 		return 2
 	}
 	return ops.Healthcheck("coordinator", o.hc.Addr, args, os.Stdout, os.Stderr)
+}
+
+// metricRoles is what the coordinator's metrics cover: its own, and its
+// local workers' when it hosts some.
+func metricRoles(localWorkers int) metrics.Role {
+	if localWorkers > 0 {
+		return metrics.All
+	}
+	return metrics.Coordinator
 }

@@ -150,7 +150,7 @@ func run(args []string) error {
 
 	// The listener answers from the start: up while NATS is still out of
 	// reach, ready once the worker can take threads.
-	mx := metrics.New()
+	mx := metrics.New(metrics.Worker)
 	var running atomic.Pointer[worker.Worker]
 	if o.httpAddr != "off" && o.httpAddr != "" {
 		srv, err := ops.Start(ops.Config{Addr: o.httpAddr, Metrics: mx.Handler(), Logger: logger,

@@ -101,7 +101,7 @@ func startClusterWith(ctx context.Context, tcp bool, workers, slots int, set Set
 	c.dial = dialer(c.srv, tcp)
 	var mx *metrics.Metrics
 	if set.Metrics {
-		mx = metrics.New()
+		mx = metrics.New(metrics.All)
 	}
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, LocalServer: c.srv, Workers: workers, Slots: slots,
 		Models: models, Coordinator: benchCoordinator, Durable: journal,

@@ -16,7 +16,7 @@ import (
 // once as a worker that left, not lost: formica_workers_left_total counts
 // it and formica_workers_lost_total stays 0.
 func TestWorkerStoppedCleanlyLeaves(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(metrics.All)
 	s, _ := startStackOf(t, Config{Workers: 2, Slots: 2, Metrics: m, Models: runner.ModelOpenerFunc(providers.Open)})
 	gone := s.Workers[1]
 	if err := gone.Drain(time.Second); err != nil {

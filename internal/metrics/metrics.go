@@ -117,11 +117,28 @@ type Metrics struct {
 	qc   queueCollector
 }
 
-// New builds a process's metrics with the Go and process collectors and
-// formica_build_info.
-func New() *Metrics {
+// Role is what a process does, for the metrics it exports.
+type Role uint8
+
+const (
+	// Coordinator: runs, the queue, the tree, placements, the fleet,
+	// approvals, quotas, the HTTP API.
+	Coordinator Role = 1 << iota
+	// Worker: model and tool calls.
+	Worker
+	// All is a coordinator hosting workers (--local-workers, formica run).
+	All = Coordinator | Worker
+)
+
+// New builds the metrics of a process doing roles: it exports only those
+// (a worker exports no run or fleet metric, which would read 0), with the
+// Go and process collectors and formica_build_info. Recording a metric of
+// another role is allowed and exported nowhere.
+func New(roles Role) *Metrics {
 	reg := prometheus.NewRegistry()
-	f := factory{reg}
+	f := factory{reg: reg, on: roles&Coordinator != 0} // the coordinator's
+	fw := factory{reg: reg, on: roles&Worker != 0}     // the workers'
+	both := factory{reg: reg, on: true}
 	m := &Metrics{reg: reg, modelNames: map[string]int{}}
 
 	m.runsSubmitted = f.counter("formica_runs_submitted_total", "Runs this coordinator took on: first deliveries from the queue and direct submissions.")
@@ -149,17 +166,17 @@ func New() *Metrics {
 
 	m.journalReplays = f.counter("formica_journal_replays_total", "Placements of threads that replay journaled work (run delivered again or resumed, worker lost).")
 	m.journalReusedTotal = f.counter("formica_journal_threads_reused_total", "Finished threads answered from the journal without being placed.")
-	m.journalWriteErrors = f.counter("formica_journal_write_errors_total", "Journal writes that were not stored (no ack in time, or refused); the work went on.")
+	m.journalWriteErrors = both.counter("formica_journal_write_errors_total", "Journal writes that were not stored (no ack in time, or refused); the work went on.")
 
-	m.modelRequests = f.counterVec("formica_model_requests_total", "Model calls, by provider, model and outcome (ok, error).", "provider", "model", "outcome")
-	m.modelDuration = f.histogramVec("formica_model_request_duration_seconds", "Model call latency, retries included.", callBuckets, "provider", "model")
-	m.modelTokens = f.counterVec("formica_model_tokens_total", "Tokens, by provider, model and direction (input, output).", "provider", "model", "direction")
-	m.modelCache = f.counterVec("formica_model_cache_tokens_total", "Input tokens read from (read) or written to (write) the provider's prompt cache, by provider, model and kind; part of the input tokens.", "provider", "model", "kind")
-	m.modelCost = f.counterVec("formica_model_cost_usd_total", "What model calls cost in US dollars at the process's prices, by provider and model; calls of a model with no price add nothing.", "provider", "model")
-	m.modelRetries = f.counterVec("formica_model_retries_total", "Model calls retried, by provider and reason (rate_limited, server_error).", "provider", "reason")
+	m.modelRequests = fw.counterVec("formica_model_requests_total", "Model calls, by provider, model and outcome (ok, error).", "provider", "model", "outcome")
+	m.modelDuration = fw.histogramVec("formica_model_request_duration_seconds", "Model call latency, retries included.", callBuckets, "provider", "model")
+	m.modelTokens = fw.counterVec("formica_model_tokens_total", "Tokens, by provider, model and direction (input, output).", "provider", "model", "direction")
+	m.modelCache = fw.counterVec("formica_model_cache_tokens_total", "Input tokens read from (read) or written to (write) the provider's prompt cache, by provider, model and kind; part of the input tokens.", "provider", "model", "kind")
+	m.modelCost = fw.counterVec("formica_model_cost_usd_total", "What model calls cost in US dollars at the process's prices, by provider and model; calls of a model with no price add nothing.", "provider", "model")
+	m.modelRetries = fw.counterVec("formica_model_retries_total", "Model calls retried, by provider and reason (rate_limited, server_error).", "provider", "reason")
 
-	m.toolCalls = f.counterVec("formica_tool_calls_total", "Tool calls, by tool and outcome (ok, error, denied).", "tool", "outcome")
-	m.toolDuration = f.histogramVec("formica_tool_call_duration_seconds", "Tool call latency, approvals included.", callBuckets, "tool")
+	m.toolCalls = fw.counterVec("formica_tool_calls_total", "Tool calls, by tool and outcome (ok, error, denied).", "tool", "outcome")
+	m.toolDuration = fw.histogramVec("formica_tool_call_duration_seconds", "Tool call latency, approvals included.", callBuckets, "tool")
 
 	m.approvalsPending = f.gauge("formica_approvals_pending", "Approvals waiting for an answer.")
 	m.approvals = bind(f.counterVec("formica_approvals_total", "Approvals answered, by decision (allow, deny, timeout).", "decision"), decisions)
@@ -170,14 +187,15 @@ func New() *Metrics {
 
 	m.quotaWait = f.histogramVec("formica_quota_wait_seconds", "How long model calls waited for their endpoint's quota (calls that waited).", longBuckets, "endpoint")
 	m.quota.init()
-	reg.MustRegister(&m.quota)
-
 	m.load.init()
-	reg.MustRegister(&m.load)
 	m.qc.init()
-	reg.MustRegister(&m.qc)
+	if f.on {
+		reg.MustRegister(&m.quota, &m.qc)
+	}
+	// A worker's own load, or a coordinator's view of the fleet.
+	both.register(&m.load)
 
-	bi := f.gaugeVec("formica_build_info", "Always 1; the labels name the build.", "version", "go_version")
+	bi := both.gaugeVec("formica_build_info", "Always 1; the labels name the build.", "version", "go_version")
 	bi.WithLabelValues(version(), runtime.Version()).Set(1)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -202,42 +220,52 @@ func version() string {
 	return "(devel)"
 }
 
-// factory registers what it makes.
-type factory struct{ reg *prometheus.Registry }
+// factory makes metrics, and registers them when on: off, they record
+// into nothing exported.
+type factory struct {
+	reg *prometheus.Registry
+	on  bool
+}
+
+func (f factory) register(c prometheus.Collector) {
+	if f.on {
+		f.reg.MustRegister(c)
+	}
+}
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	f.reg.MustRegister(c)
+	f.register(c)
 	return c
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(c)
+	f.register(c)
 	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	f.reg.MustRegister(g)
+	f.register(g)
 	return g
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(g)
+	f.register(g)
 	return g
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-	f.reg.MustRegister(h)
+	f.register(h)
 	return h
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	f.reg.MustRegister(h)
+	f.register(h)
 	return h
 }
 

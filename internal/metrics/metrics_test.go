@@ -36,7 +36,7 @@ func TestNilRecordsNothing(t *testing.T) {
 // TestSpawnPathAllocatesNothing: what the coordinator records per helper,
 // and a model or tool call once its series exist, are atomic adds.
 func TestSpawnPathAllocatesNothing(t *testing.T) {
-	m := New()
+	m := New(All)
 	m.ModelCall("openai", "gpt", time.Millisecond, 1, 1, nil)
 	m.ToolCall("agent", ToolOK, time.Millisecond)
 	allocs := testing.AllocsPerRun(200, func() {
@@ -56,7 +56,7 @@ func TestSpawnPathAllocatesNothing(t *testing.T) {
 }
 
 func TestExposition(t *testing.T) {
-	m := New()
+	m := New(All)
 	m.FleetLoad(func() Load { return Load{Live: 2, Slots: 8, Used: 3, Parked: 1} })
 	m.ModelCall("anthropic", "claude", time.Second, 5, 7, errors.New("x"))
 	cost := 0.25
@@ -96,7 +96,7 @@ func TestExposition(t *testing.T) {
 // TestScrapeWithoutTheQueue: a queue that does not answer leaves its gauges
 // out, and the scrape still serves every other metric with 200.
 func TestScrapeWithoutTheQueue(t *testing.T) {
-	m := New()
+	m := New(All)
 	m.QueueDepth(func(context.Context) (Queue, error) { return Queue{}, context.DeadlineExceeded })
 	m.RunSubmitted()
 	rec := httptest.NewRecorder()
@@ -111,7 +111,7 @@ func TestScrapeWithoutTheQueue(t *testing.T) {
 // series of their own; calls of any later name count under "other", so a
 // submitter typing new names adds no series.
 func TestModelLabelBounded(t *testing.T) {
-	m := New()
+	m := New(All)
 	for i := range MaxModelSeries + 8 {
 		m.ModelCall("openai", fmt.Sprintf("m%d", i), time.Millisecond, 1, 1, nil)
 	}
@@ -133,5 +133,51 @@ func TestModelLabelBounded(t *testing.T) {
 	}
 	if strings.Contains(text, fmt.Sprintf(`model="m%d",outcome="ok",provider="openai"`, MaxModelSeries)) {
 		t.Errorf("a series for the %d-th name of a provider", MaxModelSeries+1)
+	}
+}
+
+// TestMetricsByRole: a worker exports its model and tool metrics and no
+// coordinator metric (which would read 0 on every worker and mislead
+// sums); a coordinator exports no model or tool metric; both export the
+// build info and the journal's write errors. Recording another role's
+// metric is harmless.
+func TestMetricsByRole(t *testing.T) {
+	names := func(m *Metrics) map[string]bool {
+		mfs, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, mf := range mfs {
+			out[mf.GetName()] = true
+		}
+		return out
+	}
+	w := New(Worker)
+	w.RunSubmitted()
+	w.ModelCall("openai", "gpt", time.Millisecond, 1, 1, nil)
+	c := New(Coordinator)
+	c.ModelCall("openai", "gpt", time.Millisecond, 1, 1, nil)
+	c.RunSubmitted()
+	for _, tc := range []struct {
+		m        *Metrics
+		has, not []string
+	}{
+		{w, []string{"formica_model_requests_total", "formica_build_info", "formica_journal_write_errors_total"},
+			[]string{"formica_runs_submitted_total", "formica_threads_live", "formica_queue_pending_messages"}},
+		{c, []string{"formica_runs_submitted_total", "formica_threads_live", "formica_build_info", "formica_journal_write_errors_total"},
+			[]string{"formica_model_requests_total", "formica_tool_calls_total"}},
+	} {
+		got := names(tc.m)
+		for _, n := range tc.has {
+			if !got[n] {
+				t.Errorf("%s missing", n)
+			}
+		}
+		for _, n := range tc.not {
+			if got[n] {
+				t.Errorf("%s exported by the wrong role", n)
+			}
+		}
 	}
 }
