@@ -17,6 +17,7 @@ package tracing
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"strings"
 
@@ -271,6 +272,14 @@ func Inject(ctx context.Context, h map[string]string) map[string]string {
 	}
 	propagator.Inject(ctx, mapCarrier(h))
 	return h
+}
+
+// InjectHTTP adds ctx's trace context to an HTTP request's header (a model
+// provider's request), so a server that traces joins the run's trace.
+func InjectHTTP(ctx context.Context, h http.Header) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	}
 }
 
 // Extract returns ctx with the remote span context h carries, keys read

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/openai"
 )
@@ -77,5 +79,31 @@ func TestNewIgnoresEnvironment(t *testing.T) {
 	}
 	if auth != "" || org != "" {
 		t.Errorf("server saw Authorization %q and organization %q, want neither", auth, org)
+	}
+}
+
+// A call made under a span carries its trace context (traceparent), so an
+// OpenAI-compatible server that traces joins the run's trace.
+func TestTraceparentSent(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("traceparent")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	defer srv.Close()
+	m, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	if _, err := m.Generate(ctx, model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}); err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"; got != want {
+		t.Errorf("traceparent %q, want %q", got, want)
 	}
 }

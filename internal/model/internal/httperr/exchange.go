@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/formica-run/formica/internal/tracing"
+
 	"github.com/formica-run/formica/internal/model"
 )
 
@@ -32,6 +34,7 @@ type Exchange struct {
 // option.Middleware, which they call synchronously per attempt. Every
 // read of the body counts as a sign of life for the idle timeout.
 func (x *Exchange) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	tracing.InjectHTTP(req.Context(), req.Header)
 	res, err := next(req)
 	if res == nil {
 		return res, err
