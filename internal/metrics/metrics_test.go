@@ -115,7 +115,7 @@ func TestModelLabelBounded(t *testing.T) {
 	for i := range MaxModelSeries + 8 {
 		m.ModelCall("openai", fmt.Sprintf("m%d", i), time.Millisecond, 1, 1, nil)
 	}
-	m.ModelCall("openai", "m0", time.Millisecond, 1, 1, nil)   // an early name keeps its own
+	m.ModelCall("openai", "m0", time.Millisecond, 1, 1, nil)     // an early name keeps its own
 	m.ModelCall("anthropic", "m40", time.Millisecond, 1, 1, nil) // another provider's count is its own
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
