@@ -19,9 +19,11 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Span is a received span and the service.name of its resource.
+// Span is a received span, the service.name of its resource, and its
+// resource's attributes (strings) by key.
 type Span struct {
-	Service string
+	Service  string
+	Resource map[string]string
 	*tracepb.Span
 }
 
@@ -108,15 +110,13 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	var got []Span
 	for _, rs := range msg.ResourceSpans {
-		service := ""
+		res := map[string]string{}
 		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.Key == "service.name" {
-				service = kv.Value.GetStringValue()
-			}
+			res[kv.Key] = anyString(kv.Value)
 		}
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				got = append(got, Span{Service: service, Span: s})
+				got = append(got, Span{Service: res["service.name"], Resource: res, Span: s})
 			}
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -30,6 +31,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/formica-run/formica/internal/version"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -97,8 +100,12 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 	if err != nil {
 		return noop, false, fmt.Errorf("tracing: exporter: %w", err)
 	}
+	// Each process is an instance of its own, so a trace tells which of a
+	// fleet's workers spent what.
 	res, err := resource.Merge(resource.Default(),
-		resource.NewSchemaless(attribute.String("service.name", service)))
+		resource.NewSchemaless(attribute.String("service.name", service),
+			attribute.String("service.instance.id", uuid.NewString()),
+			attribute.String("service.version", version.Version())))
 	if err == nil {
 		// The environment's service name and attributes win over the default.
 		res, err = resource.Merge(res, envResource(getenv))

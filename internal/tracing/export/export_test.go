@@ -100,6 +100,9 @@ func TestEndpointExports(t *testing.T) {
 		if s.Service != "from-env" {
 			t.Errorf("span %s: service %q, want from-env", s.Name, s.Service)
 		}
+		if s.Resource["service.instance.id"] == "" || s.Resource["service.version"] == "" || s.Resource["deployment.environment"] != "test" {
+			t.Errorf("span %s: resource %v, want service.instance.id, service.version and deployment.environment", s.Name, s.Resource)
+		}
 		if got := traceHex(s.TraceId); got != id {
 			t.Errorf("span %s: trace %s, want %s", s.Name, got, id)
 		}
