@@ -18,7 +18,9 @@ package tracing
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -48,6 +50,8 @@ const (
 	AttrConversation  = attribute.Key("gen_ai.conversation.id")
 	AttrRequestModel  = attribute.Key("gen_ai.request.model")
 	AttrResponseModel = attribute.Key("gen_ai.response.model")
+	AttrServerAddress = attribute.Key("server.address")
+	AttrServerPort    = attribute.Key("server.port")
 	AttrProvider      = attribute.Key("gen_ai.provider.name")
 	AttrFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
 	AttrInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
@@ -279,6 +283,26 @@ func Inject(ctx context.Context, h map[string]string) map[string]string {
 func InjectHTTP(ctx context.Context, h http.Header) {
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	}
+}
+
+// ChatServer puts the provider's address (server.address, server.port) on
+// the chat span in ctx: the request's URL, known once the SDK builds it.
+func ChatServer(ctx context.Context, u *url.URL) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() || u == nil {
+		return
+	}
+	span.SetAttributes(AttrServerAddress.String(u.Hostname()))
+	port := u.Port()
+	switch {
+	case port == "" && u.Scheme == "https":
+		port = "443"
+	case port == "" && u.Scheme == "http":
+		port = "80"
+	}
+	if p, err := strconv.Atoi(port); err == nil {
+		span.SetAttributes(AttrServerPort.Int(p))
 	}
 }
 

@@ -4,12 +4,17 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/openai"
+	"github.com/formica-run/formica/internal/tracing"
 )
 
 func TestNewRejects(t *testing.T) {
@@ -105,5 +110,38 @@ func TestTraceparentSent(t *testing.T) {
 	}
 	if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"; got != want {
 		t.Errorf("traceparent %q, want %q", got, want)
+	}
+}
+
+// A model call's chat span names the server it went to (server.address,
+// server.port).
+func TestChatSpanNamesTheServer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	defer srv.Close()
+	rec := tracetest.NewSpanRecorder()
+	before := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(before) })
+	m, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, span := tracing.StartChat(t.Context(), "openai", "local")
+	if _, err := m.Generate(ctx, model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}); err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	tracing.EndChat(span, "local", "stop", 1, 1, nil)
+	u, _ := url.Parse(srv.URL)
+	got := map[string]string{}
+	for _, s := range rec.Ended() {
+		for _, kv := range s.Attributes() {
+			got[string(kv.Key)] = kv.Value.Emit()
+		}
+	}
+	if got["server.address"] != u.Hostname() || got["server.port"] != u.Port() {
+		t.Errorf("chat span attributes %v; want server.address %s and server.port %s", got, u.Hostname(), u.Port())
 	}
 }

@@ -34,6 +34,7 @@ type Exchange struct {
 // option.Middleware, which they call synchronously per attempt. Every
 // read of the body counts as a sign of life for the idle timeout.
 func (x *Exchange) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	tracing.ChatServer(req.Context(), req.URL)
 	tracing.InjectHTTP(req.Context(), req.Header)
 	res, err := next(req)
 	if res == nil {
