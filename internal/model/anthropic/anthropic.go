@@ -114,6 +114,10 @@ func New(cfg Config) (*Model, error) {
 		option.WithBaseURL(s.BaseURL),
 		option.WithHTTPClient(s.HTTPClient),
 		option.WithMaxRetries(0), // model.Retry owns retries; see doc.go
+		// The call's span is the runner's chat span (tokens, cost, server)
+		// and its trace context goes with every request (httperr): the
+		// SDK's own span would count each call's tokens a second time.
+		option.WithoutOpenTelemetry(),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))

@@ -9,8 +9,13 @@ import (
 	"slices"
 	"testing"
 
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/anthropic"
+	"github.com/formica-run/formica/internal/tracing"
 )
 
 func TestNewRejects(t *testing.T) {
@@ -185,5 +190,41 @@ func TestPromptCacheOnTheWire(t *testing.T) {
 	}
 	if u := (model.Usage{InputTokens: 12 + 340 + 4100, OutputTokens: 9, CacheReadTokens: 4100, CacheWriteTokens: 340}); resp.Usage != u {
 		t.Errorf("usage = %+v, want %+v", resp.Usage, u)
+	}
+}
+
+// A call under the runner's chat span is that one span (the SDK's own
+// span, with the same token counts, would count them twice), and its
+// request carries the span's trace context.
+func TestOneSpanPerCall(t *testing.T) {
+	var traceparent string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		traceparent = r.Header.Get("traceparent")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`))
+	}))
+	defer srv.Close()
+	rec := tracetest.NewSpanRecorder()
+	before := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(before) })
+	m, err := anthropic.New(anthropic.Config{BaseURL: srv.URL, Model: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, span := tracing.StartChat(t.Context(), "anthropic", "claude-test")
+	if _, err := m.Generate(ctx, model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}); err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	tracing.EndChat(span, "claude-test", "stop", 3, 1, nil)
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+	}
+	if len(names) != 1 || names[0] != "chat claude-test" {
+		t.Errorf("spans %v; want the chat span alone", names)
+	}
+	if want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"; traceparent != want {
+		t.Errorf("traceparent %q, want %q", traceparent, want)
 	}
 }
