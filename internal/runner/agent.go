@@ -102,6 +102,7 @@ func (st *threadState) startSpawn(ctx context.Context, turn int, callID string, 
 	if m := meterFrom(ctx); m != nil {
 		spent = m.Park()
 	}
+	tracing.Transfer(ctx, tracing.TransferReturnToCaller, args.Name, st.agent.Name, st.th.ID)
 	ac.st, ac.turn, ac.callID, ac.args = st, turn, callID, args
 	ac.req = SpawnRequest{
 		ParentSpent: spent,

@@ -241,6 +241,7 @@ func (st *threadState) toolsAnswered(ctx context.Context, turn int, calls []mode
 		return thread.Cancelled(ctx), true
 	}
 	if target != "" {
+		tracing.Handoff(ctx, target, st.agent.Name, st.th.ID)
 		if err := st.handoff(target); err != nil {
 			return failed(err), true
 		}

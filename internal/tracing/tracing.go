@@ -233,6 +233,47 @@ func StartTool(ctx context.Context, tool, callID, args string) (context.Context,
 	return ctx, span
 }
 
+// The GenAI conventions' transfer modes between agents.
+const (
+	// TransferReturnToCaller: a helper runs and its answer returns to the
+	// calling agent (an agent call).
+	TransferReturnToCaller = "return_to_caller"
+	// TransferPassControl: control passes to another agent (a handoff).
+	TransferPassControl = "pass_control"
+)
+
+// Attributes of a transfer between agents.
+const (
+	AttrTransferMode       = attribute.Key("gen_ai.transfer.mode")
+	AttrTransferTargetName = attribute.Key("gen_ai.transfer.target.name")
+	AttrCallerAgentName    = attribute.Key("gen_ai.caller.agent.name")
+	AttrCallerAgentID      = attribute.Key("gen_ai.caller.agent.id")
+)
+
+// Transfer marks the span in ctx (an agent call's execute_tool span, or a
+// thread's invoke_agent span at a handoff) as a transfer from the agent
+// callerName (thread callerID) to target, in mode.
+func Transfer(ctx context.Context, mode, target, callerName, callerID string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(AttrTransferMode.String(mode), AttrTransferTargetName.String(target),
+		AttrCallerAgentName.String(callerName), AttrCallerAgentID.String(callerID))
+}
+
+// Handoff records on the thread's span in ctx (invoke_agent) that control
+// passed from agent callerName to target: an event, since a thread may hand
+// off more than once.
+func Handoff(ctx context.Context, target, callerName, callerID string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.AddEvent("gen_ai.handoff", trace.WithAttributes(AttrTransferMode.String(TransferPassControl),
+		AttrTransferTargetName.String(target), AttrCallerAgentName.String(callerName), AttrCallerAgentID.String(callerID)))
+}
+
 // EndTool ends a tool call's span with its outcome (ok, error, denied).
 func EndTool(span trace.Span, outcome, result string) {
 	if span.IsRecording() {

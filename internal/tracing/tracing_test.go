@@ -135,3 +135,43 @@ func TestChatUsage(t *testing.T) {
 		}
 	}
 }
+
+// An agent call's execute_tool span is a transfer that returns to its
+// caller; a handoff is an event on the thread's span, passing control.
+func TestTransfers(t *testing.T) {
+	rec := recorder(t)
+	ctx, agentSpan := tracing.StartInvokeAgent(context.Background(), tracing.Agent{Name: "lead", ThreadID: "t1"})
+	tctx, toolSpan := tracing.StartTool(ctx, "agent", "c1", `{"name":"research"}`)
+	tracing.Transfer(tctx, tracing.TransferReturnToCaller, "research", "lead", "t1")
+	tracing.EndTool(toolSpan, "ok", "")
+	tracing.Handoff(ctx, "writer", "lead", "t1")
+	tracing.EndInvokeAgent(agentSpan, 0, 0, "succeeded", "")
+	attrs := func(kvs []attribute.KeyValue) map[string]string {
+		out := map[string]string{}
+		for _, kv := range kvs {
+			out[string(kv.Key)] = kv.Value.Emit()
+		}
+		return out
+	}
+	want := map[string]string{"gen_ai.transfer.target.name": "research", "gen_ai.caller.agent.name": "lead", "gen_ai.caller.agent.id": "t1"}
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "execute_tool agent":
+			got := attrs(s.Attributes())
+			want["gen_ai.transfer.mode"] = "return_to_caller"
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("execute_tool agent: %s = %q, want %q", k, got[k], v)
+				}
+			}
+		case "invoke_agent lead":
+			if len(s.Events()) != 1 || s.Events()[0].Name != "gen_ai.handoff" {
+				t.Fatalf("invoke_agent events %v; want one gen_ai.handoff", s.Events())
+			}
+			got := attrs(s.Events()[0].Attributes)
+			if got["gen_ai.transfer.mode"] != "pass_control" || got["gen_ai.transfer.target.name"] != "writer" || got["gen_ai.caller.agent.name"] != "lead" {
+				t.Errorf("handoff event %v", got)
+			}
+		}
+	}
+}
