@@ -90,6 +90,9 @@ type Response struct {
 	Usage     Usage
 	// StopReason is the provider's own word for why the turn ended, for logs.
 	StopReason string
+	// ID is the provider's id of the response, and Model the model that
+	// answered as the provider names it (for traces); either may be empty.
+	ID, Model string
 	// Reasoning goes back with this turn in the next request (see Message).
 	Reasoning []Reasoning
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -314,7 +315,7 @@ func (st *threadState) accountCall(span trace.Span, meter Meter, resp *model.Res
 		}
 	}
 	st.r.emit(e)
-	tracing.EndChat(span, st.ref.Name, resp.StopReason, e.Usage.InputTokens, e.Usage.OutputTokens, err)
+	tracing.EndChat(span, resp.ID, cmp.Or(resp.Model, st.ref.Name), resp.StopReason, e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	if obs := st.r.cfg.Observer; obs != nil {
 		obs.ModelCall(st.ref.Provider, st.ref.Name, latency, e.Usage.InputTokens, e.Usage.OutputTokens, err)
 	}

@@ -50,6 +50,7 @@ const (
 	AttrConversation  = attribute.Key("gen_ai.conversation.id")
 	AttrRequestModel  = attribute.Key("gen_ai.request.model")
 	AttrResponseModel = attribute.Key("gen_ai.response.model")
+	AttrResponseID    = attribute.Key("gen_ai.response.id")
 	AttrServerAddress = attribute.Key("server.address")
 	AttrServerPort    = attribute.Key("server.port")
 	AttrProvider      = attribute.Key("gen_ai.provider.name")
@@ -185,10 +186,14 @@ func StartChat(ctx context.Context, provider, model string) (context.Context, tr
 	return ctx, span
 }
 
-// EndChat ends a model call's span.
-func EndChat(span trace.Span, model string, finish string, input, output int64, err error) {
+// EndChat ends a model call's span: the response's id (if any), the
+// model that answered, why it stopped, its tokens, its error.
+func EndChat(span trace.Span, id, model string, finish string, input, output int64, err error) {
 	if span.IsRecording() {
 		span.SetAttributes(AttrInputTokens.Int64(input), AttrOutputTokens.Int64(output))
+		if id != "" {
+			span.SetAttributes(AttrResponseID.String(id))
+		}
 		if model != "" {
 			span.SetAttributes(AttrResponseModel.String(model))
 		}

@@ -51,7 +51,7 @@ func TestSpanNamesAndNesting(t *testing.T) {
 	rec := recorder(t)
 	ctx, agent := tracing.StartInvokeAgent(context.Background(), tracing.Agent{Name: "formica", ThreadID: "t1", RunID: "r1"})
 	_, chat := tracing.StartChat(ctx, "sim", "")
-	tracing.EndChat(chat, "", "stop", 3, 4, nil)
+	tracing.EndChat(chat, "chatcmpl-1", "", "stop", 3, 4, nil)
 	tctx, tool := tracing.StartTool(ctx, "agent", "call_1", `{"task":"x"}`)
 	// The helper, in another process, goes on from the carried header.
 	remote := tracing.Extract(context.Background(), tracing.Inject(tctx, nil))
@@ -77,6 +77,13 @@ func TestSpanNamesAndNesting(t *testing.T) {
 			t.Error("tool arguments on a span without the capture setting")
 		}
 	}
+	chatAttrs := map[attribute.Key]string{}
+	for _, kv := range byName["chat sim"].Attributes() {
+		chatAttrs[kv.Key] = kv.Value.Emit()
+	}
+	if chatAttrs[tracing.AttrResponseID] != "chatcmpl-1" {
+		t.Errorf("chat span's gen_ai.response.id %q, want chatcmpl-1", chatAttrs[tracing.AttrResponseID])
+	}
 	if byName["invoke_agent formica"].Status().Description != "boom" {
 		t.Errorf("failed thread's span status %+v", byName["invoke_agent formica"].Status())
 	}
@@ -89,7 +96,7 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		actx, agent := tracing.StartInvokeAgent(ctx, tracing.Agent{Name: "a", ThreadID: "t1", RunID: "r1"})
 		cctx, chat := tracing.StartChat(actx, "sim", "")
-		tracing.EndChat(chat, "", "stop", 1, 1, nil)
+		tracing.EndChat(chat, "", "", "stop", 1, 1, nil)
 		_, tool := tracing.StartTool(cctx, "agent", "call_1", "{}")
 		tracing.EndTool(tool, "ok", "done")
 		tracing.EndInvokeAgent(agent, 1, 1, "succeeded", "")
@@ -113,10 +120,10 @@ func TestChatUsage(t *testing.T) {
 	ctx, chat := tracing.StartChat(context.Background(), "anthropic", "claude-sonnet-4-5")
 	cost := 0.0123
 	tracing.ChatUsage(ctx, 4000, 300, &cost)
-	tracing.EndChat(chat, "", "end_turn", 4500, 20, nil)
+	tracing.EndChat(chat, "", "", "end_turn", 4500, 20, nil)
 	pctx, plain := tracing.StartChat(context.Background(), "sim", "")
 	tracing.ChatUsage(pctx, 0, 0, nil)
-	tracing.EndChat(plain, "", "stop", 3, 4, nil)
+	tracing.EndChat(plain, "", "", "stop", 3, 4, nil)
 	got := map[string]map[attribute.Key]attribute.Value{}
 	for _, s := range rec.Ended() {
 		got[s.Name()] = map[attribute.Key]attribute.Value{}

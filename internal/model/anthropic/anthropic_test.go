@@ -216,7 +216,7 @@ func TestOneSpanPerCall(t *testing.T) {
 	if _, err := m.Generate(ctx, model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}); err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	tracing.EndChat(span, "claude-test", "stop", 3, 1, nil)
+	tracing.EndChat(span, "", "claude-test", "stop", 3, 1, nil)
 	var names []string
 	for _, s := range rec.Ended() {
 		names = append(names, s.Name())

@@ -22,6 +22,8 @@ func response(msg *anthropic.Message) (model.Response, error) {
 	out := model.Response{
 		StopReason: string(msg.StopReason),
 		Usage:      usage(msg.Usage),
+		ID:         msg.ID,
+		Model:      string(msg.Model),
 	}
 	var text strings.Builder
 	for i, b := range msg.Content {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/formica-run/formica/internal/model"
 )
@@ -113,8 +114,9 @@ func testMalformedEvent(t *testing.T, h Harness) {
 	wantErr(t, s, err, model.ErrBadResponse, 1)
 }
 
-// cmpIgnoreStop compares responses whatever the stop reason's word.
-var cmpIgnoreStop = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".StopReason" }, cmp.Ignore())
+// cmpIgnoreStop compares responses whatever the stop reason's word, and
+// the response's id and model (the provider's metadata).
+var cmpIgnoreStop = cmpopts.IgnoreFields(model.Response{}, "StopReason", "ID", "Model")
 
 // recordingGate records every ticket taken and what Done reported.
 type recordingGate struct {

@@ -133,7 +133,7 @@ func TestChatSpanNamesTheServer(t *testing.T) {
 	if _, err := m.Generate(ctx, model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}); err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	tracing.EndChat(span, "local", "stop", 1, 1, nil)
+	tracing.EndChat(span, "", "local", "stop", 1, 1, nil)
 	u, _ := url.Parse(srv.URL)
 	got := map[string]string{}
 	for _, s := range rec.Ended() {

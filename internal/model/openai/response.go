@@ -21,6 +21,8 @@ func response(c *openai.ChatCompletion) (model.Response, error) {
 		Text:       msg.Content,
 		StopReason: choice.FinishReason,
 		Usage:      usage(c.Usage),
+		ID:         c.ID,
+		Model:      c.Model,
 	}
 	if out.Text == "" && msg.Refusal != "" {
 		// A refusal is the model's answer; dropping it would leave the run

@@ -42,7 +42,7 @@ func TestStreamRunningUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := model.Response{Text: "ab", StopReason: "stop", Usage: model.Usage{InputTokens: 9, OutputTokens: 3}}
+	want := model.Response{Text: "ab", StopReason: "stop", ID: "c", Usage: model.Usage{InputTokens: 9, OutputTokens: 3}}
 	if diff := cmp.Diff(want, resp); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
 	}

@@ -21,7 +21,7 @@ func emit(ctx context.Context) string {
 	ctx, sub := tracing.StartSubmit(ctx, "run-1")
 	actx, agent := tracing.StartInvokeAgent(ctx, tracing.Agent{Name: "formica", ThreadID: "t1", RunID: "run-1"})
 	_, chat := tracing.StartChat(actx, "openai", "m")
-	tracing.EndChat(chat, "m", "stop", 1, 2, nil)
+	tracing.EndChat(chat, "", "m", "stop", 1, 2, nil)
 	tracing.EndInvokeAgent(agent, 1, 2, "succeeded", "")
 	sub.End()
 	return tracing.TraceID(ctx)
