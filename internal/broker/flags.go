@@ -28,6 +28,7 @@ func (c *ServerConfig) RegisterServerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "`dir` for the JetStream store")
 	fs.StringVar(&c.Listen, "nats-listen", c.Listen, "NATS client listen `addr` (host:port); empty: in-process clients only")
 	fs.BoolVar(&c.AllowRemote, "nats-allow-remote", c.AllowRemote, "allow NATS listen addresses other than loopback")
+	fs.StringVar(&c.Monitor, "nats-monitor", c.Monitor, "NATS HTTP monitoring `addr` (host:port: /varz, /jsz, /healthz for the NATS Prometheus exporter); empty: off")
 	fs.StringVar(&c.ServerName, "nats-server-name", c.ServerName, "NATS server `name`; stable and unique per cluster node")
 	cluster := func() *ClusterConfig {
 		if c.Cluster == nil {

@@ -131,6 +131,16 @@ func (s *Server) ClientURL() string {
 	return tcpURL(s.ns.Addr())
 }
 
+// MonitorURL is the HTTP monitoring endpoint's base URL
+// (http://host:port), "" when ServerConfig.Monitor is off.
+func (s *Server) MonitorURL() string {
+	a := s.ns.MonitorAddr()
+	if a == nil {
+		return ""
+	}
+	return "http://" + a.String()
+}
+
 func tcpURL(a net.Addr) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok || ta == nil {

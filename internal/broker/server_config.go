@@ -34,8 +34,14 @@ type ServerConfig struct {
 	// means 127.0.0.1; any non-loopback host needs AllowRemote, so a server
 	// is never exposed to the network by accident.
 	Listen string
-	// AllowRemote permits non-loopback Listen and Cluster.Listen addresses.
+	// AllowRemote permits non-loopback Listen, Cluster.Listen and Monitor
+	// addresses.
 	AllowRemote bool
+	// Monitor, when set, is the address of nats-server's HTTP monitoring
+	// endpoint (/varz, /jsz, /healthz, ...: what the Prometheus NATS
+	// exporter and `nats server` read). Off by default; the same address
+	// rules as Listen.
+	Monitor string
 
 	// ServerName names the node in logs and in the JetStream cluster. A
 	// clustered JetStream node must set it and keep it across restarts:
@@ -148,6 +154,13 @@ func (c *ServerConfig) options() (*server.Options, error) {
 			errs = append(errs, err)
 		}
 		o.Host, o.Port = host, port
+	}
+	if c.Monitor != "" {
+		host, port, err := parseListen("Monitor", c.Monitor, c.AllowRemote)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		o.HTTPHost, o.HTTPPort = host, port
 	}
 	if c.TLS != nil {
 		if c.Listen == "" {

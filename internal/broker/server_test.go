@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +288,29 @@ func TestInterestOf(t *testing.T) {
 	}
 	if !interest(subject) {
 		t.Error("no interest with a stream capturing the subject")
+	}
+}
+
+// Monitor opens nats-server's HTTP monitoring endpoint, for the NATS
+// Prometheus exporter and `nats server`; off, there is none.
+func TestMonitor(t *testing.T) {
+	s := brokertest.Start(t, brokertest.WithConfig(func(c *broker.ServerConfig) { c.Monitor = "127.0.0.1:0" }))
+	url := s.MonitorURL()
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("MonitorURL = %q", url)
+	}
+	resp, err := http.Get(url + "/healthz?js-enabled-only=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz: %d", resp.StatusCode)
+	}
+	if off := brokertest.Start(t); off.MonitorURL() != "" {
+		t.Errorf("MonitorURL = %q with Monitor off", off.MonitorURL())
+	}
+	if _, err := broker.StartServer(context.Background(), broker.ServerConfig{Monitor: "0.0.0.0:0"}); !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Errorf("a remote monitor address without AllowRemote: %v, want ErrInvalidConfig", err)
 	}
 }
