@@ -18,6 +18,7 @@ import (
 // sseEvent is one message of a run's event stream.
 type sseEvent struct {
 	id   uint64
+	name string // its event: line
 	data string
 	e    event.Event
 }
@@ -68,6 +69,9 @@ func (c *coord) sse(run string, lastID uint64, stopAfter int) ([]sseEvent, int, 
 			if err := json.Unmarshal([]byte(cur.data), &cur.e); err != nil {
 				c.t.Fatalf("events of %s: event %d: %v: %s", run, cur.id, err, cur.data)
 			}
+			if cur.name != string(cur.e.Type) {
+				c.t.Fatalf("events of %s: event %d named %q, want its type %q", run, cur.id, cur.name, cur.e.Type)
+			}
 			out = append(out, cur)
 			cur = sseEvent{}
 			if stopAfter > 0 && len(out) == stopAfter {
@@ -79,6 +83,8 @@ func (c *coord) sse(run string, lastID uint64, stopAfter int) ([]sseEvent, int, 
 			if err != nil {
 				c.t.Fatalf("events of %s: bad id line %q", run, line)
 			}
+		case strings.HasPrefix(line, "event: "):
+			cur.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
 			cur.data += strings.TrimPrefix(line, "data: ")
 		default:
