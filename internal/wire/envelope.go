@@ -36,6 +36,7 @@ const (
 	TypeRunResult        Type = "run.result"
 	TypeEvent            Type = "event"
 	TypeWorkersList      Type = "workers.list"
+	TypeAssetsList       Type = "assets.list"
 	TypeBudgetRenew      Type = "budget.renew"
 	TypeBudgetGrant      Type = "budget.grant"
 	TypePlacementCheck   Type = "placement.check"

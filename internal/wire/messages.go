@@ -221,6 +221,32 @@ type WorkerInfo struct {
 	MCP []string `json:"mcp,omitempty"`
 }
 
+// Assets counts the JetStream streams of the cluster's account and their
+// consumers, by kind (a stream's kind follows from its name; a consumer's
+// is its stream's): the body of a coordinator's answer to TypeAssetsList,
+// and what GET /v1/assets and `formica assets` show.
+type Assets struct {
+	Streams   int `json:"streams"`
+	Consumers int `json:"consumers"`
+	// Kinds has every kind, in a fixed order, those with no stream
+	// included.
+	Kinds []AssetKind `json:"kinds"`
+	// CountedAt is when the coordinator listed the streams.
+	CountedAt time.Time `json:"counted_at"`
+}
+
+// AssetKind is one kind's count in Assets.
+type AssetKind struct {
+	Kind      string `json:"kind"`
+	Streams   int    `json:"streams"`
+	Consumers int    `json:"consumers"`
+	// Names are the kind's streams, sorted, at most MaxAssetNames of them.
+	Names []string `json:"names,omitempty"`
+}
+
+// MaxAssetNames bounds the stream names one kind of Assets lists.
+const MaxAssetNames = 100
+
 // CoordHeartbeat tells workers a coordinator is alive; workers stop the
 // threads of a coordinator that has gone silent.
 type CoordHeartbeat struct {

@@ -31,6 +31,9 @@ const (
 	QueueCoordinators = "coordinators"
 	// SubjectWorkers asks any coordinator for the live workers.
 	SubjectWorkers = "formica.workers.list"
+	// SubjectAssets asks any coordinator for the JetStream assets of the
+	// cluster's account, counted by kind (Assets).
+	SubjectAssets = "formica.assets.list"
 	// SubjectApprovalDecide takes a person's decision on a held approval
 	// (client → coordinator): the only way decisions enter, so coordinators
 	// alone write the approvals bucket. Coordinators share it in a queue group.
