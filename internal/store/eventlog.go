@@ -55,7 +55,9 @@ func splitEventID(id uint64) (seq uint64, i int) {
 	return id / EventsPerBatch, int(id % EventsPerBatch)
 }
 
-var eventLogHeader = nats.Header{"Content-Type": []string{EventLogContentType}}
+// eventLogContentType is a batch's Content-Type header value. Each batch
+// has a header map of its own: publishing sets the expected stream in it.
+var eventLogContentType = []string{EventLogContentType}
 
 // eventLogPublisher is the JetStream context of event batches: pipelined,
 // each failure logged.
@@ -79,7 +81,7 @@ func (s *Store) AppendEvents(run string, batch []byte) (jetstream.PubAckFuture, 
 	if s.ejs == nil {
 		return nil, fmt.Errorf("%w: this store does not write events", ErrInvalidConfig)
 	}
-	msg := &nats.Msg{Subject: SubjectEventLog(run), Data: batch, Header: eventLogHeader}
+	msg := &nats.Msg{Subject: SubjectEventLog(run), Data: batch, Header: nats.Header{"Content-Type": eventLogContentType}}
 	f, err := s.ejs.PublishMsgAsync(msg, jetstream.WithExpectStream(EventsStream))
 	if err != nil {
 		return nil, fmt.Errorf("store: events of run %s: %w", run, err)
