@@ -375,7 +375,13 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.slots = make(chan struct{}, c.cfg.MaxRuns)
 		c.loops.Add(3 + c.cfg.MaxRuns + c.cfg.MaxIdleRuns)
 		go c.watchApprovals(c.background)
-		go c.watchLeases(c.background)
+		// Its consumer is there once Start returns; one that fails now
+		// is made again in the loop.
+		leases, err := c.cfg.Store.WatchLeases(c.background)
+		if err != nil {
+			c.cfg.Logger.Warn("watch run leases", "err", err)
+		}
+		go c.watchLeases(c.background, leases)
 		go c.sweepTransfers()
 		for range c.cfg.MaxRuns + c.cfg.MaxIdleRuns {
 			go c.consume(c.background)

@@ -162,23 +162,32 @@ type leaseSeen struct {
 // (their holder died or froze), and at once those held by an earlier
 // incarnation of this coordinator: the queue then delivers them again
 // without waiting for its AckWait. Each coordinator times the leases on
-// its own monotonic clock, from when it saw each one change.
-func (c *Coordinator) watchLeases(ctx context.Context) {
+// its own monotonic clock, from when it saw each one change. It follows
+// first, the watch Start made (nil: none yet), and ends once its watch has
+// ended, so a coordinator that stops leaves no consumer of the leases
+// behind.
+func (c *Coordinator) watchLeases(ctx context.Context, first <-chan store.LeaseEntry) {
 	defer c.loops.Done()
 	w := leaseWatch{seen: map[string]leaseSeen{}, taken: map[string]leaseSeen{}}
 	t := time.NewTicker(c.cfg.LeaseTTL / 4)
 	defer t.Stop()
 	for ctx.Err() == nil {
-		ch, err := c.cfg.Store.WatchLeases(ctx)
-		if err != nil {
-			c.cfg.Logger.Warn("watch run leases", "err", err)
-			sleep(ctx, time.Second)
-			continue
+		ch := first
+		first = nil
+		if ch == nil {
+			var err error
+			if ch, err = c.cfg.Store.WatchLeases(ctx); err != nil {
+				c.cfg.Logger.Warn("watch run leases", "err", err)
+				sleep(ctx, time.Second)
+				continue
+			}
 		}
 	follow:
 		for {
 			select {
 			case <-ctx.Done():
+				for range ch { // closed once its consumer is deleted
+				}
 				return
 			case e, ok := <-ch:
 				if !ok {
@@ -189,6 +198,10 @@ func (c *Coordinator) watchLeases(ctx context.Context) {
 				c.takeOverExpired(ctx, &w)
 				c.giveBackUnclaimed(ctx, &w)
 			}
+		}
+	}
+	if first != nil { // stopped before following it
+		for range first {
 		}
 	}
 }

@@ -41,7 +41,7 @@ func counts(t *testing.T, s *Store) (map[string][2]int, wire.Assets) {
 
 // TestAssetsByKind: a store counts the fixed set Open makes, one stream of
 // each of Formica's kinds and the queue's consumer; a coordinator's lease
-// watch is one consumer more; a client's Open adds nothing; an earlier
+// watch is one consumer more, until it ends; a client's Open adds nothing; an earlier
 // version's transfers bucket and a stream of someone else's are counted
 // apart.
 func TestAssetsByKind(t *testing.T) {
@@ -68,7 +68,8 @@ func TestAssetsByKind(t *testing.T) {
 	}
 
 	wctx, stop := context.WithCancel(ctx)
-	if _, err := s.WatchLeases(wctx); err != nil {
+	leases, err := s.WatchLeases(wctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(ctx, nc, Config{Client: true}); err != nil {
@@ -78,6 +79,11 @@ func TestAssetsByKind(t *testing.T) {
 		t.Errorf("with a lease watch: leases %v, queue %v; want a consumer each", got[KindKVLeases], got[KindQueue])
 	}
 	stop()
+	for range leases {
+	}
+	if got, _ := counts(t, s); got[KindKVLeases] != [2]int{1, 0} {
+		t.Errorf("the lease watch ended: leases %v, want its consumer gone", got[KindKVLeases])
+	}
 
 	js, err := jetstream.New(nc)
 	if err != nil {

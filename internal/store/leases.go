@@ -115,7 +115,9 @@ type LeaseEntry struct {
 
 // WatchLeases follows the leases bucket: every lease held now, then every
 // change, on a channel closed when ctx ends or the watch breaks (watch
-// again). A value that does not decode is skipped.
+// again). A value that does not decode is skipped. The watch is an ordered
+// consumer of the bucket's stream (R1, in memory), deleted before the
+// channel closes.
 func (s *Store) WatchLeases(ctx context.Context) (<-chan LeaseEntry, error) {
 	if s.leases == nil {
 		return nil, fmt.Errorf("store: watch leases: %w", ErrClient)
