@@ -55,6 +55,9 @@ const (
 	// DefaultTransfersSweep paces the removal of the drained transfers
 	// buckets of earlier versions (sweepTransfers).
 	DefaultTransfersSweep = time.Hour
+	// DefaultAssetsCount paces the count of the cluster's JetStream assets
+	// for the metrics (countAssets).
+	DefaultAssetsCount = 30 * time.Second
 )
 
 // Config configures a Coordinator; zero values mean defaults.
@@ -95,6 +98,10 @@ type Config struct {
 	// transfers buckets of earlier versions that hold no body any more,
 	// until none is left.
 	TransfersSweep time.Duration
+	// AssetsCount is how often, with a Store, the coordinator counts the
+	// cluster's JetStream streams and consumers for its metrics
+	// (formica_jetstream_streams, formica_jetstream_consumers).
+	AssetsCount time.Duration
 	// Ceilings cap what a submission may ask (zero fields: the defaults).
 	Ceilings limits.Ceilings
 	// RunTimeout is the deadline of a queued run that asks none; past it
@@ -220,6 +227,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.TransfersSweep <= 0 {
 		cfg.TransfersSweep = DefaultTransfersSweep
 	}
+	if cfg.AssetsCount <= 0 {
+		cfg.AssetsCount = DefaultAssetsCount
+	}
 	if cfg.MaxWorkerSlots <= 0 {
 		cfg.MaxWorkerSlots = DefaultMaxWorkerSlots
 	}
@@ -341,6 +351,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			served{wire.SubjectEnqueue, wire.QueueCoordinators, c.handleEnqueue},
 			served{wire.SubjectCancelRequest, wire.QueueCoordinators, c.handleCancelRequest},
 			served{wire.SubjectResume, wire.QueueCoordinators, c.handleResume},
+			served{wire.SubjectAssets, wire.QueueCoordinators, c.handleAssets},
 		)
 	}
 	for _, s := range serve {
@@ -373,7 +384,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// A consumer takes a run slot to take a run; the run may give
 		// it back while it runs on (slots.go).
 		c.slots = make(chan struct{}, c.cfg.MaxRuns)
-		c.loops.Add(3 + c.cfg.MaxRuns + c.cfg.MaxIdleRuns)
+		c.loops.Add(4 + c.cfg.MaxRuns + c.cfg.MaxIdleRuns)
 		go c.watchApprovals(c.background)
 		// Its consumer is there once Start returns; one that fails now
 		// is made again in the loop.
@@ -383,6 +394,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 		go c.watchLeases(c.background, leases)
 		go c.sweepTransfers()
+		go c.countAssets()
 		for range c.cfg.MaxRuns + c.cfg.MaxIdleRuns {
 			go c.consume(c.background)
 		}

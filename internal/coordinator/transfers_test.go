@@ -18,6 +18,7 @@ func TestSenderOf(t *testing.T) {
 		{wire.SubjectSubmit, ""},
 		{wire.SubjectEnqueue, ""},
 		{wire.SubjectWorkers, ""},
+		{wire.SubjectAssets, ""},
 		{wire.SubjectApprovalDecide, ""},
 		{"_FORMICA.client.eve.abc", ""},
 		{"formica.worker.", ""},

@@ -113,8 +113,9 @@ type Metrics struct {
 	quotaWait *prometheus.HistogramVec
 	quota     quotaCollector
 
-	load loadCollector
-	qc   queueCollector
+	load   loadCollector
+	qc     queueCollector
+	assets assetsCollector
 }
 
 // Role is what a process does, for the metrics it exports.
@@ -189,8 +190,9 @@ func New(roles Role) *Metrics {
 	m.quota.init()
 	m.load.init()
 	m.qc.init()
+	m.assets.init()
 	if f.on {
-		reg.MustRegister(&m.quota, &m.qc)
+		reg.MustRegister(&m.quota, &m.qc, &m.assets)
 	}
 	// A worker's own load, or a coordinator's view of the fleet.
 	both.register(&m.load)

@@ -25,6 +25,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.ToolCall("bash", ToolOK, time.Second)
 	m.ApprovalAnswered(DecisionAllow, time.Second)
 	m.FleetLoad(nil)
+	m.JetStreamAssets(nil)
 	if rec := httptest.NewRecorder(); true {
 		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		if rec.Code != 404 {
@@ -65,6 +66,7 @@ func TestExposition(t *testing.T) {
 	m.ModelUsage("sim", "", 0, 0, nil)
 	m.ThreadReused()
 	m.JournalWriteFailed()
+	m.JetStreamAssets([]AssetCount{{Kind: "queue", Streams: 1, Consumers: 1}, {Kind: "other"}})
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -78,6 +80,8 @@ func TestExposition(t *testing.T) {
 		`formica_model_cost_usd_total{model="claude",provider="anthropic"} 0.5`,
 		`formica_spawns_refused_total{reason="depth"} 0`, `formica_build_info{`, `go_goroutines`,
 		`formica_journal_replays_total 0`, `formica_journal_threads_reused_total 1`, `formica_journal_write_errors_total 1`,
+		`formica_jetstream_streams{kind="queue"} 1`, `formica_jetstream_consumers{kind="queue"} 1`,
+		`formica_jetstream_streams{kind="other"} 0`, `formica_jetstream_consumers{kind="other"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in:\n%s", want, text)
@@ -90,6 +94,16 @@ func TestExposition(t *testing.T) {
 				t.Errorf("metric %s outside the formica_ namespace", name)
 			}
 		}
+	}
+}
+
+// TestNoAssetsBeforeACount: a process that never counted the JetStream
+// assets (a worker) exports no such gauge.
+func TestNoAssetsBeforeACount(t *testing.T) {
+	rec := httptest.NewRecorder()
+	New().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if body := rec.Body.String(); strings.Contains(body, "formica_jetstream_") {
+		t.Errorf("assets exported before a count:\n%s", body)
 	}
 }
 
