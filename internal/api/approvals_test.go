@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,6 +86,24 @@ func TestWorkers(t *testing.T) {
 	h.fake.fail = errors.New("boom")
 	if status, code, msg := errorOf(t, h.do("GET", "/v1/workers", nil)); status != 500 || code != "internal" || msg != "internal error" {
 		t.Errorf("failing backend: got %d %s %q", status, code, msg)
+	}
+}
+
+func TestAssets(t *testing.T) {
+	h := newHarness(t, Config{Token: testToken})
+	want := wire.Assets{Streams: 11, Consumers: 2, Kinds: []wire.AssetKind{{Kind: "queue", Streams: 1, Consumers: 1, Names: []string{"FORMICA_QUEUE"}}},
+		CountedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h.fake.assets = want
+	if diff := cmp.Diff(want, decode[wire.Assets](t, h.do("GET", "/v1/assets", nil))); diff != "" {
+		t.Errorf("assets (-want +got):\n%s", diff)
+	}
+	h.fake.fail = fmt.Errorf("no coordinator: %w", ErrUnavailable)
+	if status, code, _ := errorOf(t, h.do("GET", "/v1/assets", nil)); status != 503 || code != "unavailable" {
+		t.Errorf("no coordinator: got %d %s", status, code)
+	}
+	h.token = ""
+	if status, _, _ := errorOf(t, h.do("GET", "/v1/assets", nil)); status != 401 {
+		t.Errorf("no token: got %d", status)
 	}
 }
 

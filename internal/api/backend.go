@@ -59,6 +59,8 @@ type Backend interface {
 	Decide(ctx context.Context, id string, allow bool) error
 	// Workers returns the live workers.
 	Workers(ctx context.Context) ([]wire.WorkerInfo, error)
+	// Assets counts the cluster's JetStream streams and consumers by kind.
+	Assets(ctx context.Context) (wire.Assets, error)
 	// Ready returns nil when NATS and JetStream are usable, else why not.
 	Ready(ctx context.Context) error
 }

@@ -29,6 +29,7 @@ type fakeBackend struct {
 	approvals map[string]Approval
 	decided   map[string]bool
 	workers   []wire.WorkerInfo
+	assets    wire.Assets
 	readyErr  error
 	fail      error // when set, every call but Ready returns it
 	panics    bool  // Workers panics
@@ -290,6 +291,15 @@ func (f *fakeBackend) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
 		return nil, f.fail
 	}
 	return f.workers, nil
+}
+
+func (f *fakeBackend) Assets(ctx context.Context) (wire.Assets, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return wire.Assets{}, f.fail
+	}
+	return f.assets, nil
 }
 
 func (f *fakeBackend) Ready(ctx context.Context) error {

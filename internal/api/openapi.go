@@ -203,6 +203,10 @@ func openAPIPaths() obj {
 		"/v1/workers": obj{
 			"get": op("listWorkers", "List live workers", "200", response("Workers.", arrayOf(ref("Worker"))), "401", "500", "503"),
 		},
+		"/v1/assets": obj{
+			"get": op("countAssets", "Count the cluster's JetStream streams and consumers by kind", "200",
+				response("A coordinator's count, made now.", ref("Assets")), "401", "500", "503"),
+		},
 		"/v1/openapi.json": obj{
 			"get": op("openAPI", "This document", "200", response("The OpenAPI document.", obj{"type": "object"}), "401"),
 		},
@@ -422,6 +426,21 @@ func openAPISchemas() obj {
 			"sandbox": typ("string", "on: its tool calls run in the sandbox; off: it was started with --sandbox off."),
 			"mcp": obj{"type": "array", "items": obj{"type": "string"},
 				"description": "The MCP servers configured on it (--mcp-config); threads naming them in harness.mcp are placed there."},
+		}),
+		"Assets": object([]string{"streams", "consumers", "kinds", "counted_at"}, obj{
+			"streams":    typ("integer", "Streams of the cluster's account, Formica's and any other."),
+			"consumers":  typ("integer", "Their consumers."),
+			"kinds":      arrayOf(ref("AssetKind")),
+			"counted_at": timeProp("When the coordinator listed the streams."),
+		}),
+		"AssetKind": object([]string{"kind", "streams", "consumers"}, obj{
+			"kind": obj{"type": "string", "enum": []string{"queue", "events", "index", "journal", "cancels", "transfers",
+				"kv_runs", "kv_approvals", "kv_leases", "kv_keys", "obj_payloads", "legacy_transfers", "other"},
+				"description": "What the streams are, from their names: Formica's own, the transfers buckets of an earlier version, or other."},
+			"streams":   typ("integer", ""),
+			"consumers": typ("integer", "Consumers of the kind's streams."),
+			"names": obj{"type": "array", "items": obj{"type": "string"},
+				"description": "The kind's streams, sorted, the first 100."},
 		}),
 	}
 }

@@ -70,6 +70,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Event":                reflect.TypeFor[event.Event](),
 		"Approval":             reflect.TypeFor[Approval](),
 		"Worker":               reflect.TypeFor[wire.WorkerInfo](),
+		"Assets":               reflect.TypeFor[wire.Assets](),
+		"AssetKind":            reflect.TypeFor[wire.AssetKind](),
 		"Error":                reflect.TypeFor[ErrorBody](),
 		"Status":               reflect.TypeFor[Status](),
 		"SubmitRequest":        reflect.TypeFor[SubmitBody](),

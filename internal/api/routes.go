@@ -39,6 +39,7 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/approvals", handle: s.listApprovals},
 		{method: http.MethodPost, path: "/v1/approvals/{id}", handle: s.decide},
 		{method: http.MethodGet, path: "/v1/workers", handle: s.workers},
+		{method: http.MethodGet, path: "/v1/assets", handle: s.assets},
 		{method: http.MethodGet, path: "/v1/openapi.json", handle: s.openAPI},
 		{method: http.MethodGet, path: "/healthz", handle: s.healthz, public: true},
 		{method: http.MethodGet, path: "/readyz", handle: s.readyz, public: true},

@@ -24,6 +24,15 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) assets(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.b.Assets(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
 // Status is the body of /healthz and of a ready /readyz.
 type Status struct {
 	Status string `json:"status"`

@@ -124,7 +124,7 @@ func permit(p *jwt.Permissions, role Role, id string) {
 			// Requests the coordinators answer and act on: the one way a
 			// client changes a run (records and the queue are theirs).
 			wire.SubjectSubmit, wire.SubjectEnqueue, wire.SubjectCancelRequest, wire.SubjectRunCancel,
-			wire.SubjectResume, wire.SubjectWorkers, wire.SubjectApprovalDecide,
+			wire.SubjectResume, wire.SubjectWorkers, wire.SubjectAssets, wire.SubjectApprovalDecide,
 			// A cancel kept for the coordinator that picks the run up.
 			store.SubjectCancels,
 			// JetStream reads: stream info and single messages of any stream,

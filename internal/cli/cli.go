@@ -52,6 +52,7 @@ Commands:
   approvals          list tool calls waiting for approval
   approve ID         answer one (--allow or --deny)
   workers            list live workers
+  assets             count the cluster's JetStream streams and consumers by kind
   bench              measure the spawn path against raw NATS (--quick, --json FILE)
   version            print the version (also --version)
 
@@ -75,6 +76,7 @@ var commands = map[string]func(args []string, stdio Stdio) int{
 	"approvals":  approvalsCommand,
 	"approve":    approveCommand,
 	"workers":    workersCommand,
+	"assets":     assetsCommand,
 	"bench":      benchCommand,
 }
 

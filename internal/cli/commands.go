@@ -15,6 +15,7 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -359,6 +360,40 @@ func workersCommand(args []string, stdio Stdio) int {
 			}
 			return ExitOK, w.Flush()
 		})
+}
+
+func assetsCommand(args []string, stdio Stdio) int {
+	return runCluster("assets", "[--json]", args, stdio, true, nil,
+		func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
+			a, err := c.svc.Assets(ctx)
+			if err != nil {
+				return 0, err
+			}
+			if f.json {
+				return ExitOK, printJSON(stdio.Out, a)
+			}
+			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KIND\tSTREAMS\tCONSUMERS\tNAMES")
+			for _, k := range a.Kinds {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", k.Kind, k.Streams, k.Consumers, streamNames(k))
+			}
+			fmt.Fprintf(w, "total\t%d\t%d\t\n", a.Streams, a.Consumers)
+			return ExitOK, w.Flush()
+		})
+}
+
+// streamNames is the NAMES column of `formica assets`: a kind's first
+// streams, and how many more it has.
+func streamNames(k wire.AssetKind) string {
+	const shown = 3
+	if k.Streams == 0 {
+		return "-"
+	}
+	names := strings.Join(k.Names[:min(shown, len(k.Names))], ",")
+	if more := k.Streams - min(shown, len(k.Names)); more > 0 {
+		names += fmt.Sprintf(" (+%d more)", more)
+	}
+	return names
 }
 
 func stamp(t time.Time) string {

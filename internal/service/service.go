@@ -404,6 +404,35 @@ func (s *Service) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
 	return ws, nil
 }
 
+// Assets asks any coordinator to count the cluster's JetStream streams and
+// consumers by kind (clients may not list streams themselves).
+func (s *Service) Assets(ctx context.Context) (wire.Assets, error) {
+	call, err := transport.Request(ctx, s.tr, wire.SubjectAssets, wire.Msg{Type: string(wire.TypeAssetsList)})
+	if err != nil {
+		return wire.Assets{}, err
+	}
+	defer call.Close()
+	m, err := call.Next(ctx, assetsWait)
+	if err != nil {
+		if errors.Is(err, transport.ErrNoResponders) {
+			return wire.Assets{}, api.Errorf(api.ErrUnavailable, "no coordinator is running")
+		}
+		return wire.Assets{}, api.Errorf(api.ErrUnavailable, "no coordinator answered: %v (a client credential issued by an earlier version may not ask on %s: reissue it)", err, wire.SubjectAssets)
+	}
+	if err := wire.MsgError(m); err != nil {
+		return wire.Assets{}, api.Errorf(api.ErrUnavailable, "a coordinator could not count them: %v", err)
+	}
+	var a wire.Assets
+	if err := wire.DecodeAs(m.Data, wire.TypeAssetsList, &a); err != nil {
+		return wire.Assets{}, err
+	}
+	return a, nil
+}
+
+// assetsWait is how long Assets waits for a coordinator's count, which
+// takes at most coordinator.AssetsTimeout.
+const assetsWait = 10 * time.Second
+
 // Ready reports whether NATS and the store answer.
 func (s *Service) Ready(ctx context.Context) error {
 	if st := s.cfg.Conn.Status(); st != nats.CONNECTED {

@@ -158,6 +158,7 @@ func TestAttacksAreRefused(t *testing.T) {
 		m.refused("read the records bucket", "$JS.API.STREAM.INFO.KV_"+store.RunsBucket, false)
 		m.refused("submit a run", wire.SubjectSubmit, false)
 		m.refused("ask for the workers list", wire.SubjectWorkers, false)
+		m.refused("ask for the JetStream assets", wire.SubjectAssets, false)
 
 		// Its own subjects work, but name no thread it holds: refused as
 		// fenced once the target has ended (no coordinator owns it), as
