@@ -377,7 +377,7 @@ func assetsCommand(args []string, stdio Stdio) int {
 			for _, k := range a.Kinds {
 				fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", k.Kind, k.Streams, k.Consumers, streamNames(k))
 			}
-			fmt.Fprintf(w, "total\t%d\t%d\t\n", a.Streams, a.Consumers)
+			fmt.Fprintf(w, "total\t%d\t%d\n", a.Streams, a.Consumers)
 			return ExitOK, w.Flush()
 		})
 }
