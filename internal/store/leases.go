@@ -122,17 +122,22 @@ func (s *Store) WatchLeases(ctx context.Context) (<-chan LeaseEntry, error) {
 	if s.leases == nil {
 		return nil, fmt.Errorf("store: watch leases: %w", ErrClient)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	w, err := s.leases.WatchAll(ctx)
+	// The watch ends by Stop alone, which deletes its consumer before
+	// returning: ended by its context, the library would unsubscribe
+	// and delete on a goroutine of its own, and Stop return at once.
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := s.leases.WatchAll(wctx)
 	if err != nil {
-		cancel()
+		stopWatch()
 		return nil, fmt.Errorf("store: watch leases: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan LeaseEntry, 64)
 	go func() {
 		defer close(out)
 		defer func() {
 			_ = w.Stop()
+			stopWatch() // its goroutine finds it stopped
 			go func() { // drained, so the watcher's own goroutine ends
 				for range w.Updates() {
 				}
