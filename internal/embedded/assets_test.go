@@ -37,7 +37,7 @@ func TestAssetsStayFixed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 50 workers")
 	}
-	m := metrics.New()
+	m := metrics.New(metrics.All)
 	var cfg Config
 	s, _ := startSecuredWith(t, func(c *Config) { c.Metrics = m; cfg = *c })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -101,7 +101,7 @@ func TestExposition(t *testing.T) {
 // assets (a worker) exports no such gauge.
 func TestNoAssetsBeforeACount(t *testing.T) {
 	rec := httptest.NewRecorder()
-	New().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	New(All).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if body := rec.Body.String(); strings.Contains(body, "formica_jetstream_") {
 		t.Errorf("assets exported before a count:\n%s", body)
 	}
