@@ -64,14 +64,14 @@ func loopback(addr string) bool {
 }
 
 // creds is `coordinator creds`: it writes a standard NATS credentials file
-// for a worker or a client, signed by the authority under --data-dir
+// for a worker, a client or a viewer, signed by the authority under --data-dir
 // (created when missing), which a running coordinator accepts at once.
 // With --nats-server-conf it writes instead the configuration an external
 // NATS server includes to trust that authority.
 func creds(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("coordinator creds", flag.ContinueOnError)
 	dataDir := fs.String("data-dir", "formica-data", "the coordinator's data `dir`")
-	roleName := fs.String("role", "", "worker or client (or coordinator, for a second coordinator on the same NATS)")
+	roleName := fs.String("role", "", "worker, client, or viewer (an operator's read-only credential for dashboards and the nats CLI; or coordinator, for a second coordinator on the same NATS)")
 	id := fs.String("id", "", "worker id (one word; the worker takes it as its --id), or the client's name (default client)")
 	out := fs.String("out", "", "write to `file` (mode 0600) instead of stdout")
 	serverConf := fs.Bool("nats-server-conf", false, "write the nats-server configuration that trusts these credentials (operator mode), for an external NATS cluster, instead of credentials")

@@ -24,15 +24,19 @@ const (
 	Worker Role = "worker"
 	// Client submits, watches, cancels and approves runs.
 	Client Role = "client"
+	// Viewer is an operator's read-only credential for dashboards and the
+	// nats CLI: stream, KV and object store listings and info, micro
+	// service discovery and the events; no run contents, no writes.
+	Viewer Role = "viewer"
 )
 
 // ParseRole reads a role name.
 func ParseRole(s string) (Role, error) {
 	switch r := Role(s); r {
-	case Coordinator, Worker, Client:
+	case Coordinator, Worker, Client, Viewer:
 		return r, nil
 	}
-	return "", fmt.Errorf("auth: unknown role %q (want coordinator, worker or client)", s)
+	return "", fmt.Errorf("auth: unknown role %q (want coordinator, worker, client or viewer)", s)
 }
 
 // InboxPrefix is the reply-subject root a role's connection must use
@@ -142,5 +146,25 @@ func permit(p *jwt.Permissions, role Role, id string) {
 		p.Sub.Allow.Add(store.StoredSubjects...)
 		// An approver answers with progress and then its decision.
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: -1, Expires: time.Hour}
+	case Viewer:
+		p.Pub.Allow.Add(ViewerRequests...)
+		p.Sub.Allow.Add(wire.EventsAll, InboxPrefix(Viewer, id)+".>")
+		// It answers nothing: no response permission.
 	}
+}
+
+// ViewerRequests are the subjects a viewer publishes on: the requests
+// that `nats stream ls|info`, `kv ls|info`, `object ls|info` and `micro
+// ls|info|stats` make, each answered in its own inbox. JetStream's
+// account info and the stream and consumer listings and infos: names,
+// configurations and counts, never a stored message (no direct or
+// message get, so no record, journal entry or payload is read), no
+// consumer made (one delivers stored bytes on whatever subject its
+// creator names), no write, purge, delete or configuration. Micro
+// discovery: the services' ping, info and stats, by every name and id.
+var ViewerRequests = []string{
+	"$JS.API.INFO",
+	"$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO.*",
+	"$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.INFO.*.*",
+	"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
 }
