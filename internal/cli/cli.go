@@ -55,6 +55,7 @@ Commands:
   assets             count the cluster's JetStream streams and consumers by kind
   bench              measure the spawn path against raw NATS (--quick, --json FILE)
   version            print the version (also --version)
+  completion SHELL   print a completion script for bash, zsh or fish
 
 Cluster commands find the cluster with --nats URL, $FORMICA_NATS or $NATS_URL.
 Every flag can also be set as $FORMICA_<FLAG> (--agent-max-depth:
@@ -109,6 +110,8 @@ func command(args []string, stdio Stdio) int {
 	case "-version", "--version", "version":
 		fmt.Fprintln(stdio.Out, version.String("formica"))
 		return ExitOK
+	case "completion":
+		return completionCommandMain(args[1:], stdio)
 	}
 	fmt.Fprintf(stdio.Err, "formica: unknown command %q (see 'formica help')\n", args[0])
 	return ExitUsage

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"flag"
-	"io"
 	"sort"
 	"testing"
 
@@ -12,17 +11,13 @@ import (
 // flagSetOf returns the flag set command builds, as it is before parsing.
 func flagSetOf(t *testing.T, command string) *flag.FlagSet {
 	t.Helper()
-	var got *flag.FlagSet
-	hook := func(fs *flag.FlagSet) { got = fs }
-	flagSetMade.Store(&hook)
-	defer flagSetMade.Store(nil)
-	if code := Main([]string{command, "-h"}, Stdio{Out: io.Discard, Err: io.Discard}); code != ExitOK {
+	got, code := commandFlagSet(command)
+	if code != ExitOK {
 		t.Fatalf("formica %s -h: exit %d", command, code)
 	}
 	if got == nil {
 		t.Fatalf("formica %s builds no flag set through newFlagSet/parse", command)
 	}
-	got.SetOutput(io.Discard)
 	return got
 }
 
