@@ -162,7 +162,9 @@ func permit(p *jwt.Permissions, role Role, id string) {
 // consumer made (one delivers stored bytes on whatever subject its
 // creator names), no write, purge, delete or configuration. Micro
 // discovery: the services' ping, info and stats, by every name and id.
+// The server's answer about the asking user itself (`nats account info`).
 var ViewerRequests = []string{
+	"$SYS.REQ.USER.INFO",
 	"$JS.API.INFO",
 	"$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO.*",
 	"$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.INFO.*.*",

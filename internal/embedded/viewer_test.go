@@ -3,6 +3,9 @@ package embedded
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -196,5 +199,115 @@ func TestViewerReadsOnly(t *testing.T) {
 	}
 	if _, err := cjs.Stream(ctx, "VIEWER"); err == nil {
 		t.Error("the viewer made a stream")
+	}
+}
+
+// TestViewerNatsCLI drives the nats CLI itself (`nats` on PATH, or the
+// binary $FORMICA_NATS_CLI names; skipped without one) with a viewer's
+// credentials file and --inbox-prefix _FORMICA.viewer.ops over TCP: the
+// read commands docs/security.md lists succeed and name what the stack
+// has, with no permission violation; the commands that read contents or
+// write are refused.
+func TestViewerNatsCLI(t *testing.T) {
+	bin := os.Getenv("FORMICA_NATS_CLI")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("nats"); err != nil {
+			t.Skip("no nats CLI on PATH (or $FORMICA_NATS_CLI)")
+		}
+	}
+	s, cl := startSecuredWith(t, func(c *Config) { c.Server.Listen = "127.0.0.1:-1" })
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	creds, err := s.authority.Issue(auth.Viewer, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := creds.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "ops.creds")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--server", s.Server.ClientURL(), "--creds", file,
+		"--inbox-prefix", auth.InboxPrefix(auth.Viewer, "ops"), "--timeout", "3s", "--no-context"}
+	nats := func(args ...string) (string, error) {
+		cctx, stop := context.WithTimeout(ctx, 30*time.Second)
+		defer stop()
+		out, err := exec.CommandContext(cctx, bin, append(slices.Clone(base), args...)...).CombinedOutput()
+		return string(out), err
+	}
+	runAsync(t, ctx, cl, simSubmit(t, "Plan:\n- a", 0, limits.Config{}), nil)()
+
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"account", "info"}, []string{"Account Information"}},
+		{[]string{"stream", "ls"}, []string{store.EventsStream, store.JournalStream}},
+		{[]string{"stream", "info", store.EventsStream}, []string{store.EventsStream}},
+		{[]string{"kv", "ls"}, []string{store.RunsBucket, store.ApprovalsBucket}},
+		{[]string{"kv", "info", store.RunsBucket}, []string{store.RunsBucket}},
+		{[]string{"object", "ls"}, []string{store.PayloadsBucket}},
+		{[]string{"object", "info", store.PayloadsBucket}, []string{store.PayloadsBucket}},
+		{[]string{"micro", "ls"}, []string{"formica-worker"}},
+		{[]string{"micro", "info", "formica-worker"}, []string{"formica-worker"}},
+		{[]string{"micro", "stats", "formica-worker"}, []string{"formica-worker"}},
+		{[]string{"consumer", "ls", store.EventsStream}, nil},
+	} {
+		out, err := nats(c.args...)
+		if err != nil || strings.Contains(strings.ToLower(out), "permissions violation") {
+			t.Errorf("nats %s: %v\n%s", strings.Join(c.args, " "), err, out)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("nats %s does not name %s:\n%s", strings.Join(c.args, " "), w, out)
+			}
+		}
+	}
+
+	// The events, live.
+	sub := make(chan string, 1)
+	go func() {
+		out, err := nats("sub", wire.EventsAll, "--count", "1")
+		if err != nil {
+			out += err.Error()
+		}
+		sub <- out
+	}()
+	time.Sleep(2 * time.Second) // subscribed: the CLI starts in well under that
+	runAsync(t, ctx, cl, simSubmit(t, "Plan:\n- b", 0, limits.Config{}), nil)()
+	select {
+	case out := <-sub:
+		if !strings.Contains(out, "formica.events.") || strings.Contains(strings.ToLower(out), "permissions violation") {
+			t.Errorf("nats sub %s:\n%s", wire.EventsAll, out)
+		}
+	case <-ctx.Done():
+		t.Fatal("nats sub received no event")
+	}
+
+	for _, args := range [][]string{
+		{"kv", "ls", store.RunsBucket},
+		{"kv", "get", store.RunsBucket, "x"},
+		{"kv", "put", store.RunsBucket, "x", "y"},
+		{"object", "ls", store.PayloadsBucket},
+		{"stream", "get", store.EventsStream, "1"},
+		{"consumer", "add", store.EventsStream, "c1", "--pull", "--defaults"},
+		{"stream", "purge", store.EventsStream, "-f"},
+		{"stream", "rm", store.EventsStream, "-f"},
+		{"req", wire.SubjectWorkers, "{}"},
+		{"pub", wire.SubjectSubmit, "{}"},
+	} {
+		out, _ := nats(args...)
+		if !strings.Contains(strings.ToLower(out), "permissions violation") {
+			t.Errorf("nats %s: not refused:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	cjs, _ := jetstream.New(mustConn(t, s, "coordinator-view"))
+	if st, err := cjs.Stream(ctx, store.EventsStream); err != nil || st.CachedInfo().State.Consumers != 0 || st.CachedInfo().State.Msgs == 0 {
+		t.Errorf("events stream after the refusals: %v", err)
 	}
 }
