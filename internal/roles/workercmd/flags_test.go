@@ -1,4 +1,4 @@
-package main
+package workercmd
 
 import (
 	"bytes"
@@ -9,10 +9,10 @@ import (
 	"github.com/formica-run/formica/internal/envflag/envflagtest"
 )
 
-// Every coordinator flag, present and future, can be set from the
+// Every worker flag, present and future, can be set from the
 // environment.
 func TestEveryFlagFromEnvironment(t *testing.T) {
-	if n := envflagtest.Check(t, func() *flag.FlagSet { fs, _ := newFlags(); return fs }); n < 20 {
+	if n := envflagtest.Check(t, func() *flag.FlagSet { fs, _ := newFlags(); return fs }); n < 8 {
 		t.Fatalf("checked only %d flags", n)
 	}
 }
@@ -23,7 +23,7 @@ func TestHelpListsSubcommands(t *testing.T) {
 	var out bytes.Buffer
 	fs.SetOutput(&out)
 	fs.Usage()
-	for _, want := range []string{"coordinator creds", "coordinator healthcheck", "-nats-creds"} {
+	for _, want := range []string{"worker healthcheck", "-nats-creds"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, out.String())
 		}

@@ -1,0 +1,255 @@
+// Package workercmd is the worker command, run by cmd/worker and by the
+// formica binary under the name worker: it hosts Formica agent threads,
+// connects to NATS, registers with the coordinators, runs up to --slots
+// threads at a time with its own tools and model credentials, and drains
+// on SIGTERM.
+package workercmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/formica-run/formica/internal/auth"
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/dirlock"
+	"github.com/formica-run/formica/internal/envflag"
+	"github.com/formica-run/formica/internal/logging"
+	"github.com/formica-run/formica/internal/mcp"
+	"github.com/formica-run/formica/internal/metrics"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/ops"
+	"github.com/formica-run/formica/internal/pricing"
+	"github.com/formica-run/formica/internal/runner"
+	"github.com/formica-run/formica/internal/sandbox"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/tracing/export"
+	"github.com/formica-run/formica/internal/version"
+	"github.com/formica-run/formica/internal/worker"
+)
+
+// Main runs the worker command with os.Args and exits on failure.
+func Main() {
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck(os.Args[2:]))
+	}
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the worker's settings, bound to its flags.
+type options struct {
+	client         broker.ClientConfig
+	connectTimeout time.Duration
+	wc             worker.Config
+	grace          time.Duration
+	httpAddr       string
+	credsPool      string
+	logLevel       string
+	logFormat      string
+	mcpFile        string
+	providersFile  string
+	pricesFile     string
+	version        bool
+	sbf            sandbox.Flags
+}
+
+// newFlags registers every flag of the worker; each one can also be set from
+// the environment (package envflag).
+func newFlags() (*flag.FlagSet, *options) {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage:
+  worker [flags]               run a worker
+  worker healthcheck [--ready] probe a running worker's /healthz (or /readyz) on its --http, exit 0 if healthy
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	o := &options{client: broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}}
+	fs.DurationVar(&o.grace, "drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
+	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage)
+	fs.StringVar(&o.providersFile, "providers", "", providers.FlagUsage)
+	fs.StringVar(&o.pricesFile, "prices", "", pricing.FlagUsage)
+	o.client.RegisterFlags(fs)
+	fs.StringVar(&o.credsPool, "nats-creds-pool", "", "`dir` of worker credentials files (*.creds): take the first one no other worker on this host holds (instead of --nats-creds), for replicas that scale")
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "give up when NATS cannot be reached for this long at start-up (0: keep trying)")
+	fs.StringVar(&o.httpAddr, "http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
+	fs.StringVar(&o.wc.ID, "id", "", "worker id (one word); default host-random")
+	fs.IntVar(&o.wc.Slots, "slots", worker.DefaultSlots, "threads run at once (threads waiting on helpers hold none)")
+	fs.DurationVar(&o.wc.HeartbeatInterval, "heartbeat", worker.DefaultHeartbeatInterval, "heartbeat interval")
+	fs.BoolVar(&o.wc.AllowScripted, "allow-scripted", false, "let threads open scripted:<file> models (for tests)")
+	fs.DurationVar(&o.wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
+	fs.IntVar(&o.wc.MaxToolCalls, "max-tool-calls", runner.DefaultMaxToolCalls, "tool calls of one model response that run (agent calls included); the rest are answered with an error and run nothing")
+	o.sbf.Register(fs)
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs, o
+}
+
+func run(args []string) error {
+	fs, o := newFlags()
+	if err := envflag.Parse(fs, args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		os.Exit(2)
+	}
+	if o.version {
+		fmt.Println(version.String("worker"))
+		return nil
+	}
+	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	endpoints, err := providers.LoadFile(o.providersFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	prices, err := pricing.Load(o.pricesFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	sb, err := o.sbf.Open()
+	if err != nil {
+		return err
+	}
+	if sb == nil {
+		logger.Warn("sandbox off: tool calls run unconfined, as this worker's user, with its view of the host")
+	} else {
+		defer sb.Close()
+		logger.Info("sandbox on", "tools", sb.Info().String())
+	}
+	mcpPool, err := mcp.Open(o.mcpFile, sb, logger)
+	if err != nil {
+		return err
+	}
+	if mcpPool != nil {
+		defer mcpPool.Close()
+		logger.Info("MCP servers", "names", mcpPool.Names())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Deferred first, run last: the spans of threads ended by the drain are flushed.
+	stopTracing, err := export.Start(ctx, "formica-worker", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+
+	// The listener answers from the start: up while NATS is still out of
+	// reach, ready once the worker can take threads.
+	mx := metrics.New(metrics.Worker)
+	var running atomic.Pointer[worker.Worker]
+	if o.httpAddr != "off" && o.httpAddr != "" {
+		srv, err := ops.Start(ops.Config{Addr: o.httpAddr, Metrics: mx.Handler(), Logger: logger,
+			Ready: func(context.Context) error {
+				if w := running.Load(); w != nil {
+					return w.Ready()
+				}
+				return errors.New("starting: NATS not connected yet")
+			}})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+		logger.Info("http listening", "addr", srv.Addr())
+	}
+
+	client := o.client
+	client.Name, client.Logger = "formica-worker", logger
+	wc := o.wc
+	if o.credsPool != "" {
+		if client.Creds != "" {
+			return errors.New("give --nats-creds or --nats-creds-pool, not both")
+		}
+		path, held, err := dirlock.TakeFree(o.credsPool, "*.creds")
+		if err != nil {
+			return fmt.Errorf("--nats-creds-pool: %w", err)
+		}
+		defer held.Release()
+		client.Creds = path
+		logger.Info("credentials taken from the pool", "creds", path)
+	}
+	if client.Creds != "" {
+		// The credentials name the worker: its subjects and its inbox.
+		id, err := auth.CheckRole(client.Creds, "a worker", auth.Worker)
+		if err != nil {
+			return err
+		}
+		if wc.ID != "" && wc.ID != id.ID {
+			return fmt.Errorf("--id %s, but --nats-creds %s are worker %s's", wc.ID, client.Creds, id.ID)
+		}
+		wc.ID = id.ID
+		if client.InboxPrefix == "" {
+			client.InboxPrefix = auth.InboxPrefix(auth.Worker, id.ID)
+		}
+	}
+	nc, err := broker.ConnectRetry(ctx, client, o.connectTimeout)
+	if err != nil {
+		var re *broker.RefusedError
+		if errors.As(err, &re) {
+			return fmt.Errorf("%w; %s", err, auth.Remedy(auth.Worker))
+		}
+		return err
+	}
+	defer broker.Drain(nc, 5*time.Second)
+	wc.Harness.Sandbox, wc.MCP = sb, mcpPool
+	wc.Conn, wc.Models, wc.Logger = nc, &providers.Opener{Endpoints: endpoints, Logger: logger}, logger
+	wc.Metrics, wc.Prices = mx, prices
+	// Results larger than the NATS max payload travel through the object store.
+	if wc.ID == "" {
+		wc.ID = worker.NewID()
+	}
+	if st, err := store.OpenTransfers(ctx, nc, wc.ID, store.Config{Logger: logger, JournalFailed: mx.JournalWriteFailed}); err != nil {
+		logger.Warn("no JetStream run store: results over the NATS max payload will fail and threads keep no journal", "err", err)
+	} else {
+		wc.Offloader = st
+		wc.Journal = func(run, thread, token, proof string) runner.ThreadJournal {
+			return st.Journal(run, thread, token, false).Proven(proof).Batched(store.JournalLinger)
+		}
+	}
+	w, err := worker.New(wc)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	running.Store(w)
+	logger.Info("worker ready", "id", w.ID(), "slots", wc.Slots, "version", version.Version())
+	<-ctx.Done()
+	stop() // a second signal ends the process at once
+	logger.Info("draining", "grace", o.grace)
+	return w.Drain(o.grace)
+}
+
+// healthcheck probes this machine's worker through its --http listener (as
+// configured in the environment); see ops.Healthcheck.
+func healthcheck(args []string) int {
+	fs, o := newFlags()
+	fs.SetOutput(io.Discard)
+	if err := envflag.Parse(fs, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "worker healthcheck:", err)
+		return 2
+	}
+	return ops.Healthcheck("worker", o.httpAddr, args, os.Stdout, os.Stderr)
+}
