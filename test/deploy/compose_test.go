@@ -42,7 +42,7 @@ type stack struct {
 }
 
 // TestComposeStack brings deploy/compose.yml up with podman-compose, with
-// images built FROM scratch from the release binaries (deploy/build.sh) and
+// images built FROM scratch from the release binary (deploy/build.sh) and
 // a nats-server built from its Go module, passed in through the image
 // variables: a run succeeds on the workers, survives losing a NATS node and
 // a worker mid-run, workers scale to 3, and `down -v` leaves nothing.
@@ -158,9 +158,18 @@ func (s *stack) buildImages(formicaImage, natsImage, busybox string) {
 	} else {
 		os.WriteFile(filepath.Join(ctxDir, "ca-certificates.crt"), nil, 0o644)
 	}
+	// The release image's /bin/sh: the formica binary, which runs one
+	// program (deploy/Dockerfile).
+	if err := os.MkdirAll(filepath.Join(ctxDir, "rootbin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/local/bin/formica", filepath.Join(ctxDir, "rootbin", "sh")); err != nil {
+		t.Fatal(err)
+	}
 	// The release image's layout and user, on scratch instead of distroless.
 	writeFile(t, filepath.Join(ctxDir, "Containerfile.formica"), `FROM scratch
-COPY bin/coordinator bin/worker bin/formica /usr/local/bin/
+COPY bin/ /usr/local/bin/
+COPY rootbin/ /bin/
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 ENV PATH=/usr/local/bin FORMICA_DATA_DIR=/tmp
 USER 65532:65532
