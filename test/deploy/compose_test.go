@@ -38,14 +38,15 @@ type stack struct {
 	env     []string
 	api     string
 	token   string
-	health  map[string][]string // healthcheck command by service or anchor
 }
 
-// TestComposeStack brings deploy/compose.yml up with podman-compose, with
-// images built FROM scratch from the release binary (deploy/build.sh) and
-// a nats-server built from its Go module, passed in through the image
-// variables: a run succeeds on the workers, survives losing a NATS node and
-// a worker mid-run, workers scale to 3, and `down -v` leaves nothing.
+// TestComposeStack brings deploy/compose.yml up, as written, with
+// podman-compose, with images built FROM scratch from the release binary
+// (deploy/build.sh) and a nats-server built from its Go module, passed in
+// through the image variables: every container turns healthy by the
+// compose file's own healthchecks, a run succeeds on the workers, survives
+// losing a NATS node and a worker mid-run, workers scale to 3, and
+// `down -v` leaves nothing.
 func TestComposeStack(t *testing.T) {
 	for _, tool := range []string{"podman", "podman-compose"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -54,7 +55,7 @@ func TestComposeStack(t *testing.T) {
 	}
 	busybox := staticBusybox()
 	if busybox == "" {
-		t.Skip("skipping the compose stack test: no static busybox for the NATS image's healthcheck (apt-get install busybox-static)")
+		t.Skip("skipping the compose stack test: no static busybox for the NATS image's sh and wget (apt-get install busybox-static)")
 	}
 	if testing.Short() {
 		t.Skip("skipping the compose stack test in -short mode")
@@ -72,7 +73,9 @@ func TestComposeStack(t *testing.T) {
 	for _, f := range []string{"nats.conf", "prometheus.yml", "init-env.sh"} {
 		copyFile(t, filepath.Join(root, "deploy", f), filepath.Join(s.dir, f))
 	}
-	s.copyCompose()
+	// The compose file as operators get it: test settings go in through
+	// the environment only.
+	copyFile(t, filepath.Join(root, "deploy", "compose.yml"), filepath.Join(s.dir, "compose.yml"))
 	// The credentials come from the release binary's `coordinator creds`.
 	s.runEnv([]string{"COORDINATOR=" + filepath.Join(s.dir, "images", "bin", "coordinator"), "FORMICA_MAX_WORKERS=3"},
 		"sh", filepath.Join(s.dir, "init-env.sh"), s.dir)
@@ -94,8 +97,8 @@ func TestComposeStack(t *testing.T) {
 	// which compose.yml takes from FORMICA_WORKERS.
 	s.env = append(s.env, "FORMICA_WORKERS=2")
 	s.compose(append([]string{"up", "-d"}, composeServices...)...)
+	s.waitHealthy(3+2+2, "")
 	s.waitWorkers(2)
-	s.checkHealth()
 	s.checkTrust()
 
 	// A run succeeds on the workers.
@@ -119,6 +122,7 @@ func TestComposeStack(t *testing.T) {
 	// free ones again).
 	s.env = append(s.env, "FORMICA_WORKERS=3")
 	s.compose("up", "-d", "worker")
+	s.waitHealthy(3, "worker")
 	ids := s.waitWorkers(3)
 	for _, id := range ids {
 		if !regexp.MustCompile(`^worker-[1-3]$`).MatchString(id) {
@@ -151,12 +155,13 @@ func (s *stack) buildImages(formicaImage, natsImage, busybox string) {
 	// The release recipe, as deploy/Dockerfile runs it.
 	s.runIn(root, "sh", "deploy/build.sh", bin, "ci-test")
 	s.runIn(root, "env", "CGO_ENABLED=0", "go", "build", "-trimpath", "-o", filepath.Join(nats, "nats-server"), "github.com/nats-io/nats-server/v2")
-	copyFile(t, busybox, filepath.Join(nats, "wget"))
-	certs := "/etc/ssl/certs/ca-certificates.crt"
-	if _, err := os.Stat(certs); err == nil {
-		copyFile(t, certs, filepath.Join(ctxDir, "ca-certificates.crt"))
-	} else {
-		os.WriteFile(filepath.Join(ctxDir, "ca-certificates.crt"), nil, 0o644)
+	// The nats alpine image's busybox: sh (compose runs healthchecks
+	// through it) and wget (the healthcheck).
+	copyFile(t, busybox, filepath.Join(nats, "bin", "busybox"))
+	for _, l := range []string{"sh", "wget"} {
+		if err := os.Symlink("busybox", filepath.Join(nats, "bin", l)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The release image's /bin/sh: the formica binary, which runs one
 	// program (deploy/Dockerfile).
@@ -165,6 +170,12 @@ func (s *stack) buildImages(formicaImage, natsImage, busybox string) {
 	}
 	if err := os.Symlink("/usr/local/bin/formica", filepath.Join(ctxDir, "rootbin", "sh")); err != nil {
 		t.Fatal(err)
+	}
+	certs := "/etc/ssl/certs/ca-certificates.crt"
+	if _, err := os.Stat(certs); err == nil {
+		copyFile(t, certs, filepath.Join(ctxDir, "ca-certificates.crt"))
+	} else {
+		os.WriteFile(filepath.Join(ctxDir, "ca-certificates.crt"), nil, 0o644)
 	}
 	// The release image's layout and user, on scratch instead of distroless.
 	writeFile(t, filepath.Join(ctxDir, "Containerfile.formica"), `FROM scratch
@@ -177,7 +188,7 @@ CMD ["formica", "--help"]
 `)
 	writeFile(t, filepath.Join(ctxDir, "Containerfile.nats"), `FROM scratch
 COPY nats/nats-server /nats-server
-COPY nats/wget /bin/wget
+COPY nats/bin/ /bin/
 ENV PATH=/bin
 ENTRYPOINT ["/nats-server"]
 `)
@@ -309,69 +320,32 @@ func (s *stack) waitWorkers(n int) []string {
 	return ids
 }
 
-// healthTest matches a compose healthcheck of the exec form.
-var healthTest = regexp.MustCompile(`(?m)^(\s+)test: (\["CMD", .*\])$`)
-
-// copyCompose copies deploy/compose.yml for podman-compose 1.0, which runs
-// an exec-form healthcheck through /bin/sh (the images have none) and
-// consumes its list on the first replica; podman schedules healthchecks
-// only under systemd anyway. The copy has them off, and checkHealth runs
-// each one's command itself, as the file names it.
-func (s *stack) copyCompose() {
-	t := s.t
-	b, err := os.ReadFile(filepath.Join(root, "deploy", "compose.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.health = map[string][]string{}
-	text := string(b)
-	// The anchors (x-nats, x-coordinator) carry their services' checks.
-	for _, m := range healthTest.FindAllStringSubmatchIndex(text, -1) {
-		var cmd []string
-		if err := json.Unmarshal([]byte(text[m[4]:m[5]]), &cmd); err != nil {
-			t.Fatalf("compose.yml healthcheck %s: %v", text[m[4]:m[5]], err)
-		}
-		s.health[healthOwner(text[:m[0]])] = cmd[1:]
-	}
-	for _, owner := range []string{"x-nats", "x-coordinator", "worker"} {
-		if len(s.health[owner]) == 0 {
-			t.Fatalf("compose.yml has no exec healthcheck for %s (found %v)", owner, s.health)
-		}
-	}
-	writeFile(t, filepath.Join(s.dir, "compose.yml"), healthTest.ReplaceAllString(text, `${1}test: ["NONE"]`))
-}
-
-// healthOwner is the top-level key or service the text before a
-// healthcheck ends in.
-func healthOwner(before string) string {
-	owner, services := "", false
-	for _, line := range strings.Split(before, "\n") {
-		switch {
-		case line != "" && line[0] != ' ' && line[0] != '#':
-			owner, _, _ = strings.Cut(line, ":")
-			services = owner == "services"
-		case services && strings.HasPrefix(line, "  ") && line[2] != ' ' && strings.HasSuffix(line, ":"):
-			owner = strings.TrimSuffix(strings.TrimSpace(line), ":")
-		}
-	}
-	return owner
-}
-
-// checkHealth runs every service's compose healthcheck command in its
-// container until it passes.
-func (s *stack) checkHealth() {
+// waitHealthy waits until n containers of the project (of service, if not
+// "") are up and every one is healthy by the healthcheck the compose file gave it. Podman
+// schedules healthchecks with systemd timers, and there may be no systemd:
+// the test runs each container's configured check with `podman
+// healthcheck run`, as a timer would, until it passes.
+func (s *stack) waitHealthy(n int, service string) {
 	s.t.Helper()
-	for _, c := range []struct {
-		name  string
-		check []string
-	}{
-		{s.container("nats-1", 1), s.health["x-nats"]}, {s.container("nats-2", 1), s.health["x-nats"]},
-		{s.container("nats-3", 1), s.health["x-nats"]},
-		{s.container("coordinator-1", 1), s.health["x-coordinator"]}, {s.container("coordinator-2", 1), s.health["x-coordinator"]},
-		{s.container("worker", 1), s.health["worker"]}, {s.container("worker", 2), s.health["worker"]},
-	} {
-		s.waitUntil(fmt.Sprintf("the healthcheck %q of %s passes", c.check, c.name), func() bool {
-			return exec.CommandContext(s.ctx, "podman", append([]string{"exec", c.name}, c.check...)...).Run() == nil
+	args := []string{"ps", "--filter", "label=io.podman.compose.project=" + s.project, "--filter", "status=running", "--format", "{{.Names}}"}
+	if service != "" {
+		args = append(args, "--filter", "name="+s.project+"_"+service+"_")
+	}
+	var names []string
+	s.waitUntil(fmt.Sprintf("%d containers run", n), func() bool {
+		out, err := exec.CommandContext(s.ctx, "podman", args...).Output()
+		names = strings.Fields(string(out))
+		return err == nil && len(names) == n
+	})
+	for _, name := range names {
+		out, err := exec.CommandContext(s.ctx, "podman", "inspect", "--format", "{{json .Config.Healthcheck.Test}}", name).Output()
+		if err != nil || !strings.Contains(string(out), "CMD") {
+			s.t.Fatalf("%s has no healthcheck from the compose file: %s %v", name, out, err)
+		}
+		s.waitUntil(fmt.Sprintf("%s is healthy by its healthcheck %s", name, strings.TrimSpace(string(out))), func() bool {
+			exec.CommandContext(s.ctx, "podman", "healthcheck", "run", name).Run()
+			status, err := exec.CommandContext(s.ctx, "podman", "inspect", "--format", "{{.State.Health.Status}}", name).Output()
+			return err == nil && strings.TrimSpace(string(status)) == "healthy"
 		})
 	}
 }
