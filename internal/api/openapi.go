@@ -39,6 +39,13 @@ func typ(t string, desc string) obj {
 	return o
 }
 
+// freeObject is an object whose keys the document does not list (a
+// provider's parameters, a JSON Schema, a spec's nested sections): any
+// key, any value, so generated clients type it as a map of anything.
+func freeObject(desc string) obj {
+	return with(typ("object", desc), "additionalProperties", true)
+}
+
 func timeProp(desc string) obj { return with(typ("string", desc), "format", "date-time") }
 
 func object(required []string, props obj) obj {
@@ -108,19 +115,29 @@ func with(o obj, kv ...any) obj {
 func openAPIDoc() obj {
 	errorStatus := map[string]string{"BadRequest": "The request is malformed.", "Unauthorized": "A bearer token is missing or wrong.",
 		"NotFound": "No such resource.", "Conflict": "The request clashes with the current state.",
-		"TooLarge": "The body is larger than the server's limit.", "Internal": "A fault of the server's.",
+		"Forbidden": "A cross-origin request, or a browser session's request without its CSRF value (X-CSRF-Token).",
+		"TooLarge":  "The body is larger than the server's limit.", "Internal": "A fault of the server's.",
 		"Unavailable": "The backend (NATS, JetStream) cannot serve now."}
 	responses := obj{}
 	for name, desc := range errorStatus {
 		responses[name] = response(desc, ref("Error"))
 	}
+	paths := openAPIPaths()
+	// Every request that changes something may be refused as cross-origin
+	// or, from a browser session, without its CSRF value.
+	for _, item := range paths {
+		if post, ok := item.(obj)["post"].(obj); ok {
+			post["responses"].(obj)["403"] = errResponse("Forbidden")
+		}
+	}
 	return obj{
 		"openapi": "3.1.0",
+		"servers": []obj{{"url": "http://127.0.0.1:8080", "description": "A coordinator's API at its default --http address."}},
 		"info": obj{"title": "Formica coordinator API", "version": "1",
 			"description": "Submit, follow, cancel and resume agent runs, read their threads' transcripts, answer approvals and list workers. " +
 				"With a token configured, every operation but the probes needs `Authorization: Bearer <token>`."},
 		"security": []obj{{"bearer": []string{}}},
-		"paths":    openAPIPaths(),
+		"paths":    paths,
 		"components": obj{
 			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer"}},
 			"responses":       responses,
@@ -265,18 +282,18 @@ func openAPISchemas() obj {
 			"name":                typ("string", "One word: letters, digits, '-', '_', '.'; 1 to 64 characters."),
 			"instructions":        typ("string", "The system prompt."),
 			"model":               typ("string", "A model reference."),
-			"model_args":          typ("object", "Provider parameters such as temperature."),
+			"model_args":          freeObject("Provider parameters such as temperature."),
 			"tools":               arrayOf(typ("string", "")),
 			"parallel_tool_calls": typ("boolean", "Run one response's tool calls at once; default true."),
 			"max_turns":           with(typ("integer", "Model calls allowed; 0 is the default (50)."), "minimum", 0),
 			"context_window": typ("integer", "The model's context window in tokens (0, or at least 1024); 0 takes the model's from the built-in table. "+
 				"Past 80% of it the thread elides old tool results, then summarizes its oldest turns."),
-			"output_schema": typ("object", "A JSON Schema the final answer must satisfy."),
+			"output_schema": freeObject("A JSON Schema the final answer must satisfy."),
 			"handoffs":      arrayOf(typ("string", "")),
-			"harness": typ("object", "cwd, tools and permissions of the base tools; at_most_once, the tools (name globs) whose calls must not run twice, "+
+			"harness": freeObject("cwd, tools and permissions of the base tools; at_most_once, the tools (name globs) whose calls must not run twice, " +
 				"and in_doubt (report or ask), what becomes of such a call a failure cut before its result."),
-			"helper": typ("object", "The `agent` tool's template for helpers; its `budget` bounds each helper's subtree, its `context_window` each helper's window."),
-			"budget": typ("object", "The run's budget when this is the root agent: tokens, input_tokens, output_tokens, duration, spawns, usd."),
+			"helper": freeObject("The `agent` tool's template for helpers; its `budget` bounds each helper's subtree, its `context_window` each helper's window."),
+			"budget": freeObject("The run's budget when this is the root agent: tokens, input_tokens, output_tokens, duration, spawns, usd."),
 			"agents": arrayOf(ref("AgentSpec")),
 		}), "description", "An agent spec file as JSON, checked like a spec file (unknown keys are errors). "+
 			"`agents`, only in a submission, lists the agents it may hand off to."),

@@ -165,3 +165,30 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 	}
 	walk(doc)
 }
+
+// TestOpenAPIForClients: what generated clients and linters need: a
+// server, the spec's free-form sections typed as maps of anything (not as
+// empty objects, which generated clients type as having no key at all),
+// and the 403 every changing request may get.
+func TestOpenAPIForClients(t *testing.T) {
+	doc := served(t)
+	if servers, _ := doc["servers"].([]any); len(servers) == 0 {
+		t.Error("no servers")
+	}
+	props := doc["components"].(map[string]any)["schemas"].(map[string]any)["AgentSpec"].(map[string]any)["properties"].(map[string]any)
+	for _, name := range []string{"model_args", "output_schema", "harness", "helper", "budget"} {
+		p, _ := props[name].(map[string]any)
+		if p["type"] != "object" || p["additionalProperties"] != true {
+			t.Errorf("AgentSpec.%s = %v; want an object with additionalProperties: true", name, p)
+		}
+	}
+	for path, item := range doc["paths"].(map[string]any) {
+		post, ok := item.(map[string]any)["post"].(map[string]any)
+		if !ok {
+			continue
+		}
+		if _, ok := post["responses"].(map[string]any)["403"]; !ok {
+			t.Errorf("POST %s documents no 403", path)
+		}
+	}
+}
