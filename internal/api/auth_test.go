@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -131,4 +132,37 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestCORSOrigins: a page of an allowed origin may call the API from a
+// browser: its preflight is answered and its requests, cross-site ones
+// that change something included, pass and carry the CORS headers. Any
+// other origin gets no CORS header and its cross-site POST stays refused.
+func TestCORSOrigins(t *testing.T) {
+	const app = "https://ops.example.com"
+	h := newHarness(t, Config{Token: testToken, CORSOrigins: []string{app}})
+
+	pre := h.do("OPTIONS", "/v1/runs", nil, "Origin", app, "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "authorization, content-type")
+	if pre.status != http.StatusNoContent || pre.header.Get("Access-Control-Allow-Origin") != app ||
+		!strings.Contains(pre.header.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(pre.header.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Fatalf("preflight: %d %v", pre.status, pre.header)
+	}
+	post := h.do("POST", "/v1/runs", `{"task":"x"}`, "Origin", app, "Sec-Fetch-Site", "cross-site")
+	if post.status != http.StatusAccepted || post.header.Get("Access-Control-Allow-Origin") != app {
+		t.Fatalf("POST from %s: %d %v %s", app, post.status, post.header, post.body)
+	}
+
+	const other = "https://evil.example.com"
+	if r := h.do("GET", "/v1/runs", nil, "Origin", other); r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("GET from %s carries %q", other, r.header.Get("Access-Control-Allow-Origin"))
+	}
+	status, code, _ := errorOf(t, h.do("POST", "/v1/runs", `{"task":"y"}`, "Origin", other, "Sec-Fetch-Site", "cross-site"))
+	if status != http.StatusForbidden || code != "forbidden" {
+		t.Errorf("cross-site POST from %s: %d %s, want 403 forbidden", other, status, code)
+	}
+	if _, err := New(Config{CORSOrigins: []string{"not an origin"}}, newFake()); !errors.Is(err, ErrConfig) {
+		t.Errorf("a bad origin: %v, want ErrConfig", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,7 +77,8 @@ func (s *Server) buildHandler() http.Handler {
 	mux.HandleFunc("POST /logout", s.logout)
 	var h http.Handler = jsonMuxErrors(mux)
 	h = s.checkHost(h)
-	h = crossOrigin(h)
+	h = crossOrigin(h, s.cfg.CORSOrigins)
+	h = cors(h, s.cfg.CORSOrigins)
 	return s.observe(h)
 }
 
@@ -213,13 +215,46 @@ func (w *statusWriter) Flush() { w.FlushError() }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// crossOrigin refuses state-changing requests from other origins' web pages.
-func crossOrigin(h http.Handler) http.Handler {
+// crossOrigin refuses state-changing requests from other origins' web
+// pages, but those of trusted origins (Config.CORSOrigins).
+func crossOrigin(h http.Handler, trusted []string) http.Handler {
 	cop := http.NewCrossOriginProtection()
+	for _, o := range trusted {
+		_ = cop.AddTrustedOrigin(o) // checked by Config.check
+	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, http.StatusForbidden, codeForbidden, "cross-origin request refused")
 	}))
 	return cop.Handler(h)
+}
+
+// cors answers the CORS protocol for the allowed origins: a preflight
+// (OPTIONS with Access-Control-Request-Method) gets 204 and what may be
+// sent; every answer to such an origin names it in
+// Access-Control-Allow-Origin. Other origins get no CORS header, so
+// browsers keep their pages from reading answers.
+func cors(h http.Handler, allowed []string) http.Handler {
+	if len(allowed) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !slices.Contains(allowed, origin) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		hd := w.Header()
+		hd.Set("Access-Control-Allow-Origin", origin)
+		hd.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hd.Set("Access-Control-Allow-Methods", "GET, POST")
+			hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+			hd.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // pathID returns the {id} of the request's path, checked against pattern:

@@ -87,6 +87,10 @@ type Config struct {
 	// at once; default DefaultMaxStreams. Past it a new stream is refused
 	// at once with 503 unavailable and Retry-After, before anything else.
 	MaxStreams int
+	// CORSOrigins are the web origins (scheme://host[:port]) whose pages may
+	// call the API from a browser: their requests pass the cross-origin
+	// check and their answers carry the CORS headers. None by default.
+	CORSOrigins []string
 }
 
 // Server is the HTTP API. Handler serves it on any http.Server; Start and
@@ -157,6 +161,11 @@ func New(cfg Config, b Backend) (*Server, error) {
 		return nil, fmt.Errorf("%w: negative MaxStreams %d", ErrConfig, cfg.MaxStreams)
 	case cfg.MaxStreams == 0:
 		cfg.MaxStreams = DefaultMaxStreams
+	}
+	for _, o := range cfg.CORSOrigins {
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("%w: CORS origin: %v", ErrConfig, err)
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -153,6 +154,14 @@ Flags:
 	fs.StringVar(&o.hc.Token, "http-token", "", "bearer `token` the HTTP API requires; required beyond loopback")
 	fs.StringVar(&o.tokenFile, "http-token-file", "", "`file` holding the HTTP API's bearer token (instead of --http-token)")
 	fs.IntVar(&o.hc.MaxStreams, "http-max-streams", api.DefaultMaxStreams, "event streams (SSE: GET /v1/runs/{id}/events, the dashboard's live views) the HTTP API serves at once; past it new ones get 503 with Retry-After")
+	fs.Func("http-cors-origins", "web `origins` (scheme://host[:port], comma-separated) whose pages may call the HTTP API from a browser (CORS); none by default", func(v string) error {
+		for _, origin := range strings.Split(v, ",") {
+			if origin = strings.TrimSpace(origin); origin != "" {
+				o.hc.CORSOrigins = append(o.hc.CORSOrigins, origin)
+			}
+		}
+		return nil
+	})
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs, o
 }
