@@ -275,10 +275,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		AllowDirect: true,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
-	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg), transfersStreamConfig(cfg)}
+	}, cancelsStreamConfig(cfg), transfersStreamConfig(cfg)}
 	// Every stream and bucket at once: on a cluster each one's creation
 	// waits for its own Raft group to elect a leader, seconds each, which
-	// one after another added up to about a minute.
+	// one after another added up to about a minute. The journal's comes
+	// after them (below).
 	opens := make([]func() error, 0, len(streams)+6)
 	var duplicates time.Duration
 	for _, sc := range streams {
@@ -305,6 +306,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	}
 	opens = append(opens, s.bucketOpeners(ctx)...)
 	if err := all(opens); err != nil {
+		return nil, err
+	}
+	// The journal stream's one attempt may take a minute (it counts what
+	// each thread holds before lowering a limit): made while JetStream
+	// is not ready yet, it would wait all that time for an answer the
+	// others, retried every few seconds, got long before.
+	if _, err := s.openStream(ctx, journalStreamConfig(cfg)); err != nil {
 		return nil, err
 	}
 	s.cfg.DuplicateWindow = duplicates // what Enqueue relies on
