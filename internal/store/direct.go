@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,7 +100,10 @@ func (s *Store) directInbox(batch int) (*directInbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub.SetClosedHandler(func(string) { close(d.gone) })
+	// nats.go may call it more than once (an unsubscribe racing the
+	// connection's drain): the first call closes gone.
+	var once sync.Once
+	sub.SetClosedHandler(func(string) { once.Do(func() { close(d.gone) }) })
 	if !sub.IsValid() { // closed before the handler was set
 		return nil, nats.ErrConnectionClosed
 	}
