@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -30,7 +31,12 @@ func (s *Store) keepStoredJournals(ctx context.Context, sc *jetstream.StreamConf
 	if cur > 0 && cur <= sc.MaxMsgsPerSubject {
 		return nil
 	}
-	fullest, subject, err := s.fullestJournal(ctx)
+	// Counting reads the stream's subjects page by page, which may take
+	// longer than one attempt of a request (a lost one, while a cluster
+	// forms, must not hold a start for long).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalCountTimeout)
+	defer cancel()
+	fullest, subject, err := s.fullestJournal(cctx)
 	if err != nil {
 		return fmt.Errorf("store: journal stream: count each thread's messages: %w", err)
 	}
@@ -42,6 +48,10 @@ func (s *Store) keepStoredJournals(ctx context.Context, sc *jetstream.StreamConf
 	}
 	return nil
 }
+
+// journalCountTimeout bounds the count of each thread's journal messages
+// before the per-thread limit is lowered.
+const journalCountTimeout = time.Minute
 
 // fullestJournal returns the most messages any one journal subject holds,
 // and that subject, reading the stream's subject counts page by page.

@@ -275,11 +275,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		AllowDirect: true,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
-	}, cancelsStreamConfig(cfg), transfersStreamConfig(cfg)}
+	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg), transfersStreamConfig(cfg)}
 	// Every stream and bucket at once: on a cluster each one's creation
 	// waits for its own Raft group to elect a leader, seconds each, which
-	// one after another added up to about a minute. The journal's comes
-	// after them (below).
+	// one after another added up to about a minute.
 	opens := make([]func() error, 0, len(streams)+6)
 	var duplicates time.Duration
 	for _, sc := range streams {
@@ -308,13 +307,6 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err := all(opens); err != nil {
 		return nil, err
 	}
-	// The journal stream's one attempt may take a minute (it counts what
-	// each thread holds before lowering a limit): made while JetStream
-	// is not ready yet, it would wait all that time for an answer the
-	// others, retried every few seconds, got long before.
-	if _, err := s.openStream(ctx, journalStreamConfig(cfg)); err != nil {
-		return nil, err
-	}
 	s.cfg.DuplicateWindow = duplicates // what Enqueue relies on
 	if !cfg.Client {
 		s.place = CoordinatorsPlace
@@ -337,19 +329,15 @@ func all(fns []func() error) error {
 // sc, retrying while JetStream settles.
 func (s *Store) openStream(ctx context.Context, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	js, client := s.js, s.cfg.Client
-	attempt := defaultAttempt
-	if sc.Name == JournalStream {
-		// Lowering its per-thread limit first counts each thread's
-		// messages (keepStoredJournals): pages of subjects.
-		attempt = time.Minute
+	if sc.Name == JournalStream && !client {
+		// Before its per-thread limit is lowered, what each thread holds
+		// is counted (keepStoredJournals), once.
+		if err := retry(ctx, s.log, "journal limits", func(ctx context.Context) error { return s.keepStoredJournals(ctx, &sc) }); err != nil {
+			return nil, err
+		}
 	}
 	var st jetstream.Stream
-	err := retryFor(ctx, s.log, "stream "+sc.Name, attempt, func(ctx context.Context) (err error) {
-		if sc.Name == JournalStream && !client {
-			if err := s.keepStoredJournals(ctx, &sc); err != nil {
-				return err
-			}
-		}
+	err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) (err error) {
 		st, err = ensure(ctx, client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
 			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) },
 			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })

@@ -20,7 +20,7 @@ import (
 
 // clusterTimeout bounds the start of a clustered coordinator: its run store
 // needs a JetStream meta leader and every peer before it can place replicas.
-const clusterTimeout = 60 * time.Second
+const clusterTimeout = 2 * time.Minute
 
 // node is one coordinator process embedding one node of a NATS cluster.
 type node struct {
