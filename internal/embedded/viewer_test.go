@@ -278,15 +278,20 @@ func TestViewerNatsCLI(t *testing.T) {
 		}
 		sub <- out
 	}()
-	time.Sleep(2 * time.Second) // subscribed: the CLI starts in well under that
-	runAsync(t, ctx, cl, simSubmit(t, "Plan:\n- b", 0, limits.Config{}), nil)()
-	select {
-	case out := <-sub:
-		if !strings.Contains(out, "formica.events.") || strings.Contains(strings.ToLower(out), "permissions violation") {
-			t.Errorf("nats sub %s:\n%s", wire.EventsAll, out)
+	// Runs until the CLI, subscribed whenever it got there, has seen one's
+	// events.
+	var out string
+	for out == "" {
+		runAsync(t, ctx, cl, simSubmit(t, "Plan:\n- b", 0, limits.Config{}), nil)()
+		select {
+		case out = <-sub:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			t.Fatal("nats sub received no event")
 		}
-	case <-ctx.Done():
-		t.Fatal("nats sub received no event")
+	}
+	if !strings.Contains(out, "formica.events.") || strings.Contains(strings.ToLower(out), "permissions violation") {
+		t.Errorf("nats sub %s:\n%s", wire.EventsAll, out)
 	}
 
 	for _, args := range [][]string{

@@ -481,14 +481,9 @@ const defaultAttempt = 5 * time.Second
 // retry runs f with a bounded attempt timeout until it succeeds, fails for
 // good, or ctx ends.
 func retry(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
-	return retryFor(ctx, log, what, defaultAttempt, f)
-}
-
-// retryFor is retry with attempts of at most d each.
-func retryFor(ctx context.Context, log *slog.Logger, what string, d time.Duration, f func(context.Context) error) error {
 	wait := 50 * time.Millisecond
 	for {
-		attempt, cancel := context.WithTimeout(ctx, d)
+		attempt, cancel := context.WithTimeout(ctx, defaultAttempt)
 		err := f(attempt)
 		cancel()
 		if err == nil {
