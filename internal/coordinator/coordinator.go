@@ -285,7 +285,6 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	es := newEventSender(c)
 	c.events = newPublisher(maxQueuedEvents, publishDelay, es.send, es.stored)
-	cfg.Metrics.FleetLoad(c.fleetLoad)
 	cfg.Metrics.Quotas(c.quotaMetrics)
 	c.quotas.reg.SetOnWait(func(key string, d time.Duration) { cfg.Metrics.QuotaWaited(c.quotas.name(key), d) })
 	if cfg.Store != nil {
@@ -295,22 +294,6 @@ func New(cfg Config) (*Coordinator, error) {
 		})
 	}
 	return c, nil
-}
-
-// fleetLoad sums the workers' last heartbeats for the worker gauges.
-func (c *Coordinator) fleetLoad() metrics.Load {
-	var l metrics.Load
-	for _, w := range c.registry.list() {
-		if w.Draining {
-			l.Draining++
-		} else {
-			l.Live++
-		}
-		l.Slots += w.Slots
-		l.Used += w.Running
-		l.Parked += w.Parked
-	}
-	return l
 }
 
 // ID returns the coordinator's id.

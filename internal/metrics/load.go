@@ -2,32 +2,34 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Load is how busy workers are: one worker's own, or a fleet's summed.
+// Load is how busy a worker is: Live or Draining 1, and its slots.
 type Load struct {
 	Live, Draining      int
 	Slots, Used, Parked int
 }
 
-// loadCollector reports formica_workers and the slot gauges at scrape time
-// from whoever owns the figures: a coordinator's view of the fleet wins over
-// a worker's view of itself, so a coordinator hosting local workers reports
-// the fleet once.
+// loadCollector reports formica_workers and the slot gauges at scrape time,
+// summed over the workers of this process. Only workers report them: every
+// worker is counted by itself alone, so summing the series of all processes
+// gives the fleet (a coordinator's view of the fleet, which every
+// coordinator holds, would count it once per coordinator).
 type loadCollector struct {
 	workers, slots, used, parked *prometheus.Desc
 
-	mu          sync.Mutex
-	fleet, self func() Load
+	mu      sync.Mutex
+	sources []func() Load
 }
 
 func (c *loadCollector) init() {
-	c.workers = prometheus.NewDesc("formica_workers", "Workers, by state (live, draining).", []string{"state"}, nil)
-	c.slots = prometheus.NewDesc("formica_worker_slots", "Execution slots: a worker's own, or on a coordinator the fleet's.", nil, nil)
+	c.workers = prometheus.NewDesc("formica_workers", "This process's workers, by state (live, draining).", []string{"state"}, nil)
+	c.slots = prometheus.NewDesc("formica_worker_slots", "Execution slots of this process's workers.", nil, nil)
 	c.used = prometheus.NewDesc("formica_worker_slots_used", "Slots held by running threads.", nil, nil)
 	c.parked = prometheus.NewDesc("formica_worker_threads_parked", "Threads waiting for their helpers, holding no slot.", nil, nil)
 }
@@ -41,15 +43,20 @@ func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	fn := c.fleet
-	if fn == nil {
-		fn = c.self
-	}
+	sources := c.sources
 	c.mu.Unlock()
-	if fn == nil {
+	if len(sources) == 0 {
 		return
 	}
-	l := fn()
+	var l Load
+	for _, fn := range sources {
+		w := fn()
+		l.Live += w.Live
+		l.Draining += w.Draining
+		l.Slots += w.Slots
+		l.Used += w.Used
+		l.Parked += w.Parked
+	}
 	ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(l.Live), "live")
 	ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(l.Draining), "draining")
 	ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(l.Slots))
@@ -57,20 +64,12 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(l.Parked))
 }
 
-// FleetLoad sets the coordinator's source of the worker gauges.
-func (m *Metrics) FleetLoad(fn func() Load) {
-	if m != nil {
-		m.load.mu.Lock()
-		m.load.fleet = fn
-		m.load.mu.Unlock()
-	}
-}
-
-// WorkerLoad sets a worker's source of its own gauges (Live 1 or Draining 1).
+// WorkerLoad adds a worker's source of its own gauges (Live 1 or Draining
+// 1); a process hosting several workers reports their sum.
 func (m *Metrics) WorkerLoad(fn func() Load) {
 	if m != nil {
 		m.load.mu.Lock()
-		m.load.self = fn
+		m.load.sources = append(slices.Clip(m.load.sources), fn)
 		m.load.mu.Unlock()
 	}
 }

@@ -122,8 +122,8 @@ type Metrics struct {
 type Role uint8
 
 const (
-	// Coordinator: runs, the queue, the tree, placements, the fleet,
-	// approvals, quotas, the HTTP API.
+	// Coordinator: runs, the queue, the tree, placements, workers lost
+	// and left, approvals, quotas, the HTTP API.
 	Coordinator Role = 1 << iota
 	// Worker: model and tool calls.
 	Worker
@@ -132,7 +132,8 @@ const (
 )
 
 // New builds the metrics of a process doing roles: it exports only those
-// (a worker exports no run or fleet metric, which would read 0), with the
+// (a worker exports no run metric, which would read 0; a coordinator
+// without local workers no worker gauge), with the
 // Go and process collectors and formica_build_info. Recording a metric of
 // another role is allowed and exported nowhere.
 func New(roles Role) *Metrics {
@@ -194,8 +195,7 @@ func New(roles Role) *Metrics {
 	if f.on {
 		reg.MustRegister(&m.quota, &m.qc, &m.assets)
 	}
-	// A worker's own load, or a coordinator's view of the fleet.
-	both.register(&m.load)
+	fw.register(&m.load)
 
 	bi := both.gaugeVec("formica_build_info", "Always 1; the labels name the build.", "version", "go_version")
 	bi.WithLabelValues(version(), runtime.Version()).Set(1)

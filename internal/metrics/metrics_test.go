@@ -24,7 +24,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.ModelUsage("openai", "x", 1, 1, nil)
 	m.ToolCall("bash", ToolOK, time.Second)
 	m.ApprovalAnswered(DecisionAllow, time.Second)
-	m.FleetLoad(nil)
+	m.WorkerLoad(nil)
 	m.JetStreamAssets(nil)
 	if rec := httptest.NewRecorder(); true {
 		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -58,7 +58,9 @@ func TestSpawnPathAllocatesNothing(t *testing.T) {
 
 func TestExposition(t *testing.T) {
 	m := New(All)
-	m.FleetLoad(func() Load { return Load{Live: 2, Slots: 8, Used: 3, Parked: 1} })
+	// Two workers in one process report their sum.
+	m.WorkerLoad(func() Load { return Load{Live: 1, Slots: 4, Used: 2, Parked: 1} })
+	m.WorkerLoad(func() Load { return Load{Live: 1, Slots: 4, Used: 1} })
 	m.ModelCall("anthropic", "claude", time.Second, 5, 7, errors.New("x"))
 	cost := 0.25
 	m.ModelUsage("anthropic", "claude", 4000, 300, &cost)
@@ -173,14 +175,19 @@ func TestMetricsByRole(t *testing.T) {
 	c := New(Coordinator)
 	c.ModelCall("openai", "gpt", time.Millisecond, 1, 1, nil)
 	c.RunSubmitted()
+	// The worker gauges come from the workers alone: a coordinator's view
+	// of the fleet, held by every coordinator, would count it once each.
+	one := func() Load { return Load{Live: 1, Slots: 4} }
+	w.WorkerLoad(one)
+	c.WorkerLoad(one)
 	for _, tc := range []struct {
 		m        *Metrics
 		has, not []string
 	}{
-		{w, []string{"formica_model_requests_total", "formica_build_info", "formica_journal_write_errors_total"},
-			[]string{"formica_runs_submitted_total", "formica_threads_live", "formica_queue_pending_messages"}},
-		{c, []string{"formica_runs_submitted_total", "formica_threads_live", "formica_build_info", "formica_journal_write_errors_total"},
-			[]string{"formica_model_requests_total", "formica_tool_calls_total"}},
+		{w, []string{"formica_model_requests_total", "formica_build_info", "formica_journal_write_errors_total", "formica_workers"},
+			[]string{"formica_runs_submitted_total", "formica_threads_live", "formica_queue_pending_messages", "formica_workers_lost_total"}},
+		{c, []string{"formica_runs_submitted_total", "formica_threads_live", "formica_build_info", "formica_journal_write_errors_total", "formica_workers_lost_total"},
+			[]string{"formica_model_requests_total", "formica_tool_calls_total", "formica_workers", "formica_worker_slots"}},
 	} {
 		got := names(tc.m)
 		for _, n := range tc.has {

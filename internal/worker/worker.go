@@ -197,6 +197,9 @@ func New(cfg Config) (*Worker, error) {
 
 // load is this worker's own figures for the slot gauges.
 func (w *Worker) load() metrics.Load {
+	if w.state.Load() != 1 {
+		return metrics.Load{} // not started, or stopped: not a worker of the fleet
+	}
 	hosted, running := w.Hosted(), w.Running()
 	l := metrics.Load{Slots: w.cfg.Slots, Used: running, Parked: max(0, hosted-running)}
 	if w.draining.Load() {

@@ -197,11 +197,16 @@ func TestMetrics(t *testing.T) {
 		{"formica_tool_call_duration_seconds", []string{"tool", "agent"}, 3},
 		{"formica_tool_call_duration_seconds", []string{"tool", "write_file"}, 1},
 	})
+	// The worker gauges come from the worker alone, so a sum over every
+	// process scraped is the fleet.
+	if workerAfter.value("formica_workers", "state", "live") != 1 || workerAfter.value("formica_worker_slots") != 4 {
+		t.Errorf("worker: formica_workers{live} %v, formica_worker_slots %v; want 1 and 4",
+			workerAfter.value("formica_workers", "state", "live"), workerAfter.value("formica_worker_slots"))
+	}
+	if coordAfter["formica_workers"] != nil || coordAfter["formica_worker_slots"] != nil {
+		t.Errorf("coordinator without local workers exports the worker gauges: %v", coordAfter["formica_workers"])
+	}
 	for where, s := range map[string]scrape{"coordinator": coordAfter, "worker": workerAfter} {
-		if s.value("formica_workers", "state", "live") != 1 || s.value("formica_worker_slots") != 4 {
-			t.Errorf("%s: formica_workers{live} %v, formica_worker_slots %v; want 1 and 4", where,
-				s.value("formica_workers", "state", "live"), s.value("formica_worker_slots"))
-		}
 		bi := s["formica_build_info"]
 		if bi == nil || len(bi.Metric) != 1 || s.series("formica_build_info", "version", labelOf(bi.Metric[0], "version"),
 			"go_version", labelOf(bi.Metric[0], "go_version")) == nil || !strings.HasPrefix(labelOf(bi.Metric[0], "go_version"), "go") {
