@@ -111,8 +111,8 @@ func (e *execution) placed(wid string, err error) {
 	// Placed before the request is sent: the worker may spawn at once.
 	tok := r.place(t, wid)
 	t.replay = c.replayOf(r, t, e.reread)
-	if t.spec == nil {
-		t.spec = newThreadSpec(&t.thread)
+	if t.setup == nil {
+		t.setup = newThreadSetup(&t.thread)
 	}
 	p := &placement{e: e, wid: wid, tok: tok, proof: c.placementProof(r, t, wid, e.placements, tok),
 		attempt: e.placements, ctx: ctx, replays: c.accountReplay(r, t)}
@@ -197,8 +197,8 @@ type placement struct {
 	attempt  int
 	ctx      context.Context // the attempt's: cancelled, the worker is told to cancel
 	replays  bool            // it reuses journaled work
-	// withSpec: the request carries the thread's spec, not only its hash.
-	withSpec    bool
+	// withSetup: the request carries the thread's setup, not only its hash.
+	withSetup   bool
 	interval    time.Duration
 	incarnation time.Time
 	long        transport.Long
@@ -215,13 +215,13 @@ type placement struct {
 // the thread counts as cancelled.
 func (p *placement) start() {
 	c, t := p.e.c, p.e.t
-	p.withSpec = !c.registry.holdsSpec(p.wid, t.spec.hash)
+	p.withSetup = !c.registry.holdsSetup(p.wid, t.setup.hash)
 	p.interval = c.registry.interval(p.wid)
 	p.incarnation = c.registry.incarnation(p.wid)
 	idle := MissedHeartbeats * p.interval
 	p.long = transport.Long{
 		Subject:  wire.SubjectExec(p.wid),
-		Request:  func() wire.Msg { return c.execRequest(t, p.attempt, p.tok, p.proof, p.withSpec) },
+		Request:  func() wire.Msg { return c.execRequest(t, p.attempt, p.tok, p.proof, p.withSetup) },
 		Reply:    p.reply,
 		End:      p.end,
 		Idle:     func() time.Duration { return idle },
@@ -238,20 +238,20 @@ func (p *placement) reply(m wire.Msg) transport.Verdict {
 	c := e.c
 	switch wire.Type(m.Type) {
 	case wire.TypeExecAccepted:
-		if p.withSpec {
-			c.registry.heldSpec(p.wid, e.t.spec.hash, true)
+		if p.withSetup {
+			c.registry.heldSetup(p.wid, e.t.setup.hash, true)
 		}
 		c.recordStarted(e.r, e.t, p.wid)
 		return transport.Alive
-	case wire.TypeExecSpecMissing:
-		// The worker holds no spec of the request's hash (restarted, or it
-		// let the spec go): the request goes again, once, with the spec.
-		if p.withSpec {
-			p.res, p.out = thread.Failed(fmt.Sprintf("worker %s did not take the thread's spec", p.wid)), aborted
+	case wire.TypeExecSetupMissing:
+		// The worker holds no setup of the request's hash (restarted, or it
+		// let the setup go): the request goes again, once, with the setup.
+		if p.withSetup {
+			p.res, p.out = thread.Failed(fmt.Sprintf("worker %s did not take the thread's setup", p.wid)), aborted
 			return transport.Final
 		}
-		c.registry.heldSpec(p.wid, e.t.spec.hash, false)
-		p.withSpec = true
+		c.registry.heldSetup(p.wid, e.t.setup.hash, false)
+		p.withSetup = true
 		return transport.Again
 	case wire.TypeProgress:
 		if c.progressOf(m, e.r, e.t, p.wid, p.tok) {
@@ -324,15 +324,15 @@ func (p *placement) cancel(cause error) {
 	p.e.c.tr.Publish(context.Background(), wire.SubjectCancel(p.wid), wire.Message(wire.TypeCancel, cancel))
 }
 
-// execRequest is the message placing t on a worker, with its spec or only
-// the spec's hash.
-func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSpec bool) wire.Msg {
-	req := wire.ExecRequest{Thread: t.thread, SpecHash: t.spec.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
+// execRequest is the message placing t on a worker, with its setup or only
+// the setup's hash.
+func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, withSetup bool) wire.Msg {
+	req := wire.ExecRequest{Thread: t.thread, SetupHash: t.setup.hash, Coordinator: c.cfg.ID, Epoch: c.epoch, Attempt: attempt,
 		Token: tok, Proof: proof, Uptime: c.uptime(), Grant: t.lease.Renew(limits.Spend{}, 0)}
-	wire.StripSpec(&req.Thread)
+	wire.StripSetup(&req.Thread)
 	req.Thread.Replay = t.replay
-	if withSpec {
-		req.Spec = t.spec.body
+	if withSetup {
+		req.Setup = t.setup.body
 	}
 	m := wire.WithIDs(wire.Message(wire.TypeExecRequest, &req), t.thread.RunID, t.thread.ID)
 	for k, v := range t.trace {

@@ -351,20 +351,20 @@ func TestPlacementCancelUnanswered(t *testing.T) {
 	})
 }
 
-// A worker that does not hold the spec the request names gets the request
-// again, once, with the spec; a second miss fails the thread.
-func TestPlacementSpecMissing(t *testing.T) {
+// A worker that does not hold the setup the request names gets the request
+// again, once, with the setup; a second miss fails the thread.
+func TestPlacementSetupMissing(t *testing.T) {
 	for _, takes := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
 			g := newExecRig(t, Config{})
 			g.join("w1")
 			th := testThread()
-			g.c.registry.heldSpec("w1", newThreadSpec(&th).hash, true)
+			g.c.registry.heldSetup("w1", newThreadSetup(&th).hash, true)
 			var asked atomic.Int32
 			g.worker("w1", func(req wire.ExecRequest, r transport.Replier) {
 				asked.Add(1)
-				if len(req.Spec) == 0 || !takes {
-					r.Reply(wire.Message(wire.TypeExecSpecMissing, wire.ExecSpecMissing{Worker: "w1", SpecHash: req.SpecHash}))
+				if len(req.Setup) == 0 || !takes {
+					r.Reply(wire.Message(wire.TypeExecSetupMissing, wire.ExecSetupMissing{Worker: "w1", SetupHash: req.SetupHash}))
 					return
 				}
 				r.Reply(execResult(req, "w1", thread.Result{Status: event.Succeeded, Output: "ok"}))
@@ -373,9 +373,9 @@ func TestPlacementSpecMissing(t *testing.T) {
 			e := <-out
 			switch {
 			case takes && e.res.Output != "ok":
-				t.Errorf("end %+v, want the result of the request with the spec", e)
-			case !takes && (e.res.Status != event.Failed || !strings.Contains(e.res.Error, "did not take the thread's spec")):
-				t.Errorf("end %+v, want failed: did not take the spec", e)
+				t.Errorf("end %+v, want the result of the request with the setup", e)
+			case !takes && (e.res.Status != event.Failed || !strings.Contains(e.res.Error, "did not take the thread's setup")):
+				t.Errorf("end %+v, want failed: did not take the setup", e)
 			}
 			if asked.Load() != 2 {
 				t.Errorf("asked %d times, want 2", asked.Load())

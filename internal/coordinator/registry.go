@@ -29,41 +29,41 @@ type workerState struct {
 	// started names the worker's incarnation (its heartbeat's Started): a
 	// worker restarted under the same id knows nothing of earlier placements.
 	started time.Time
-	// specs are the hashes of the thread specs the worker took: placements
-	// there go without them.
-	specs map[string]struct{}
+	// setups are the hashes of the thread setups the worker took:
+	// placements there go without them.
+	setups map[string]struct{}
 }
 
-// maxHeldSpecs bounds what is remembered of one worker's specs.
-const maxHeldSpecs = 1024
+// maxHeldSetups bounds what is remembered of one worker's setups.
+const maxHeldSetups = 1024
 
-// holdsSpec says whether worker id took the spec of hash hash.
-func (g *registry) holdsSpec(id, hash string) bool {
+// holdsSetup says whether worker id took the setup of hash hash.
+func (g *registry) holdsSetup(id, hash string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w, ok := g.workers[id]
 	if !ok {
 		return false
 	}
-	_, held := w.specs[hash]
+	_, held := w.setups[hash]
 	return held
 }
 
-// heldSpec notes that worker id took the spec of hash hash, or, held
+// heldSetup notes that worker id took the setup of hash hash, or, held
 // false, that it does not hold it (any more).
-func (g *registry) heldSpec(id, hash string, held bool) {
+func (g *registry) heldSetup(id, hash string, held bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w, ok := g.workers[id]
 	switch {
 	case !ok:
 	case !held:
-		delete(w.specs, hash)
+		delete(w.setups, hash)
 	default:
-		if w.specs == nil || len(w.specs) >= maxHeldSpecs {
-			w.specs = make(map[string]struct{})
+		if w.setups == nil || len(w.setups) >= maxHeldSetups {
+			w.setups = make(map[string]struct{})
 		}
-		w.specs[hash] = struct{}{}
+		w.setups[hash] = struct{}{}
 	}
 }
 
@@ -119,7 +119,7 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 	}
 	w.cooling = false
 	if !w.started.Equal(hb.Started) {
-		w.specs = nil // a new incarnation holds no spec yet
+		w.setups = nil // a new incarnation holds no setup yet
 	}
 	w.started = hb.Started
 	served := g.dispatchLocked()

@@ -117,36 +117,36 @@ type threadRec struct {
 	// replay is what the current placement reuses; owned by the step
 	// placing the thread (execution).
 	replay []journal.Entry
-	// spec is the thread's spec as it travels (wire.EncodeSpec), set
-	// before its first placement; childSpec, guarded by run.mu, is the one
-	// its helpers made without a handoff share.
-	spec, childSpec *threadSpec
+	// setup is the thread's setup as it travels
+	// (wire.EncodeSetup), set before its first placement; childSetup,
+	// guarded by run.mu, is the one its helpers made without a handoff share.
+	setup, childSetup *threadSetup
 }
 
-// threadSpec is an encoded spec and its hash.
-type threadSpec struct {
+// threadSetup is an encoded setup and its hash.
+type threadSetup struct {
 	hash string
 	body []byte
 }
 
-func newThreadSpec(th *thread.Thread) *threadSpec {
-	hash, body := wire.EncodeSpec(th)
-	return &threadSpec{hash: hash, body: body}
+func newThreadSetup(th *thread.Thread) *threadSetup {
+	hash, body := wire.EncodeSetup(th)
+	return &threadSetup{hash: hash, body: body}
 }
 
-// helperSpec is the spec of helper th of parent, made after the handoffs:
-// encoded once per parent when there are none, since such siblings differ
-// only in their names, which the spec leaves out.
-func (r *run) helperSpec(parent *threadRec, th *thread.Thread, handoffs []string) *threadSpec {
+// helperSetup is the setup of helper th of parent, made after the
+// handoffs: encoded once per parent when there are none, since such siblings
+// differ only in their names, which the setup leaves out.
+func (r *run) helperSetup(parent *threadRec, th *thread.Thread, handoffs []string) *threadSetup {
 	if len(handoffs) > 0 {
-		return newThreadSpec(th)
+		return newThreadSetup(th)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if parent.childSpec == nil {
-		parent.childSpec = newThreadSpec(th)
+	if parent.childSetup == nil {
+		parent.childSetup = newThreadSetup(th)
 	}
-	return parent.childSpec
+	return parent.childSetup
 }
 
 func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver string) *run {

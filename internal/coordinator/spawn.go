@@ -120,7 +120,7 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r transport.Replier, ping *alivePin
 		// Its own duration budget ends its subtree when it runs out.
 		rn.watchDuration(t, child, c.cfg.Now(), t.cancel)
 	}
-	t.spec = rn.helperSpec(parent, th, req.Handoffs)
+	t.setup = rn.helperSetup(parent, th, req.Handoffs)
 	t.admitted = in
 	t.trace = tracing.Carry(m.Header)
 	c.cfg.Metrics.SpawnAdmitted()

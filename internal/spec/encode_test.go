@@ -12,7 +12,7 @@ import (
 )
 
 // An agent spec travels in placements and journals, and its encoding is
-// hashed (wire.EncodeSpec): it reads back as it was written, with an empty
+// hashed (wire.EncodeSetup): it reads back as it was written, with an empty
 // base tool list (none) kept apart from nil (all).
 func TestAgentRoundTrip(t *testing.T) {
 	par := false

@@ -245,7 +245,7 @@ func TestLongAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newLongRig(t, func(_ context.Context, n int32, r transport.Replier) {
 			if n == 1 {
-				r.Reply(wire.Message(wire.TypeExecSpecMissing, wire.ExecSpecMissing{}))
+				r.Reply(wire.Message(wire.TypeExecSetupMissing, wire.ExecSetupMissing{}))
 				return
 			}
 			r.Reply(answer)
@@ -256,7 +256,7 @@ func TestLongAgain(t *testing.T) {
 		l.Request = func() wire.Msg { built++; return request() }
 		reply := l.Reply
 		l.Reply = func(m wire.Msg) transport.Verdict {
-			if wire.Type(m.Type) == wire.TypeExecSpecMissing {
+			if wire.Type(m.Type) == wire.TypeExecSetupMissing {
 				return transport.Again
 			}
 			return reply(m)

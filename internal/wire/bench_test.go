@@ -43,20 +43,20 @@ func BenchmarkEncodeDecodeSpawnResult(b *testing.B) {
 }
 
 // sampleExecByHash is sampleExec as a coordinator sends it once the
-// worker holds its spec (withSpec: the first time, with it).
-func sampleExecByHash(withSpec bool) ExecRequest {
+// worker holds its setup (withSetup: the first time, with it).
+func sampleExecByHash(withSetup bool) ExecRequest {
 	in := sampleExec()
-	hash, body := EncodeSpec(&in.Thread)
-	StripSpec(&in.Thread)
-	in.SpecHash = hash
-	if withSpec {
-		in.Spec = body
+	hash, body := EncodeSetup(&in.Thread)
+	StripSetup(&in.Thread)
+	in.SetupHash = hash
+	if withSetup {
+		in.Setup = body
 	}
 	return in
 }
 
 // BenchmarkEncodeDecodeExecByHash is the ExecRequest of a helper whose
-// spec the worker holds: the thread without its spec, and the hash.
+// setup the worker holds: the thread without its setup, and the hash.
 func BenchmarkEncodeDecodeExecByHash(b *testing.B) {
 	in := sampleExecByHash(false)
 	b.ReportAllocs()

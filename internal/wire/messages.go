@@ -79,15 +79,15 @@ type SpawnResult struct {
 }
 
 // ExecRequest places a thread on a worker (coordinator → worker). The worker
-// answers ExecAccepted, ExecBusy or ExecSpecMissing at once, then Progress
+// answers ExecAccepted, ExecBusy or ExecSetupMissing at once, then Progress
 // every heartbeat interval, then ExecResult.
 type ExecRequest struct {
 	Thread thread.Thread `msgpack:"thread"`
-	// SpecHash, when set, names the thread's spec (see ThreadSpec), which
-	// Thread then goes without; Spec is the spec itself (EncodeSpec), sent
-	// when the worker may not hold it.
-	SpecHash string `msgpack:"spec_hash,omitempty"`
-	Spec     []byte `msgpack:"spec,omitempty"`
+	// SetupHash, when set, names the thread's setup (see
+	// ThreadSetup), which Thread then goes without; Setup is the
+	// setup itself (EncodeSetup), sent when the worker may not hold it.
+	SetupHash string `msgpack:"setup_hash,omitempty"`
+	Setup     []byte `msgpack:"setup,omitempty"`
 	// Coordinator is the id of the coordinator that owns the run: where the
 	// thread's spawns and approval requests go.
 	Coordinator string `msgpack:"coordinator"`

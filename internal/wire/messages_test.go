@@ -124,7 +124,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 		TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 		TypeRunCancel: &RunCancel{}, TypeRunResume: &RunResume{}, TypeRunResult: &RunResult{},
 		TypeBudgetRenew: &BudgetRenew{}, TypePlacementCheck: &PlacementCheck{},
-		TypeThreadSpec: &ThreadSpec{}, TypeExecSpecMissing: &ExecSpecMissing{},
+		TypeThreadSetup: &ThreadSetup{}, TypeExecSetupMissing: &ExecSetupMissing{},
 		TypeQuotaTake: &QuotaTake{}, TypeQuotaWaiting: &QuotaWaiting{}, TypeQuotaDone: &QuotaDone{},
 		TypeBudgetGrant: &limits.Grant{}, TypeJournalEntry: &journal.Entry{}, TypeError: &Error{},
 	} {

@@ -111,7 +111,7 @@ func TestErrorReplyCrossesWire(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(MustEncode(TypeExecRequest, sampleExec()))
 	f.Add(MustEncode(TypeExecRequest, sampleExecByHash(true)))
-	f.Add(MustEncode(TypeExecSpecMissing, ExecSpecMissing{Worker: "w", SpecHash: "h"}))
+	f.Add(MustEncode(TypeExecSetupMissing, ExecSetupMissing{Worker: "w", SetupHash: "h"}))
 	f.Add(MustEncode(TypeSpawnRequest, SpawnRequest{RunID: "r", Name: "n", Task: "t"}))
 	f.Add(MustEncode(TypeWorkerHeartbeat, WorkerHeartbeat{ID: "w", Slots: 4}))
 	f.Add(MustEncode(TypeApprovalRequest, ApprovalRequest{ApprovalRequest: policy.ApprovalRequest{RunID: "r", Tool: "bash"}, Token: "t"}))
@@ -143,17 +143,17 @@ func FuzzDecode(f *testing.F) {
 			TypeApprovalDecision: &policy.Approval{}, TypeWorkerHeartbeat: &WorkerHeartbeat{},
 			TypeCoordHeartbeat: &CoordHeartbeat{}, TypeRunSubmit: &RunSubmit{}, TypeRunAccepted: &RunAccepted{},
 			TypeEvent: &event.Event{}, TypeError: &Error{}, TypeApprovalDecide: &ApprovalDecide{},
-			TypePlacementCheck: &PlacementCheck{}, TypeThreadSpec: &ThreadSpec{}, TypeExecSpecMissing: &ExecSpecMissing{},
+			TypePlacementCheck: &PlacementCheck{}, TypeThreadSetup: &ThreadSetup{}, TypeExecSetupMissing: &ExecSetupMissing{},
 			TypeRunCancel: &RunCancel{}, TypeRunResume: &RunResume{},
 			TypeJournalEntry: &journal.Entry{}, TypeJournalBatch: &journalBatch{},
 		}
 		for typ, v := range targets {
 			_ = env.Into(typ, v)
 		}
-		// An exec request may carry its spec, encoded alone.
+		// An exec request may carry its setup, encoded alone.
 		var ex ExecRequest
-		if env.Into(TypeExecRequest, &ex) == nil && ex.Spec != nil {
-			_ = DecodeAs(ex.Spec, TypeThreadSpec, &ThreadSpec{})
+		if env.Into(TypeExecRequest, &ex) == nil && ex.Setup != nil {
+			_ = DecodeAs(ex.Setup, TypeThreadSetup, &ThreadSetup{})
 		}
 		// A worker's journal batch holds entries encoded alone.
 		var b journalBatch
@@ -184,37 +184,37 @@ type journalBatch struct {
 	Entries [][]byte `msgpack:"e"`
 }
 
-// TestSpecHash: a spec's hash leaves out the agent's name (siblings share
-// one spec), does not depend on map order, and changes with anything else.
-func TestSpecHash(t *testing.T) {
+// TestSetupHash: a setup's hash leaves out the agent's name (siblings share
+// one setup), does not depend on map order, and changes with anything else.
+func TestSetupHash(t *testing.T) {
 	base := sampleExec().Thread
 	base.Agent.ModelArgs = model.Args{"temperature": 0.2, "max_tokens": 100.0, "top_p": 0.9, "stop": "END"}
-	hash, body := EncodeSpec(&base)
+	hash, body := EncodeSetup(&base)
 	sibling := base
 	sibling.Agent.Name, sibling.Name, sibling.ID, sibling.Task = "c", "c", "t2", "other task"
 	for range 20 { // maps iterate in a new order each time
 		sibling.Agent.ModelArgs = maps.Clone(base.Agent.ModelArgs)
-		if h, _ := EncodeSpec(&sibling); h != hash {
-			t.Fatal("a sibling's spec hashes apart from its own")
+		if h, _ := EncodeSetup(&sibling); h != hash {
+			t.Fatal("a sibling's setup hashes apart from its own")
 		}
 	}
-	if SpecHash(body) != hash {
-		t.Error("SpecHash of the encoded spec is not its hash")
+	if SetupHash(body) != hash {
+		t.Error("SetupHash of the encoded setup is not its hash")
 	}
 	other := base
 	other.Permissions = nil
-	if h, _ := EncodeSpec(&other); h == hash {
-		t.Error("a spec without the permissions hashes like one with them")
+	if h, _ := EncodeSetup(&other); h == hash {
+		t.Error("a setup without the permissions hashes like one with them")
 	}
-	var got ThreadSpec
-	if err := DecodeAs(body, TypeThreadSpec, &got); err != nil {
+	var got ThreadSetup
+	if err := DecodeAs(body, TypeThreadSetup, &got); err != nil {
 		t.Fatal(err)
 	}
 	stripped := base
-	StripSpec(&stripped)
-	SetSpec(&stripped, &got)
+	StripSetup(&stripped)
+	SetSetup(&stripped, &got)
 	if diff := cmp.Diff(base, stripped, cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("thread without its spec, then with it (-want +got):\n%s", diff)
+		t.Errorf("thread without its setup, then with it (-want +got):\n%s", diff)
 	}
 }
 

@@ -151,9 +151,9 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r transport.Replier) 
 		r.Reply(wire.Message(wire.TypeExecBusy, wire.ExecBusy{Worker: w.cfg.ID, Draining: true}))
 		return
 	}
-	if err := w.specs.complete(&req); err != nil {
-		if errors.Is(err, errSpecMissing) {
-			r.Reply(wire.Message(wire.TypeExecSpecMissing, wire.ExecSpecMissing{Worker: w.cfg.ID, SpecHash: req.SpecHash}))
+	if err := w.setups.complete(&req); err != nil {
+		if errors.Is(err, errSetupMissing) {
+			r.Reply(wire.Message(wire.TypeExecSetupMissing, wire.ExecSetupMissing{Worker: w.cfg.ID, SetupHash: req.SetupHash}))
 			return
 		}
 		r.Reply(wire.ErrorReply(err))

@@ -96,7 +96,7 @@ type Worker struct {
 	// accepted is the answer of every placement taken, encoded once.
 	accepted wire.Msg
 
-	specs specs // the thread specs placements named, by hash
+	setups setups // the thread setups placements named, by hash
 
 	mu      sync.Mutex
 	threads map[string]*hosted    // by thread id

@@ -15,14 +15,14 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
-// byHash is req as a coordinator sends it once the worker holds its spec;
-// withSpec adds the spec.
-func byHash(req wire.ExecRequest, withSpec bool) wire.ExecRequest {
-	hash, body := wire.EncodeSpec(&req.Thread)
-	wire.StripSpec(&req.Thread)
-	req.SpecHash = hash
-	if withSpec {
-		req.Spec = body
+// byHash is req as a coordinator sends it once the worker holds its setup;
+// withSetup adds the setup.
+func byHash(req wire.ExecRequest, withSetup bool) wire.ExecRequest {
+	hash, body := wire.EncodeSetup(&req.Thread)
+	wire.StripSetup(&req.Thread)
+	req.SetupHash = hash
+	if withSetup {
+		req.Setup = body
 	}
 	return req
 }
@@ -67,50 +67,50 @@ func awaitResult(t *testing.T, ctx context.Context, call transport.Call, idle ti
 	}
 }
 
-// TestSpecByHash: a placement naming a spec the worker does not hold is
-// answered spec_missing and takes no slot; one carrying its spec runs, and
-// from then on placements naming that spec by its hash alone run with it. A
-// spec that does not hash to the name it comes under is refused, and not
+// TestSetupByHash: a placement naming a setup the worker does not hold is
+// answered setup_missing and takes no slot; one carrying its setup runs, and
+// from then on placements naming that setup by its hash alone run with it. A
+// setup that does not hash to the name it comes under is refused, and not
 // kept: the hash still names nothing.
-func TestSpecByHash(t *testing.T) {
+func TestSetupByHash(t *testing.T) {
 	w, coord := startWorker(t)
 	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
 	defer stop()
 	cwd := t.TempDir()
 
 	first, _ := place(t, ctx, coord, byHash(execIn(cwd, "t1", 0), false))
-	if first.Type != string(wire.TypeExecSpecMissing) {
-		t.Fatalf("hash alone before the spec came: %s, want %s", first.Type, wire.TypeExecSpecMissing)
+	if first.Type != string(wire.TypeExecSetupMissing) {
+		t.Fatalf("hash alone before the setup came: %s, want %s", first.Type, wire.TypeExecSetupMissing)
 	}
-	var missing wire.ExecSpecMissing
-	if err := wire.DecodeAs(first.Data, wire.TypeExecSpecMissing, &missing); err != nil || missing.Worker != "w1" || missing.SpecHash == "" {
-		t.Errorf("spec_missing = %+v, %v", missing, err)
+	var missing wire.ExecSetupMissing
+	if err := wire.DecodeAs(first.Data, wire.TypeExecSetupMissing, &missing); err != nil || missing.Worker != "w1" || missing.SetupHash == "" {
+		t.Errorf("setup_missing = %+v, %v", missing, err)
 	}
 
-	// A spec under another spec's hash: refused, and nothing is kept.
+	// A setup under another setup's hash: refused, and nothing is kept.
 	forged := byHash(execIn(cwd, "t2", 0), true)
 	other := execIn(cwd, "t2", 0)
 	other.Thread.Agent.Instructions = "do something else"
-	forged.SpecHash, _ = wire.EncodeSpec(&other.Thread)
+	forged.SetupHash, _ = wire.EncodeSetup(&other.Thread)
 	first, _ = place(t, ctx, coord, forged)
 	err := wire.MsgError(first)
 	var remote *wire.Error
 	if !errors.As(err, &remote) || remote.Code != wire.CodeBadRequest {
-		t.Fatalf("spec under a hash it does not have: %s %v, want a bad_request error", first.Type, err)
+		t.Fatalf("setup under a hash it does not have: %s %v, want a bad_request error", first.Type, err)
 	}
-	forged.Spec = nil
-	if first, _ = place(t, ctx, coord, forged); first.Type != string(wire.TypeExecSpecMissing) {
-		t.Fatalf("the forged spec's hash after the refusal: %s, want %s", first.Type, wire.TypeExecSpecMissing)
+	forged.Setup = nil
+	if first, _ = place(t, ctx, coord, forged); first.Type != string(wire.TypeExecSetupMissing) {
+		t.Fatalf("the forged setup's hash after the refusal: %s, want %s", first.Type, wire.TypeExecSetupMissing)
 	}
 
 	if first, res := place(t, ctx, coord, byHash(execIn(cwd, "t3", 0), true)); res == nil || res.Result.Status != event.Succeeded {
-		t.Fatalf("with its spec: %s, %+v", first.Type, res)
+		t.Fatalf("with its setup: %s, %+v", first.Type, res)
 	}
 	for i := range 3 {
 		id := fmt.Sprintf("t%d", 4+i)
 		first, res := place(t, ctx, coord, byHash(execIn(cwd, id, 0), false))
 		if res == nil || res.Result.Status != event.Succeeded {
-			t.Fatalf("%s by hash once the spec is held: %s, %+v", id, first.Type, res)
+			t.Fatalf("%s by hash once the setup is held: %s, %+v", id, first.Type, res)
 		}
 	}
 	w.mu.Lock()
@@ -120,46 +120,46 @@ func TestSpecByHash(t *testing.T) {
 	}
 }
 
-// TestSpecsBounded: past maxSpecs, the oldest spec goes.
-func TestSpecsBounded(t *testing.T) {
-	var s specs
+// TestSetupsBounded: past maxSetups, the oldest setup goes.
+func TestSetupsBounded(t *testing.T) {
+	var s setups
 	var first string
-	for i := range maxSpecs + 1 {
+	for i := range maxSetups + 1 {
 		req := execIn("/tmp", "t", 0)
-		req.Thread.Agent.Instructions = fmt.Sprint("spec ", i)
+		req.Thread.Agent.Instructions = fmt.Sprint("setup ", i)
 		req = byHash(req, true)
 		if i == 0 {
-			first = req.SpecHash
+			first = req.SetupHash
 		}
 		if err := s.complete(&req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(s.byKey) != maxSpecs {
-		t.Errorf("%d specs held, want %d", len(s.byKey), maxSpecs)
+	if len(s.byKey) != maxSetups {
+		t.Errorf("%d setups held, want %d", len(s.byKey), maxSetups)
 	}
 	req := byHash(execIn("/tmp", "t", 0), false)
-	req.SpecHash = first
-	if err := s.complete(&req); !errors.Is(err, errSpecMissing) {
-		t.Errorf("the oldest spec after %d more: %v, want errSpecMissing", maxSpecs, err)
+	req.SetupHash = first
+	if err := s.complete(&req); !errors.Is(err, errSetupMissing) {
+		t.Errorf("the oldest setup after %d more: %v, want errSetupMissing", maxSetups, err)
 	}
 }
 
-// TestSpecRoundTrip: a thread sent without its spec, beside one that
+// TestSetupRoundTrip: a thread sent without its setup, beside one that
 // came before, is the thread the coordinator placed, its own name
 // included.
-func TestSpecRoundTrip(t *testing.T) {
-	var s specs
+func TestSetupRoundTrip(t *testing.T) {
+	var s setups
 	a, b := execIn("/tmp", "a", time.Second), execIn("/tmp", "b", time.Second)
 	b.Thread.Agent.Name, b.Thread.Name = "sibling", "sibling"
-	withSpec, byName := byHash(a, true), byHash(b, false)
-	if withSpec.SpecHash != byName.SpecHash {
-		t.Fatal("siblings that differ only in their names have different spec hashes")
+	withSetup, byName := byHash(a, true), byHash(b, false)
+	if withSetup.SetupHash != byName.SetupHash {
+		t.Fatal("siblings that differ only in their names have different setup hashes")
 	}
 	for _, c := range []struct {
 		req  wire.ExecRequest
 		want wire.ExecRequest
-	}{{withSpec, a}, {byName, b}} {
+	}{{withSetup, a}, {byName, b}} {
 		if err := s.complete(&c.req); err != nil {
 			t.Fatal(err)
 		}
@@ -170,8 +170,8 @@ func TestSpecRoundTrip(t *testing.T) {
 }
 
 // BenchmarkHandOffByHash is BenchmarkHandOff for placements that name
-// their spec by hash, as a coordinator sends every placement after the
-// first of a spec on a worker.
+// their setup by hash, as a coordinator sends every placement after the
+// first of a setup on a worker.
 func BenchmarkHandOffByHash(b *testing.B) {
 	_, coord := startWorker(b)
 	ctx := context.Background()
@@ -196,8 +196,8 @@ func BenchmarkHandOffByHash(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if m.Type == string(wire.TypeExecSpecMissing) {
-				b.Fatal("spec missing")
+			if m.Type == string(wire.TypeExecSetupMissing) {
+				b.Fatal("setup missing")
 			}
 			if m.Type == string(wire.TypeExecResult) {
 				break

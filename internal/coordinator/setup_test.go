@@ -51,24 +51,24 @@ func startOnNATS(t *testing.T, ctx context.Context) (*Coordinator, func(name str
 	return c, conn
 }
 
-// rootSpecHash is the hash of the spec of sub's root, as the submission
+// rootSetupHash is the hash of the setup of sub's root, as the submission
 // arrives.
-func rootSpecHash(t *testing.T, sub wire.RunSubmit) string {
+func rootSetupHash(t *testing.T, sub wire.RunSubmit) string {
 	var got wire.RunSubmit
 	if err := wire.DecodeAs(wire.MustEncode(wire.TypeRunSubmit, sub), wire.TypeRunSubmit, &got); err != nil {
 		t.Fatal(err)
 	}
 	root := thread.Thread{Agent: got.Agent, Agents: got.Agents, Permissions: policy.Permissions{got.Agent.Harness.Permissions}}
-	hash, _ := wire.EncodeSpec(&root)
+	hash, _ := wire.EncodeSetup(&root)
 	return hash
 }
 
-// TestSpecResentToAWorkerThatLacksIt: a worker that holds no spec of the
+// TestSetupResentToAWorkerThatLacksIt: a worker that holds no setup of the
 // hash a placement names (restarted since it took it, before its new
-// heartbeat came) answers spec_missing, and the coordinator places the
-// thread there again, once, with the spec; the run goes on. Threads
-// placed on a worker known to hold their spec travel without it.
-func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
+// heartbeat came) answers setup_missing, and the coordinator places the
+// thread there again, once, with the setup; the run goes on. Threads
+// placed on a worker known to hold their setup travel without it.
+func TestSetupResentToAWorkerThatLacksIt(t *testing.T) {
 	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
 	defer stop()
 	c, conn := startOnNATS(t, ctx)
@@ -118,9 +118,9 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 	par := false // helpers one at a time: the second is placed once the first was taken
 	a.ParallelToolCalls = &par
 	sub := wire.RunSubmit{RunID: uuid.NewString(), Task: "Plan:\n- a\n- b", Agent: a, Cwd: t.TempDir()}
-	// The coordinator believes w1 holds the root's spec, which it never saw.
-	rootHash := rootSpecHash(t, sub)
-	c.registry.heldSpec("w1", rootHash, true)
+	// The coordinator believes w1 holds the root's setup, which it never saw.
+	rootHash := rootSetupHash(t, sub)
+	c.registry.heldSetup("w1", rootHash, true)
 
 	cl, err := client.New(conn("client"), nil)
 	if err != nil {
@@ -158,28 +158,28 @@ func TestSpecResentToAWorkerThatLacksIt(t *testing.T) {
 		t.Fatalf("placements of %d threads, want 3 (root, a, b)", len(order))
 	}
 	rootReqs := byThread[order[0]]
-	if len(rootReqs) != 2 || rootReqs[0].Spec != nil || rootReqs[0].SpecHash != rootHash || rootReqs[1].Spec == nil ||
+	if len(rootReqs) != 2 || rootReqs[0].Setup != nil || rootReqs[0].SetupHash != rootHash || rootReqs[1].Setup == nil ||
 		rootReqs[1].Token != rootReqs[0].Token {
-		t.Errorf("root placed %d times (want by hash, then once more with the spec, same placement): %+v", len(rootReqs), rootReqs)
+		t.Errorf("root placed %d times (want by hash, then once more with the setup, same placement): %+v", len(rootReqs), rootReqs)
 	}
 	first, second := byThread[order[1]], byThread[order[2]]
-	if len(first) != 1 || first[0].Spec == nil {
-		t.Errorf("first helper: %d requests, spec sent %v; want one, with the spec", len(first), len(first) == 1 && first[0].Spec != nil)
+	if len(first) != 1 || first[0].Setup == nil {
+		t.Errorf("first helper: %d requests, setup sent %v; want one, with the setup", len(first), len(first) == 1 && first[0].Setup != nil)
 	}
-	if len(second) != 1 || second[0].Spec != nil || second[0].SpecHash != first[0].SpecHash {
-		t.Errorf("second helper: %d requests; want one, by the hash its sibling's spec came under", len(second))
+	if len(second) != 1 || second[0].Setup != nil || second[0].SetupHash != first[0].SetupHash {
+		t.Errorf("second helper: %d requests; want one, by the hash its sibling's setup came under", len(second))
 	}
 }
 
-// TestSpecMissingIsBounded: a worker that answers spec_missing even to the
-// request that carried the spec does not make the coordinator send it
+// TestSetupMissingIsBounded: a worker that answers setup_missing even to the
+// request that carried the setup does not make the coordinator send it
 // again and again: the thread fails after that one resend, saying why.
-func TestSpecMissingIsBounded(t *testing.T) {
+func TestSetupMissingIsBounded(t *testing.T) {
 	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
 	defer stop()
 	c, conn := startOnNATS(t, ctx)
 
-	// A worker that never keeps a spec.
+	// A worker that never keeps a setup.
 	rogue := conn("rogue")
 	var mu sync.Mutex
 	var placed []wire.ExecRequest
@@ -192,7 +192,7 @@ func TestSpecMissingIsBounded(t *testing.T) {
 		mu.Lock()
 		placed = append(placed, req)
 		mu.Unlock()
-		m.Respond(wire.MustEncode(wire.TypeExecSpecMissing, wire.ExecSpecMissing{Worker: "rogue", SpecHash: req.SpecHash}))
+		m.Respond(wire.MustEncode(wire.TypeExecSetupMissing, wire.ExecSetupMissing{Worker: "rogue", SetupHash: req.SetupHash}))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +214,8 @@ func TestSpecMissingIsBounded(t *testing.T) {
 	a := spec.Default().Agent
 	a.Model = providers.Sim
 	sub := wire.RunSubmit{RunID: uuid.NewString(), Task: "hello", Agent: a, Cwd: t.TempDir()}
-	rootHash := rootSpecHash(t, sub)
-	c.registry.heldSpec("rogue", rootHash, true)
+	rootHash := rootSetupHash(t, sub)
+	c.registry.heldSetup("rogue", rootHash, true)
 
 	cl, err := client.New(conn("client"), nil)
 	if err != nil {
@@ -226,12 +226,12 @@ func TestSpecMissingIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "worker rogue did not take the thread's spec"; rec.Status != event.Failed || rec.Error != want {
+	if want := "worker rogue did not take the thread's setup"; rec.Status != event.Failed || rec.Error != want {
 		t.Errorf("run: %s %q, want failed %q", rec.Status, rec.Error, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(placed) != 2 || placed[0].Spec != nil || placed[1].Spec == nil {
-		t.Errorf("%d requests; want 2: by hash, then with the spec", len(placed))
+	if len(placed) != 2 || placed[0].Setup != nil || placed[1].Setup == nil {
+		t.Errorf("%d requests; want 2: by hash, then with the setup", len(placed))
 	}
 }
