@@ -3,6 +3,7 @@ package durable_test
 import (
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +155,14 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		if pid, _ := grand.Attr("gen_ai.agent.id"); !ok || pid != th.ParentID {
 			t.Errorf("%s: its execute_tool agent span is under %q (agent %q), want thread %s's invoke_agent", sp.Name, grand.Name, pid, th.ParentID)
 		}
+		// The agent call is a transfer that returns to its caller.
+		callerName, _ := grand.Attr("gen_ai.agent.name")
+		for k, want := range map[string]string{"gen_ai.transfer.mode": "return_to_caller", "gen_ai.transfer.target.name": th.Name,
+			"gen_ai.caller.agent.name": callerName, "gen_ai.caller.agent.id": th.ParentID} {
+			if got, _ := parent.Attr(k); got != want {
+				t.Errorf("%s: its execute_tool agent span has %s = %q, want %q", sp.Name, k, got, want)
+			}
+		}
 		if pw, _ := grand.Attr("formica.worker.id"); pw != th.Worker {
 			crossed++
 		}
@@ -162,12 +171,48 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		t.Errorf("%d parent/helper pairs crossed workers, threads ran on %v; want some, on two", crossed, workers)
 	}
 
+	// Each process has a resource of its own: the coordinator, the two
+	// workers and the CLI, each naming its version.
+	instances := map[string]string{}
+	for _, sp := range spans {
+		id := sp.Resource["service.instance.id"]
+		if id == "" || sp.Resource["service.version"] == "" {
+			t.Errorf("span %q (%s): resource %v lacks service.instance.id or service.version", sp.Name, sp.Service, sp.Resource)
+			continue
+		}
+		if w, _ := sp.Attr("formica.worker.id"); strings.HasPrefix(sp.Name, "invoke_agent ") {
+			if prev, seen := instances[w]; seen && prev != id {
+				t.Errorf("worker %s's spans carry two instance ids, %s and %s", w, prev, id)
+			}
+			instances[w] = id
+		}
+	}
+	if len(instances) != 2 || instances["w1"] == instances["w2"] {
+		t.Errorf("workers' instance ids %v, want two distinct", instances)
+	}
+
+	// Tokens are counted once: the chat spans' tokens add up to the run's.
+	var chatIn, chatOut int64
 	chats := 0
 	for _, sp := range spans {
+		if strings.HasPrefix(sp.Name, "anthropic.") || strings.HasPrefix(sp.Name, "openai.") {
+			t.Errorf("a provider SDK's own span %q repeats a chat span", sp.Name)
+		}
 		if !strings.HasPrefix(sp.Name, "chat ") {
 			continue
 		}
 		chats++
+		in, _ := sp.Attr("gen_ai.usage.input_tokens")
+		out, _ := sp.Attr("gen_ai.usage.output_tokens")
+		n, _ := strconv.ParseInt(in, 10, 64)
+		m, _ := strconv.ParseInt(out, 10, 64)
+		chatIn, chatOut = chatIn+n, chatOut+m
+		if addr, _ := sp.Attr("server.address"); addr != "127.0.0.1" {
+			t.Errorf("chat span server.address %q, want the provider's 127.0.0.1", addr)
+		}
+		if id, _ := sp.Attr("gen_ai.response.id"); id == "" {
+			t.Errorf("chat span has no gen_ai.response.id")
+		}
 		parent, ok := parentOf(sp)
 		if !ok || !strings.HasPrefix(parent.Name, "invoke_agent ") || sp.Kind != tracepb.Span_SPAN_KIND_CLIENT {
 			t.Errorf("chat span (kind %v) under %q, want a CLIENT span under invoke_agent", sp.Kind, parent.Name)
@@ -183,5 +228,8 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	// helpers once.
 	if chats != 9 {
 		t.Errorf("%d chat spans, want 9", chats)
+	}
+	if chatIn != run.Usage.InputTokens || chatOut != run.Usage.OutputTokens {
+		t.Errorf("chat spans sum to %d input and %d output tokens, the run used %d and %d", chatIn, chatOut, run.Usage.InputTokens, run.Usage.OutputTokens)
 	}
 }
