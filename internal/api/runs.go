@@ -92,7 +92,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	req, err := body.request()
+	req, err := body.Request()
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,17 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// request checks the body and turns it into a SubmitRequest.
+// Request checks the body and turns it into a SubmitRequest: the one
+// reading of a submission, for the API and for every other caller that
+// takes this body (the CLI over NATS). Its errors match ErrInvalid.
+func (b *SubmitBody) Request() (SubmitRequest, error) {
+	req, err := b.request()
+	if err != nil {
+		return SubmitRequest{}, Wrap(ErrInvalid, err)
+	}
+	return req, nil
+}
+
 func (b *SubmitBody) request() (SubmitRequest, error) {
 	if strings.TrimSpace(b.Task) == "" {
 		return SubmitRequest{}, badRequest("task is required")

@@ -1,0 +1,28 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrConfig is returned by New for a base URL it cannot use.
+var ErrConfig = errors.New("client: bad config")
+
+// APIError is an answer of the API with an error status: 400 bad_request,
+// 401 unauthorized, 404 not_found, 409 conflict, 503 unavailable, ...
+type APIError struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is the server's stable error code ("not_found"); empty when the
+	// answer was not the API's JSON (a proxy's error page).
+	Code string
+	// Message is the server's message for people.
+	Message string
+}
+
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("%s (HTTP %d)", e.Message, e.StatusCode)
+	}
+	return fmt.Sprintf("%s (HTTP %d %s)", e.Message, e.StatusCode, e.Code)
+}
