@@ -57,7 +57,9 @@ Commands:
   version            print the version (also --version)
   completion SHELL   print a completion script for bash, zsh or fish
 
-Cluster commands find the cluster with --nats URL, $FORMICA_NATS or $NATS_URL.
+Cluster commands find the cluster with --nats URL, $FORMICA_NATS or $NATS_URL,
+or a coordinator's HTTP API with --api URL ($FORMICA_API) and --token
+($FORMICA_TOKEN).
 Every flag can also be set as $FORMICA_<FLAG> (--agent-max-depth:
 $FORMICA_AGENT_MAX_DEPTH); a flag on the command line wins.
 

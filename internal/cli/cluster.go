@@ -10,10 +10,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/formica-run/formica/client"
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/envflag"
 	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/service"
@@ -22,12 +22,17 @@ import (
 )
 
 // clusterFlags are the connection flags of every command that talks to a
-// running cluster; without --nats, $FORMICA_NATS or $NATS_URL names it.
+// running cluster: over NATS (--nats, $FORMICA_NATS or $NATS_URL) or
+// through a coordinator's HTTP API (--api, $FORMICA_API).
 type clusterFlags struct {
 	nats           broker.ClientConfig
+	api            string
+	token          string
+	tokenFile      string
 	connectTimeout time.Duration
 	json           bool
 	traceURL       string
+	fs             *flag.FlagSet // to tell flags given from variables
 }
 
 // defaultConnectTimeout is how long a cluster command waits for NATS: long
@@ -35,7 +40,11 @@ type clusterFlags struct {
 const defaultConnectTimeout = 15 * time.Second
 
 func (f *clusterFlags) register(fs *flag.FlagSet, withJSON bool) {
+	f.fs = fs
 	f.nats.RegisterFlags(fs)
+	fs.StringVar(&f.api, "api", "", "coordinator HTTP API `URL`, instead of --nats (http://host:8080)")
+	fs.StringVar(&f.token, "token", "", "bearer `token` of the HTTP API (its --http-token)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "`file` holding the HTTP API's bearer token (instead of --token)")
 	registerTraceURL(fs, &f.traceURL)
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", defaultConnectTimeout, "how long to keep trying to reach NATS (0: no limit)")
 	if withJSON {
@@ -43,17 +52,18 @@ func (f *clusterFlags) register(fs *flag.FlagSet, withJSON bool) {
 	}
 }
 
-// cluster is an open connection to a cluster, its store and its service.
+// cluster is an open connection to a cluster.
 type cluster struct {
-	nc       *nats.Conn
-	st       *store.Store
-	svc      *service.Service
+	ops      clusterOps
 	traceURL string // --trace-url
 }
 
-// link fills in r's trace link from --trace-url, and its totals.
+// link fills in r's trace link from --trace-url (a coordinator's own
+// stays without it), and its totals.
 func (c *cluster) link(r record.Run) record.Run {
-	r.TraceURL = tracing.URL(c.traceURL, r.TraceID)
+	if c.traceURL != "" {
+		r.TraceURL = tracing.URL(c.traceURL, r.TraceID)
+	}
 	return r.Shown()
 }
 
@@ -62,13 +72,91 @@ func registerTraceURL(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "trace-url", "", "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})")
 }
 
-// connect reaches the cluster, retrying until --connect-timeout (a refusal
-// of the credentials ends it at once); waits and connection trouble are
-// logged to stderr.
+// connect reaches the cluster through the HTTP API or over NATS, as the
+// flags say (clusterFlags.useAPI).
 func (f *clusterFlags) connect(ctx context.Context, stderr io.Writer) (*cluster, error) {
-	if len(f.nats.URLs) == 0 {
-		return nil, usagef("no cluster given: use --nats URL or set FORMICA_NATS (or NATS_URL)")
+	useAPI, err := f.useAPI()
+	if err != nil {
+		return nil, err
 	}
+	var ops clusterOps
+	if useAPI {
+		ops, err = f.dialAPI()
+	} else {
+		ops, err = f.dialNATS(ctx, stderr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{ops: ops, traceURL: f.traceURL}, nil
+}
+
+// useAPI chooses the transport: the one given. Given both, a flag on the
+// command line wins over the other's variable; both on the command line,
+// or both from variables, is a usage error.
+func (f *clusterFlags) useAPI() (bool, error) {
+	viaNATS, viaAPI := len(f.nats.URLs) > 0, f.api != ""
+	switch {
+	case !viaNATS && !viaAPI:
+		return false, usagef("no cluster given: use --nats URL or --api URL, or set FORMICA_NATS (or NATS_URL) or FORMICA_API")
+	case viaNATS && viaAPI && f.given("api") != f.given("nats"):
+		viaAPI = f.given("api")
+	case viaNATS && viaAPI:
+		return false, usagef("give %s or %s, not both", f.source("nats"), f.source("api"))
+	}
+	if !viaAPI && (f.given("token") || f.given("token-file")) {
+		return false, usagef("--token and --token-file are for --api; NATS takes --nats-creds, --nats-token, ...")
+	}
+	return viaAPI, nil
+}
+
+// given reports whether flag name was set on the command line.
+func (f *clusterFlags) given(name string) bool {
+	found := false
+	f.fs.Visit(func(fl *flag.Flag) { found = found || fl.Name == name })
+	return found
+}
+
+// source names where flag name's value came from: the flag, or the
+// variable that set it.
+func (f *clusterFlags) source(name string) string {
+	if !f.given(name) {
+		for _, v := range envflag.Vars(name) {
+			if _, ok := os.LookupEnv(v); ok {
+				return "$" + v
+			}
+		}
+	}
+	return "--" + name
+}
+
+// dialAPI makes a client of the HTTP API; nothing is sent until a command
+// asks.
+func (f *clusterFlags) dialAPI() (clusterOps, error) {
+	token := f.token
+	if f.tokenFile != "" {
+		if token != "" {
+			return nil, usagef("give %s or %s, not both", f.source("token"), f.source("token-file"))
+		}
+		var err error
+		if token, err = envflag.ReadSecret(f.tokenFile); err != nil {
+			return nil, usagef("%s: %w", f.source("token-file"), err)
+		}
+	}
+	if _, err := client.New(f.api, ""); err != nil {
+		return nil, usagef("%s: %w", f.source("api"), err)
+	}
+	c, err := client.New(f.api, token)
+	if err != nil {
+		return nil, usagef("%s: %w", f.source("token"), err)
+	}
+	return apiOps{c}, nil
+}
+
+// dialNATS reaches the cluster over NATS, retrying until
+// --connect-timeout (a refusal of the credentials ends it at once); waits
+// and connection trouble are logged to stderr.
+func (f *clusterFlags) dialNATS(ctx context.Context, stderr io.Writer) (clusterOps, error) {
 	f.nats.Name = "formica-cli"
 	f.nats.StopOnRefusal = true
 	if err := withCreds(&f.nats); err != nil {
@@ -93,13 +181,10 @@ func (f *clusterFlags) connect(ctx context.Context, stderr io.Writer) (*cluster,
 		nc.Close()
 		return nil, err
 	}
-	return &cluster{nc: nc, st: st, svc: svc, traceURL: f.traceURL}, nil
+	return &natsOps{Service: svc, nc: nc, st: st}, nil
 }
 
-func (c *cluster) close() {
-	c.svc.Close()
-	broker.Drain(c.nc, 5*time.Second)
-}
+func (c *cluster) close() { c.ops.Close() }
 
 // runCluster parses a command's flags, connects, and runs fn, mapping errors
 // to exit codes.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,43 +56,50 @@ func submitCommand(args []string, stdio Stdio) int {
 		if err != nil {
 			return 0, err
 		}
-		req := api.SubmitRequest{Task: task, Model: model, ID: id, MaxDepth: maxDepth, MaxThreads: maxThreads,
-			Budget: budget.b, Timeout: timeout}
+		body := api.SubmitBody{Task: task, Model: model, ID: id, MaxDepth: maxDepth, MaxThreads: maxThreads,
+			Budget: budget.body()}
+		if timeout != 0 {
+			body.Timeout = timeout.String()
+		}
 		if agentFile != "" {
-			file, err := spec.Load(agentFile)
+			// Checked here, so errors name the file; sent as its text.
+			data, err := os.ReadFile(agentFile)
 			if err != nil {
+				return 0, usageError{fmt.Errorf("spec: %w", err)}
+			}
+			if _, err := spec.Parse(data, agentFile); err != nil {
 				return 0, usageError{err}
 			}
-			req.Agent, req.Agents = &file.Agent, file.Catalog()
-		}
-		sub, err := c.svc.Submission(req)
-		if err != nil {
-			return 0, err
-		}
-		if !wait {
-			if err := c.svc.Enqueue(ctx, sub); err != nil {
+			if body.Agent, err = json.Marshal(string(data)); err != nil {
 				return 0, err
 			}
-			fmt.Fprintln(stdio.Out, sub.RunID)
+		}
+		if !wait {
+			id, err := c.ops.Submit(ctx, body)
+			if err != nil {
+				return 0, err
+			}
+			fmt.Fprintln(stdio.Out, id)
 			return ExitOK, nil
 		}
-		if ws, err := c.svc.Workers(ctx); err == nil && len(ws) == 0 {
+		if ws, err := c.ops.Workers(ctx); err == nil && len(ws) == 0 {
 			fmt.Fprintln(stdio.Err, "formica: no worker is registered: the run waits for one (start one with: worker --nats URL)")
 		}
-		return followRun(ctx, c, stdio, f, sub.RunID, 0, noTTY, func() error { return c.svc.Enqueue(ctx, sub) })
+		return followRun(ctx, c, stdio, f, 0, noTTY, func() (string, error) { return c.ops.Submit(ctx, body) })
 	})
 }
 
-// followRun starts a run (start: its submission or resume), then draws its
-// tree from its events after the event id after (the live tree on a
-// terminal, log lines elsewhere or with noTTY) until its record is final,
-// and prints its outcome. The run's id comes first, on stderr, so its
-// transcript or a resume needs no `formica runs`.
-func followRun(ctx context.Context, c *cluster, stdio Stdio, f *clusterFlags, id string, after uint64, noTTY bool, start func() error) (int, error) {
+// followRun starts a run (start: its submission or resume, which returns
+// its id), then draws its tree from its events after the event id after
+// (the live tree on a terminal, log lines elsewhere or with noTTY) until
+// its record is final, and prints its outcome. The run's id comes first,
+// on stderr, so its transcript or a resume needs no `formica runs`.
+func followRun(ctx context.Context, c *cluster, stdio Stdio, f *clusterFlags, after uint64, noTTY bool, start func() (string, error)) (int, error) {
 	view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
 	rec := record.NewRecorder(view.changed)
 	view.rec = rec
-	if err := start(); err != nil {
+	id, err := start()
+	if err != nil {
 		return 0, err
 	}
 	announceRun(stdio.Err, id)
@@ -103,7 +111,7 @@ func followRun(ctx context.Context, c *cluster, stdio Stdio, f *clusterFlags, id
 	defer stopFollow()
 	follow := make(chan error, 1)
 	go func() {
-		follow <- c.st.Events(fctx, id, after, func(_ uint64, e event.Event) error {
+		follow <- c.ops.Events(fctx, id, after, func(_ uint64, e event.Event) error {
 			rec.Emit(e)
 			view.Emit(e)
 			return nil
@@ -131,18 +139,16 @@ func announceRun(w io.Writer, id string) { fmt.Fprintf(w, "formica: run %s\n", i
 // final record.
 const followGrace = 10 * time.Second
 
-// waitFinal watches a run's record until it is final.
+// waitFinal waits for a run's record to be final.
 func waitFinal(ctx context.Context, c *cluster, id string) (record.Run, error) {
-	ch, err := c.st.WatchRecord(ctx, id)
+	r, err := c.ops.WaitFinal(ctx, id)
 	if err != nil {
+		if ctx.Err() != nil {
+			return record.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, context.Cause(ctx))
+		}
 		return record.Run{}, err
 	}
-	for r := range ch {
-		if r.Status.Final() {
-			return c.link(r), nil
-		}
-	}
-	return record.Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, context.Cause(ctx))
+	return c.link(r), nil
 }
 
 func printOutcome(stdio Stdio, r record.Run, asJSON bool) (int, error) {
@@ -167,7 +173,7 @@ func getCommand(args []string, stdio Stdio) int {
 			if err != nil {
 				return 0, err
 			}
-			r, err := c.svc.GetRun(ctx, id)
+			r, err := c.ops.GetRun(ctx, id)
 			if err != nil {
 				return 0, err
 			}
@@ -213,7 +219,7 @@ func runsCommand(args []string, stdio Stdio) int {
 		fs.IntVar(&limit, "limit", 20, "at most `N` runs, newest first")
 		fs.StringVar(&page, "page", "", "the page after `CURSOR`, as the previous page printed it")
 	}, func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
-		runs, next, err := c.svc.ListRuns(ctx, status, limit, page)
+		runs, next, err := c.ops.ListRuns(ctx, status, limit, page)
 		if err != nil {
 			return 0, err
 		}
@@ -251,14 +257,14 @@ func watchCommand(args []string, stdio Stdio) int {
 		if err != nil {
 			return 0, err
 		}
-		if _, err := c.svc.GetRun(ctx, id); err != nil {
+		if _, err := c.ops.GetRun(ctx, id); err != nil {
 			return 0, err
 		}
 		view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
 		rec := record.NewRecorder(view.changed)
 		view.rec = rec
 		view.start()
-		err = c.svc.Events(ctx, id, 0, func(_ uint64, e event.Event) error {
+		err = c.ops.Events(ctx, id, 0, func(_ uint64, e event.Event) error {
 			rec.Emit(e)
 			view.Emit(e)
 			return nil
@@ -284,7 +290,7 @@ func cancelCommand(args []string, stdio Stdio) int {
 			if err != nil {
 				return 0, err
 			}
-			if err := c.svc.CancelRun(ctx, id); err != nil {
+			if err := c.ops.CancelRun(ctx, id); err != nil {
 				return 0, err
 			}
 			fmt.Fprintf(stdio.Err, "cancelling %s\n", id)
@@ -295,7 +301,7 @@ func cancelCommand(args []string, stdio Stdio) int {
 func approvalsCommand(args []string, stdio Stdio) int {
 	return runCluster("approvals", "[--json]", args, stdio, true, nil,
 		func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
-			as, err := c.svc.ListApprovals(ctx)
+			as, err := c.ops.ListApprovals(ctx)
 			if err != nil {
 				return 0, err
 			}
@@ -331,7 +337,7 @@ func approveCommand(args []string, stdio Stdio) int {
 		if allow == deny {
 			return 0, usagef("give exactly one of --allow and --deny")
 		}
-		if err := c.svc.Decide(ctx, id, allow); err != nil {
+		if err := c.ops.Decide(ctx, id, allow); err != nil {
 			return 0, err
 		}
 		return ExitOK, nil
@@ -341,7 +347,7 @@ func approveCommand(args []string, stdio Stdio) int {
 func workersCommand(args []string, stdio Stdio) int {
 	return runCluster("workers", "[--json]", args, stdio, true, nil,
 		func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
-			ws, err := c.svc.Workers(ctx)
+			ws, err := c.ops.Workers(ctx)
 			if err != nil {
 				return 0, err
 			}
@@ -365,7 +371,7 @@ func workersCommand(args []string, stdio Stdio) int {
 func assetsCommand(args []string, stdio Stdio) int {
 	return runCluster("assets", "[--json]", args, stdio, true, nil,
 		func(ctx context.Context, c *cluster, f *clusterFlags, _ []string) (int, error) {
-			a, err := c.svc.Assets(ctx)
+			a, err := c.ops.Assets(ctx)
 			if err != nil {
 				return 0, err
 			}

@@ -22,7 +22,7 @@ func resumeCommand(args []string, stdio Stdio) int {
 			return 0, err
 		}
 		if !wait {
-			if err := c.svc.ResumeRun(ctx, id); err != nil {
+			if err := c.ops.ResumeRun(ctx, id); err != nil {
 				return 0, err
 			}
 			fmt.Fprintln(stdio.Out, id)
@@ -30,11 +30,11 @@ func resumeCommand(args []string, stdio Stdio) int {
 		}
 		// The tree is this execution's: the events after the last one
 		// the run had.
-		after, err := c.st.LastEventID(ctx, id)
+		after, err := c.ops.LastEventID(ctx, id)
 		if err != nil {
 			return 0, err
 		}
-		return followRun(ctx, c, stdio, f, id, after, noTTY, func() error { return c.svc.ResumeRun(ctx, id) })
+		return followRun(ctx, c, stdio, f, after, noTTY, func() (string, error) { return id, c.ops.ResumeRun(ctx, id) })
 	})
 }
 
@@ -51,7 +51,7 @@ func transcriptCommand(args []string, stdio Stdio) int {
 					return 0, err
 				}
 			}
-			t, err := c.svc.Transcript(ctx, id, thread)
+			t, err := c.ops.Transcript(ctx, id, thread)
 			if err != nil {
 				return 0, err
 			}
@@ -66,7 +66,7 @@ func transcriptCommand(args []string, stdio Stdio) int {
 // findThread resolves a thread id or path (names from the root down; the
 // root may also be called "root") to a thread id.
 func findThread(ctx context.Context, c *cluster, run, arg string) (string, error) {
-	threads, err := c.svc.Threads(ctx, run)
+	threads, err := c.ops.Threads(ctx, run)
 	if err != nil {
 		return "", err
 	}

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/formica-run/formica/client"
+	"github.com/formica-run/formica/internal/api"
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/service"
+	"github.com/formica-run/formica/internal/store"
+	"github.com/formica-run/formica/internal/wire"
+)
+
+// clusterOps is what the cluster commands ask of a cluster. NATS
+// (natsOps) and the coordinator's HTTP API (apiOps) implement it; the
+// flags choose one (clusterFlags.connect), and no command knows which.
+//
+// Errors wrap api.ErrNotFound, api.ErrConflict, api.ErrInvalid or
+// api.ErrUnavailable as the API's statuses say, over either transport.
+type clusterOps interface {
+	// Submit queues a run and returns its id.
+	Submit(ctx context.Context, body api.SubmitBody) (string, error)
+	GetRun(ctx context.Context, id string) (record.Run, error)
+	ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error)
+	// Events replays a run's events after the event id after, then
+	// follows them until its execution ends.
+	Events(ctx context.Context, id string, after uint64, send func(uint64, event.Event) error) error
+	// LastEventID is the id of a run's last event (0: none).
+	LastEventID(ctx context.Context, id string) (uint64, error)
+	// WaitFinal returns a run's record once it is final.
+	WaitFinal(ctx context.Context, id string) (record.Run, error)
+	CancelRun(ctx context.Context, id string) error
+	ResumeRun(ctx context.Context, id string) error
+	Threads(ctx context.Context, id string) ([]api.ThreadSummary, error)
+	Transcript(ctx context.Context, id, thread string) (api.Transcript, error)
+	ListApprovals(ctx context.Context) ([]api.Approval, error)
+	Decide(ctx context.Context, id string, allow bool) error
+	Workers(ctx context.Context) ([]wire.WorkerInfo, error)
+	Assets(ctx context.Context) (wire.Assets, error)
+	Close()
+}
+
+// natsOps reaches the cluster over NATS, as a client of its store.
+type natsOps struct {
+	*service.Service
+	nc *nats.Conn
+	st *store.Store
+}
+
+func (o *natsOps) Submit(ctx context.Context, body api.SubmitBody) (string, error) {
+	req, err := body.Request()
+	if err != nil {
+		return "", err
+	}
+	return o.Service.Submit(ctx, req)
+}
+
+func (o *natsOps) LastEventID(ctx context.Context, id string) (uint64, error) {
+	return o.st.LastEventID(ctx, id)
+}
+
+func (o *natsOps) WaitFinal(ctx context.Context, id string) (record.Run, error) {
+	ch, err := o.st.WatchRecord(ctx, id)
+	if err != nil {
+		return record.Run{}, err
+	}
+	for r := range ch {
+		if r.Status.Final() {
+			return r, nil
+		}
+	}
+	return record.Run{}, context.Cause(ctx)
+}
+
+func (o *natsOps) Close() {
+	o.Service.Close()
+	broker.Drain(o.nc, 5*time.Second)
+}
+
+// apiOps reaches the cluster through a coordinator's HTTP API.
+type apiOps struct{ c *client.Client }
+
+func (o apiOps) Submit(ctx context.Context, body api.SubmitBody) (string, error) {
+	id, err := o.c.Submit(ctx, body)
+	if errors.Is(apiErr(err), api.ErrConflict) {
+		// The one conflict of a submission: its id names another run.
+		return "", api.Wrap(store.ErrIDTaken, err)
+	}
+	return id, apiErr(err)
+}
+
+func (o apiOps) GetRun(ctx context.Context, id string) (record.Run, error) {
+	r, err := o.c.GetRun(ctx, id)
+	return r, apiErr(err)
+}
+
+func (o apiOps) ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error) {
+	runs, next, err := o.c.ListRuns(ctx, client.ListOptions{Status: event.Status(status), Limit: limit, Page: page})
+	return runs, next, apiErr(err)
+}
+
+func (o apiOps) Events(ctx context.Context, id string, after uint64, send func(uint64, event.Event) error) error {
+	return apiErr(o.c.Events(ctx, id, after, send))
+}
+
+// LastEventID reads the run's events to their end: the API has no call
+// for it, and it serves the resume of a run that has ended.
+func (o apiOps) LastEventID(ctx context.Context, id string) (uint64, error) {
+	var last uint64
+	err := o.c.Events(ctx, id, 0, func(seq uint64, _ event.Event) error {
+		last = seq
+		return nil
+	})
+	return last, apiErr(err)
+}
+
+func (o apiOps) WaitFinal(ctx context.Context, id string) (record.Run, error) {
+	r, err := o.c.Wait(ctx, id)
+	return r, apiErr(err)
+}
+
+func (o apiOps) CancelRun(ctx context.Context, id string) error {
+	return apiErr(o.c.CancelRun(ctx, id))
+}
+
+func (o apiOps) ResumeRun(ctx context.Context, id string) error {
+	return apiErr(o.c.ResumeRun(ctx, id))
+}
+
+func (o apiOps) Threads(ctx context.Context, id string) ([]api.ThreadSummary, error) {
+	ts, err := o.c.Threads(ctx, id)
+	return ts, apiErr(err)
+}
+
+func (o apiOps) Transcript(ctx context.Context, id, thread string) (api.Transcript, error) {
+	t, err := o.c.Transcript(ctx, id, thread)
+	return t, apiErr(err)
+}
+
+func (o apiOps) ListApprovals(ctx context.Context) ([]api.Approval, error) {
+	as, err := o.c.ListApprovals(ctx)
+	return as, apiErr(err)
+}
+
+func (o apiOps) Decide(ctx context.Context, id string, allow bool) error {
+	return apiErr(o.c.Decide(ctx, id, allow))
+}
+
+func (o apiOps) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
+	ws, err := o.c.Workers(ctx)
+	return ws, apiErr(err)
+}
+
+func (o apiOps) Assets(ctx context.Context) (wire.Assets, error) {
+	a, err := o.c.Assets(ctx)
+	return a, apiErr(err)
+}
+
+func (apiOps) Close() {}
+
+// apiErr marks an API error with the kind of its status, as the NATS
+// path's errors are marked: a 400 is the user's mistake (ExitUsage).
+func apiErr(err error) error {
+	var ae *client.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	kind, ok := map[int]error{400: api.ErrInvalid, 404: api.ErrNotFound, 409: api.ErrConflict, 503: api.ErrUnavailable}[ae.StatusCode]
+	if !ok {
+		return err
+	}
+	return api.Wrap(kind, err)
+}
