@@ -236,3 +236,49 @@ func TestErrorsAndCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelThread: a helper held on an approval is cancelled alone; its
+// parent hears it failed and finishes.
+func TestCancelThread(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := start(t)
+	model := apitest.Script(t, `responses:
+  - when: "root task"
+    tool_calls: [{name: agent, arguments: {name: helper, task: "helper job"}}]
+  - when: "root task"
+    text: root done
+  - when: "helper job"
+    tool_calls: [{name: write_file, arguments: '{"path":"out.txt","content":"held"}'}]
+`)
+	id, err := c.Submit(ctx, client.SubmitRequest{Task: "root task", Model: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var helper string
+	err = c.Events(ctx, id, 0, func(_ uint64, e client.Event) error {
+		if e.Type == "approval.requested" {
+			helper = e.ThreadID
+			return heldApproval
+		}
+		return nil
+	})
+	if !errors.Is(err, heldApproval) || helper == "" {
+		t.Fatalf("Events = %v, want the helper held on an approval", err)
+	}
+	if err := c.CancelThread(ctx, id, helper); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctx, id)
+	if err != nil || r.Status != client.Succeeded || r.Output != "root done" {
+		t.Fatalf("Wait = %+v, %v", r, err)
+	}
+	var st client.Status
+	for _, th := range r.Threads {
+		if th.ID == helper {
+			st = th.Status
+		}
+	}
+	if st != client.Cancelled {
+		t.Errorf("the helper ended %q, want cancelled", st)
+	}
+}
