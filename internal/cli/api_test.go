@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func waitHeld(t *testing.T, ctx context.Context, c *client.Client, id string, af
 // coordinator's HTTP API as over NATS: a run submitted from a spec file
 // and followed to its end, listed, read, watched and its transcript shown;
 // an approval listed and allowed while the run is watched; a held run
-// cancelled and resumed; workers and assets; and the API's errors.
+// cancelled, resumed and followed again; workers and assets; and the API's errors.
 func TestClusterCommandsOverAPI(t *testing.T) {
 	cl := apitest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -138,12 +139,42 @@ func TestClusterCommandsOverAPI(t *testing.T) {
 	if code, _, errOut := formica("cancel", run); code != ExitFailed || !strings.Contains(errOut, "409") {
 		t.Errorf("cancel again: exit %d, stderr %s", code, errOut)
 	}
-	code, out, errOut = formica("resume", run)
-	if code != ExitOK || strings.TrimSpace(out) != run {
-		t.Fatalf("resume: exit %d, stdout %q, stderr %s", code, out, errOut)
+	var last uint64
+	if err := c.Events(ctx, run, 0, func(seq uint64, _ client.Event) error {
+		last = seq
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
-	if r, err := c.GetRun(ctx, run); err != nil || r.Status.Final() || r.Resumes != 1 {
-		t.Errorf("the resumed run: %+v, %v", r, err)
+	resumed := make(chan result, 1)
+	said := make(chan struct{})
+	errs := &announcing{said: said}
+	go func() {
+		var out bytes.Buffer
+		code := Main([]string{"resume", "--wait", "--no-tty", run, "--api", cl.URL, "--token", apitest.Token}, Stdio{Out: &out, Err: errs})
+		resumed <- result{code, out.String(), errs.String()}
+	}()
+	select { // once resumed, the run is queued again
+	case <-said:
+	case <-ctx.Done():
+		t.Fatal("resume --wait did not say which run it follows")
+	}
+	waitHeld(t, ctx, c, run, last)
+	code, out, errOut = formica("approvals", "--json")
+	if code != ExitOK || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].RunID != run {
+		t.Fatalf("approvals: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	if code, _, errOut := formica("approve", listed[0].ID, "--allow"); code != ExitOK {
+		t.Fatalf("approve: exit %d, stderr %s", code, errOut)
+	}
+	select {
+	case r := <-resumed:
+		// Only this execution's tree is drawn: one start of the run.
+		if r.code != ExitOK || r.out != "root finished\n" || strings.Count(r.err, "run started") > 1 {
+			t.Errorf("resume --wait: exit %d, stdout %q, stderr:\n%s", r.code, r.out, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("resume --wait did not end with the run")
 	}
 
 	if code, _, errOut := formica("get", "no-such-run"); code != ExitFailed || !strings.Contains(errOut, "not found") {
@@ -157,6 +188,31 @@ func TestClusterCommandsOverAPI(t *testing.T) {
 	if code != ExitFailed || !strings.Contains(errOutBuf.String(), "401") {
 		t.Errorf("a wrong token: exit %d, stderr %s", code, errOutBuf.String())
 	}
+}
+
+// announcing is a command's stderr that says when the command has said
+// which run it follows.
+type announcing struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	said chan struct{}
+}
+
+func (a *announcing) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, err := a.buf.Write(p)
+	if a.said != nil && strings.Contains(a.buf.String(), "formica: run ") {
+		close(a.said)
+		a.said = nil
+	}
+	return n, err
+}
+
+func (a *announcing) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.buf.String()
 }
 
 // TestTransportChoice: --nats and --api together are refused, a flag on
