@@ -20,7 +20,8 @@ import (
 type Backend interface {
 	// Submit queues a run and returns its id. When req.ID is empty the
 	// backend chooses the id. Submitting the same id twice is not an error:
-	// it returns the same run id and starts nothing new.
+	// it returns the same run id and starts nothing new; an id taken by a
+	// run of another task or spec is ErrConflict.
 	Submit(ctx context.Context, req SubmitRequest) (runID string, err error)
 	// ListRuns returns up to limit run records, newest first, only those with
 	// the given status when status is not empty, starting after the page

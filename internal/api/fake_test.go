@@ -103,9 +103,13 @@ func (f *fakeBackend) Submit(ctx context.Context, req SubmitRequest) (string, er
 	if id == "" {
 		id = fmt.Sprintf("run-%d", len(f.order)+1)
 	}
-	if _, ok := f.runs[id]; !ok {
+	r, ok := f.runs[id]
+	switch {
+	case !ok:
 		f.order = append(f.order, id)
 		f.runs[id] = record.Run{RunID: id, Status: record.Queued, Task: req.Task}
+	case r.Task != req.Task:
+		return "", fmt.Errorf("run id %s is taken by another run: %w", id, ErrConflict)
 	}
 	return id, nil
 }
@@ -219,6 +223,9 @@ func (f *fakeBackend) CancelRun(ctx context.Context, id string) error {
 func (f *fakeBackend) ResumeRun(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
 	r, ok := f.runs[id]
 	switch {
 	case !ok:
@@ -234,6 +241,9 @@ func (f *fakeBackend) ResumeRun(ctx context.Context, id string) error {
 func (f *fakeBackend) Threads(ctx context.Context, id string) ([]ThreadSummary, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail != nil {
+		return nil, f.fail
+	}
 	if _, ok := f.runs[id]; !ok {
 		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
@@ -243,6 +253,9 @@ func (f *fakeBackend) Threads(ctx context.Context, id string) ([]ThreadSummary, 
 func (f *fakeBackend) Transcript(ctx context.Context, id, thread string) (Transcript, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail != nil {
+		return Transcript{}, f.fail
+	}
 	t, ok := f.transcripts[id+"/"+thread]
 	if !ok {
 		return Transcript{}, fmt.Errorf("thread %s of run %s: %w", thread, id, ErrNotFound)

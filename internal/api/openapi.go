@@ -80,8 +80,8 @@ func op(id, summary string, ok string, okResp obj, errs ...string) obj {
 	return obj{"operationId": id, "summary": summary, "responses": responses}
 }
 
-var errorResponses = map[string]string{"400": "BadRequest", "401": "Unauthorized", "404": "NotFound",
-	"409": "Conflict", "413": "TooLarge", "500": "Internal", "503": "Unavailable"}
+var errorResponses = map[string]string{"400": "BadRequest", "401": "Unauthorized", "403": "Forbidden", "404": "NotFound",
+	"405": "MethodNotAllowed", "409": "Conflict", "413": "TooLarge", "500": "Internal", "503": "Unavailable"}
 
 func param(name, in, desc string, schema obj, required bool) obj {
 	return obj{"name": name, "in": in, "description": desc, "schema": schema, "required": required}
@@ -114,20 +114,33 @@ func with(o obj, kv ...any) obj {
 
 func openAPIDoc() obj {
 	errorStatus := map[string]string{"BadRequest": "The request is malformed.", "Unauthorized": "A bearer token is missing or wrong.",
-		"NotFound": "No such resource.", "Conflict": "The request clashes with the current state.",
-		"Forbidden": "A cross-origin request, or a browser session's request without its CSRF value (X-CSRF-Token).",
-		"TooLarge":  "The body is larger than the server's limit.", "Internal": "A fault of the server's.",
+		"NotFound": "No such resource.", "Conflict": "The request clashes with the current state: a run id already taken by another run, " +
+			"a run that cannot be cancelled or resumed now, an approval already answered.",
+		"Forbidden": "Refused: without a token, a request addressed to a host other than localhost, 127.0.0.0/8 or ::1; " +
+			"a changing request from another origin's web page, or a browser session's without its CSRF value (X-CSRF-Token).",
+		"TooLarge": "The body is larger than the server's limit.", "Internal": "A fault of the server's.",
 		"Unavailable": "The backend (NATS, JetStream) cannot serve now."}
 	responses := obj{}
 	for name, desc := range errorStatus {
 		responses[name] = response(desc, ref("Error"))
 	}
+	responses["MethodNotAllowed"] = with(response("The path does not take this method; `Allow` names the methods it takes.", ref("Error")),
+		"headers", obj{"Allow": obj{"description": "The methods the path takes.", "schema": obj{"type": "string"}}})
 	paths := openAPIPaths()
-	// Every request that changes something may be refused as cross-origin
-	// or, from a browser session, without its CSRF value.
+	// Statuses every operation may answer, whatever it does: 403, because
+	// without a token only requests addressed to a loopback host are served
+	// (and a changing request may be refused as cross-origin or, from a
+	// browser session, without its CSRF value); 405, because the server
+	// answers its paths' other methods in JSON, and a client generated from
+	// the document should know that body.
 	for _, item := range paths {
-		if post, ok := item.(obj)["post"].(obj); ok {
-			post["responses"].(obj)["403"] = errResponse("Forbidden")
+		for method, o := range item.(obj) {
+			if method == "parameters" {
+				continue
+			}
+			rs := o.(obj)["responses"].(obj)
+			rs["403"] = errResponse("Forbidden")
+			rs["405"] = errResponse("MethodNotAllowed")
 		}
 	}
 	return obj{
@@ -151,7 +164,7 @@ func openAPIPaths() obj {
 	return obj{
 		"/v1/runs": obj{
 			"post": with(op("submitRun", "Submit a run", "202", response("The run is queued. Submitting the same id again returns the same run.", ref("SubmitResponse")),
-				"400", "401", "413", "500", "503"),
+				"400", "401", "409", "413", "500", "503"),
 				"requestBody", obj{"required": true, "content": jsonContent(ref("SubmitRequest"))}),
 			"get": with(op("listRuns", "List runs, newest first", "200", response("Run records.", arrayOf(ref("Run"))), "400", "401", "500", "503"),
 				"parameters", []obj{
@@ -166,12 +179,17 @@ func openAPIPaths() obj {
 		},
 		"/v1/runs/{id}/events": obj{
 			"parameters": []obj{runIDParam},
-			"get": with(withResponse(op("runEvents", "Follow a run's events (Server-Sent Events)", "200", obj{
-				"description": "An event stream. Each message is `id: <event id>` (its stored batch's sequence × 1000 + its place in the batch) and `data: <Event as one line of JSON>`; " +
+			"get": with(withResponse(withResponse(op("runEvents", "Follow a run's events (Server-Sent Events)", "200", obj{
+				"description": "An event stream. Each message is `id: <event id>` (its stored batch's sequence × 1000 + its place in the batch), " +
+					"`event: <the Event's type>` (so an EventSource listens with addEventListener('run.finished', ...)) and `data: <Event as one line of JSON>`; " +
 					"`: keepalive` comments come while nothing else does. It replays the stored events after the resume point, " +
 					"follows live ones and ends when the run has finished.",
-				"content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}},
-			}, "400", "401", "404", "500"), "503", obj{
+				// x-event-data names the schema of each message's data, for
+				// generated clients (components.schemas.Event).
+				"content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}, "x-event-data": ref("Event")}},
+			}, "400", "401", "404", "500"), "204", obj{
+				"description": "The run has finished and has no event after the resume point: nothing to stream (an EventSource stops reconnecting).",
+			}), "503", obj{
 				"description": "The backend cannot serve now, or the server already serves its most event streams at once (coordinator `--http-max-streams`): try again after `Retry-After`.",
 				"headers": obj{"Retry-After": obj{"description": "Seconds to wait before trying again (set when the server is at its most streams).",
 					"schema": obj{"type": "integer", "minimum": 0}}},
