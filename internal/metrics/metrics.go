@@ -138,9 +138,15 @@ const (
 // another role is allowed and exported nowhere.
 func New(roles Role) *Metrics {
 	reg := prometheus.NewRegistry()
-	f := factory{reg: reg, on: roles&Coordinator != 0} // the coordinator's
-	fw := factory{reg: reg, on: roles&Worker != 0}     // the workers'
-	both := factory{reg: reg, on: true}
+	return build(roles, reg, reg)
+}
+
+// build makes the metrics, registering them with r, which is reg or a
+// wrapper of it (a test's, to list every metric's description).
+func build(roles Role, reg *prometheus.Registry, r prometheus.Registerer) *Metrics {
+	f := factory{reg: r, on: roles&Coordinator != 0} // the coordinator's
+	fw := factory{reg: r, on: roles&Worker != 0}     // the workers'
+	both := factory{reg: r, on: true}
 	m := &Metrics{reg: reg, modelNames: map[string]int{}}
 
 	m.runsSubmitted = f.counter("formica_runs_submitted_total", "Runs this coordinator took on: first deliveries from the queue and direct submissions.")
@@ -193,13 +199,13 @@ func New(roles Role) *Metrics {
 	m.qc.init()
 	m.assets.init()
 	if f.on {
-		reg.MustRegister(&m.quota, &m.qc, &m.assets)
+		r.MustRegister(&m.quota, &m.qc, &m.assets)
 	}
 	fw.register(&m.load)
 
 	bi := both.gaugeVec("formica_build_info", "Always 1; the labels name the build.", "version", "go_version")
 	bi.WithLabelValues(version(), runtime.Version()).Set(1)
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -225,7 +231,7 @@ func version() string {
 // factory makes metrics, and registers them when on: off, they record
 // into nothing exported.
 type factory struct {
-	reg *prometheus.Registry
+	reg prometheus.Registerer
 	on  bool
 }
 

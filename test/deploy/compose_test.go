@@ -70,7 +70,7 @@ func TestComposeStack(t *testing.T) {
 	formicaImage, natsImage := "localhost/formica:"+tag, "localhost/formica-nats:"+tag
 	s.buildImages(formicaImage, natsImage, busybox)
 
-	for _, f := range []string{"nats.conf", "prometheus.yml", "init-env.sh"} {
+	for _, f := range []string{"nats.conf", "prometheus.yml", "prometheus-rules.yml", "init-env.sh"} {
 		copyFile(t, filepath.Join(root, "deploy", f), filepath.Join(s.dir, f))
 	}
 	// The compose file as operators get it: test settings go in through
