@@ -184,8 +184,8 @@ func openAPIPaths() obj {
 					"`event: <the Event's type>` (so an EventSource listens with addEventListener('run.finished', ...)) and `data: <Event as one line of JSON>`; " +
 					"`: keepalive` comments come while nothing else does. It replays the stored events after the resume point, " +
 					"follows live ones and ends when the run has finished.",
-				// x-event-data names the schema of each message's data, for
-				// generated clients (components.schemas.Event).
+				// x-event-data names the schema of each message's data: a
+				// typed client parses it as components.schemas.Event.
 				"content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}, "x-event-data": ref("Event")}},
 			}, "400", "401", "404", "500"), "204", obj{
 				"description": "The run has finished and has no event after the resume point: nothing to stream (an EventSource stops reconnecting).",
