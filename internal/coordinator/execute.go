@@ -133,6 +133,9 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	rn.settle(settleTimeout)
 	c.syncJournal(rn)
 	res = runOutcome(rn, res)
+	if res.Status == event.Succeeded {
+		res = c.cancelKept(rn, res)
+	}
 	if !errors.Is(context.Cause(rn.ctx), errFenced) {
 		// A run taken over goes on elsewhere: its watchers see it end there.
 		c.emit(rn, event.Event{Type: event.RunFinished, RunID: sub.RunID, ThreadID: root.ID, Name: root.Name,
@@ -154,14 +157,37 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 
 // runOutcome is how a run ended given its root's result: past its deadline
 // it failed with "deadline exceeded", with its budget spent with
-// "budget exhausted (<kind>): <used>/<limit>" (keeping any output).
+// "budget exhausted (<kind>): <used>/<limit>" (keeping any output), and
+// cancelled at a request that reached it, whatever its root answered.
 func runOutcome(rn *run, res thread.Result) thread.Result {
-	if errors.Is(context.Cause(rn.ctx), ErrDeadline) {
+	cause := context.Cause(rn.ctx)
+	if errors.Is(cause, ErrDeadline) {
 		res.Status, res.Error = event.Failed, ErrDeadline.Error()
+		return res
+	}
+	var asked *cancelAsked
+	if res.Status == event.Succeeded && errors.As(cause, &asked) {
+		res.Status, res.Error = event.Cancelled, asked.reason
 		return res
 	}
 	if spent := rn.budget.Root().Spent(); spent != nil && res.Status != event.Cancelled {
 		res.Status, res.Error = event.Failed, spent.Detail()
+	}
+	return res
+}
+
+// cancelKept is res, or cancelled if a cancel of the queued run was
+// recorded (and answered 202) that had not reached this coordinator when
+// the root finished: run.finished then says what the record will.
+func (c *Coordinator) cancelKept(rn *run, res thread.Result) thread.Result {
+	if c.cfg.Store == nil || rn.lease.Load() == nil {
+		return res
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	rec, _, err := c.cfg.Store.GetRecord(ctx, rn.id)
+	if err == nil && rec.CancelRequested != "" {
+		res.Status, res.Error = event.Cancelled, rec.CancelRequested
 	}
 	return res
 }

@@ -2,10 +2,16 @@ package coordinator
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/record"
+	"github.com/formica-run/formica/internal/spec"
+	"github.com/formica-run/formica/internal/thread"
+	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/wire"
 )
 
 // A run whose cancel was answered while it ran does not end succeeded,
@@ -33,4 +39,44 @@ func TestFinalHonoursAnsweredCancel(t *testing.T) {
 			t.Errorf("ended %s, cancel asked %q: stored %s %q (task %q), want %s %q", tc.ended, tc.asked, stored.Status, stored.Error, stored.Task, tc.want, tc.wantReason)
 		}
 	}
+}
+
+// A run cancelled at a request ends cancelled even when its root, told of
+// the cancel too late, reports success (a denied approval let it answer
+// once more): run.finished says so, as the record does.
+func TestCancelledRunEndsCancelledWhateverItsRoot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newExecRig(t, Config{})
+		finished := make(chan event.Event, 1)
+		g.c.events = newPublisher(maxQueuedEvents, publishDelay, func(e *event.Event) {
+			if e.Type == event.RunFinished {
+				finished <- *e
+			}
+		}, nil)
+		ledger, err := limits.New(limits.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rn := newRun("r2", ledger, limits.NewTree(limits.Budget{}, time.Now), "")
+		g.c.runs[rn.id] = rn
+		g.join("w1")
+		g.worker("w1", func(req wire.ExecRequest, r transport.Replier) {
+			r.Reply(accepted("w1"))
+			time.Sleep(2 * time.Second) // its last model call, under way when the cancel comes
+			r.Reply(execResult(req, "w1", thread.Result{Status: event.Succeeded, Output: "done anyway"}))
+		})
+		g.cancels("w1", func(wire.Cancel) {})
+		go keepBeating(t.Context(), g, "w1")
+		time.AfterFunc(time.Second, func() {
+			g.c.handleRunCancel(t.Context(), wire.Message(wire.TypeCancel, wire.Cancel{RunID: rn.id, Reason: CancelledByUser}), make(replies, 1))
+		})
+		rec := g.c.execute(rn, wire.RunSubmit{RunID: rn.id, Task: "t", Agent: spec.Agent{Name: "root", Model: "sim"}}, false)
+		g.c.close(rn)
+		if rec.Status != event.Cancelled || rec.Error != CancelledByUser || rec.Output != "done anyway" {
+			t.Errorf("record %s %q, output %q; want cancelled %q, keeping the output", rec.Status, rec.Error, rec.Output, CancelledByUser)
+		}
+		if e := <-finished; e.Status != event.Cancelled || e.Reason != CancelledByUser {
+			t.Errorf("run.finished %s %q, want cancelled %q", e.Status, e.Reason, CancelledByUser)
+		}
+	})
 }

@@ -198,9 +198,16 @@ func (c *Coordinator) handleRunCancel(_ context.Context, m wire.Msg, r transport
 		r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 		return
 	}
-	rn.cancel(errors.New(reason))
+	rn.cancel(&cancelAsked{reason})
 	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 }
+
+// cancelAsked is the cause of a run cancelled at someone's request: the
+// run ends cancelled even if its root finishes before the cancel reaches
+// it (a denied approval, say, lets it answer once more).
+type cancelAsked struct{ reason string }
+
+func (e *cancelAsked) Error() string { return e.reason }
 
 func (c *Coordinator) run(id string) *run {
 	c.mu.Lock()
