@@ -241,6 +241,18 @@ func (s *Service) Events(ctx context.Context, id string, after uint64, send func
 		// events are): read, not followed.
 		return mapErr(s.cfg.Store.Replay(ctx, id, after, send))
 	}
+	if rec.Status != record.Queued {
+		// Its execution may have ended with its record not final yet: a
+		// client that has the run.finished would otherwise wait for one
+		// that never comes.
+		last, e, err := s.cfg.Store.LastEvent(ctx, id)
+		if err != nil {
+			return mapErr(err)
+		}
+		if last <= after && e.Type == event.RunFinished && !e.Time.Before(rec.StartedAt) {
+			return nil
+		}
+	}
 	return mapErr(s.feeds.Events(ctx, id, after, send))
 }
 

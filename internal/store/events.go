@@ -55,21 +55,31 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(
 // LastEventID returns the id of run runID's last stored event, or 0 when
 // the stream keeps none.
 func (s *Store) LastEventID(ctx context.Context, runID string) (uint64, error) {
+	id, _, err := s.LastEvent(ctx, runID)
+	return id, err
+}
+
+// LastEvent returns run runID's last stored event and its id, or 0 when
+// the stream keeps none.
+func (s *Store) LastEvent(ctx context.Context, runID string) (uint64, event.Event, error) {
 	if err := checkID(runID); err != nil {
-		return 0, err
+		return 0, event.Event{}, err
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	st, err := s.js.Stream(ctx, EventsStream)
 	if err != nil {
-		return 0, fmt.Errorf("store: events of run %s: %w", runID, err)
+		return 0, event.Event{}, fmt.Errorf("store: events of run %s: %w", runID, err)
 	}
 	m, err := st.GetLastMsgForSubject(ctx, SubjectEventLog(runID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+		return 0, event.Event{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: last event of run %s: %w", runID, err)
+		return 0, event.Event{}, fmt.Errorf("store: last event of run %s: %w", runID, err)
 	}
-	return EventID(m.Sequence, lastLine(m.Data)), nil
+	i := lastLine(m.Data)
+	var last event.Event
+	_, err = s.eachEvent(runID, m.Sequence, m.Data, i, func(_ uint64, e event.Event) error { last = e; return nil })
+	return EventID(m.Sequence, i), last, err
 }
