@@ -269,6 +269,30 @@ func TestViewerNatsCLI(t *testing.T) {
 		}
 	}
 
+	// Placements go through the workers' micro services, so micro stats
+	// counts them: the run above placed its root and its helper.
+	out, err := nats("micro", "stats", "formica-worker", "--json")
+	var stats []struct {
+		Endpoints []struct {
+			Name        string `json:"name"`
+			NumRequests int    `json:"num_requests"`
+		} `json:"endpoints"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &stats) != nil {
+		t.Errorf("nats micro stats --json: %v\n%s", err, out)
+	}
+	placements := 0
+	for _, st := range stats {
+		for _, e := range st.Endpoints {
+			if e.Name == "exec" {
+				placements += e.NumRequests
+			}
+		}
+	}
+	if placements < 2 {
+		t.Errorf("micro stats counts %d placements (exec requests), want the run's 2 at least:\n%s", placements, out)
+	}
+
 	// The events, live.
 	sub := make(chan string, 1)
 	go func() {
@@ -280,7 +304,7 @@ func TestViewerNatsCLI(t *testing.T) {
 	}()
 	// Runs until the CLI, subscribed whenever it got there, has seen one's
 	// events.
-	var out string
+	out = ""
 	for out == "" {
 		runAsync(t, ctx, cl, simSubmit(t, "Plan:\n- b", 0, limits.Config{}), nil)()
 		select {

@@ -13,7 +13,8 @@ import (
 const Version = "0.1.0"
 
 // addService registers the worker as micro service formica-worker, so
-// `nats micro ls|info|stats` lists it. Placement does not go through it.
+// `nats micro ls|info|stats` lists it, with its status endpoint; Start
+// adds placement (exec) to it.
 func (w *Worker) addService() error {
 	svc, err := micro.AddService(w.cfg.Conn, micro.Config{
 		Name:        "formica-worker",

@@ -238,8 +238,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	w.alive = w.started
 	w.mu.Unlock()
-	exec, err := w.tr.Serve(wire.SubjectExec(w.cfg.ID), "", 0, w.handleExec)
+	if err := w.addService(); err != nil {
+		return err
+	}
+	// Placements go through the micro service, which counts them.
+	exec, err := w.tr.ServeMicro(w.svc, "exec", wire.SubjectExec(w.cfg.ID), 0, w.handleExec)
 	if err != nil {
+		w.svc.Stop()
 		return err
 	}
 	cancel, err := w.tr.Serve(wire.SubjectCancel(w.cfg.ID), "", 0, w.handleCancel)
@@ -254,10 +259,6 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	w.natsSubs = append(w.natsSubs, hb)
-	if err := w.addService(); err != nil {
-		w.stopSubs()
-		return err
-	}
 	if err := w.tr.Flush(ctx); err != nil {
 		w.stopSubs()
 		return err

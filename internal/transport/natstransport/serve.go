@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/transport/internal/ring"
@@ -22,6 +23,30 @@ import (
 // logged when it has no reply subject. A handler that panics is logged and
 // its request answered with wire.CodeInternal.
 func (t *Transport) Serve(subject, queue string, maxConcurrent int, h transport.Handler) (transport.Subscription, error) {
+	return t.serve(subject, maxConcurrent, h, func(s *serveSub) (err error) {
+		s.sub, err = t.nc.QueueSubscribe(subject, queue, s.dispatch)
+		return err
+	})
+}
+
+// ServeMicro is Serve through an endpoint of micro service svc, on the
+// transport's connection, so `nats micro stats` counts the subject's
+// requests. The endpoint's own handler only hands each message over, as
+// the subscription's does for Serve: micro's one request at a time per
+// endpoint does not hold the handlers back, and the processing time micro
+// reports is that hand-over, not the handling. Stopping the subscription
+// stops svc.
+func (t *Transport) ServeMicro(svc micro.Service, endpoint, subject string, maxConcurrent int, h transport.Handler) (transport.Subscription, error) {
+	return t.serve(subject, maxConcurrent, h, func(s *serveSub) error {
+		s.svc = svc
+		return svc.AddEndpoint(endpoint, micro.HandlerFunc(func(r micro.Request) {
+			s.dispatch(&nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()})
+		}), micro.WithEndpointSubject(subject), micro.WithEndpointQueueGroupDisabled())
+	})
+}
+
+// serve registers h on subject, subscribed by subscribe.
+func (t *Transport) serve(subject string, maxConcurrent int, h transport.Handler, subscribe func(*serveSub) error) (transport.Subscription, error) {
 	if h == nil || maxConcurrent < 0 {
 		return nil, fmt.Errorf("natstransport: serve %s: %w: need a handler and maxConcurrent >= 0", subject, transport.ErrInvalidConfig)
 	}
@@ -33,12 +58,10 @@ func (t *Transport) Serve(subject, queue string, maxConcurrent int, h transport.
 		cancel(transport.ErrClosed)
 		return nil, fmt.Errorf("natstransport: serve %s: transport %w", subject, transport.ErrClosed)
 	}
-	sub, err := t.nc.QueueSubscribe(subject, queue, s.dispatch)
-	if err != nil {
+	if err := subscribe(s); err != nil {
 		cancel(transport.ErrClosed)
 		return nil, fmt.Errorf("natstransport: serve %s: %w", subject, err)
 	}
-	s.sub = sub
 	t.serves[s] = struct{}{}
 	return s, nil
 }
@@ -57,7 +80,8 @@ type serveSub struct {
 	max     int // 0: unbounded
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	sub     *nats.Subscription
+	sub     *nats.Subscription // Serve's; nil for ServeMicro's,
+	svc     micro.Service      // which goes with svc's endpoint
 	wg      sync.WaitGroup
 
 	mu       sync.Mutex
@@ -230,8 +254,13 @@ func (s *serveSub) Stop() error {
 	wait, cancel := context.WithTimeout(context.Background(), s.t.cfg.StopTimeout)
 	defer cancel()
 	var errs []error
-	closed := s.sub.StatusChanged(nats.SubscriptionClosed)
-	if err := s.sub.Drain(); err != nil {
+	if s.svc != nil {
+		// Its endpoint's subscription drains; what it still hands over is
+		// refused, as the subscription is stopping.
+		if err := s.svc.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("natstransport: stop %s: %w", s.subject, err))
+		}
+	} else if closed := s.sub.StatusChanged(nats.SubscriptionClosed); s.sub.Drain() != nil {
 		// The connection is closing or closed: nothing more will arrive.
 		if uerr := s.sub.Unsubscribe(); uerr != nil && !errors.Is(uerr, nats.ErrConnectionClosed) && !errors.Is(uerr, nats.ErrBadSubscription) {
 			errs = append(errs, fmt.Errorf("natstransport: stop %s: %w", s.subject, uerr))

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/micro"
+
 	"github.com/formica-run/formica/internal/transport"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -141,5 +143,56 @@ func TestServeIdleWorkersBounded(t *testing.T) {
 			t.Fatalf("workers still running their requests: %d, %d idle", running, idle)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestServeMicro: a subject served through a micro endpoint answers as a
+// served one does, handlers running side by side (micro calls its
+// endpoint's handler one request at a time), and the service counts the
+// requests; Stop stops the service.
+func TestServeMicro(t *testing.T) {
+	ns := startServer(t, inProcess)
+	nc := connect(t, ns, inProcess)
+	tr := newTransport(t, nc, Config{})
+	ctx := bounded(t)
+	svc, err := micro.AddService(nc, micro.Config{Name: "served", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	sub, err := tr.ServeMicro(svc, "work", "micro.work", 0, func(_ context.Context, m wire.Msg, r transport.Replier) {
+		arrived.Done()
+		<-both // each answers only once both are in
+		r.Reply(wire.Msg{Type: "pong"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { arrived.Wait(); close(both) }()
+	var asked sync.WaitGroup
+	for range 2 {
+		asked.Go(func() {
+			call, err := transport.Request(ctx, tr, "micro.work", wire.Msg{Type: "ping"})
+			if err == nil {
+				defer call.Close()
+				_, err = call.Next(ctx, 5*time.Second)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	asked.Wait()
+	stats := svc.Stats()
+	if len(stats.Endpoints) != 1 || stats.Endpoints[0].Name != "work" || stats.Endpoints[0].NumRequests != 2 {
+		t.Errorf("micro stats %+v, want endpoint work with 2 requests", stats.Endpoints)
+	}
+	if err := sub.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !svc.Stopped() {
+		t.Error("the service runs on after its subscription stopped")
 	}
 }
