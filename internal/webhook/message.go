@@ -1,0 +1,130 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/record"
+)
+
+// Event types webhooks are sent for.
+const (
+	// RunFinished: a run reached its final status.
+	RunFinished = "run.finished"
+)
+
+// EventTypes is every event type a webhook may be sent for.
+var EventTypes = []string{RunFinished}
+
+// CheckEventType refuses a type no webhook is sent for.
+func CheckEventType(t string) error {
+	for _, k := range EventTypes {
+		if t == k {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q (known: %v)", ErrEventType, t, EventTypes)
+}
+
+// MaxOutput bounds the run output a run.finished body carries; a longer
+// one is cut (on a rune boundary) and output_truncated says so. The
+// whole output is in the run's record.
+const MaxOutput = 16 << 10
+
+// Message is one webhook call to make, as the store keeps it: built once,
+// so every attempt sends the same id and body.
+type Message struct {
+	// ID is the webhook-id header: the same on every attempt, unique to
+	// this run's end and this URL.
+	ID string `json:"id"`
+	// URL is where the message goes.
+	URL string `json:"url"`
+	// RunID is the run the message is about; its events record each
+	// delivery.
+	RunID string `json:"run_id"`
+	// Body is what is sent and signed.
+	Body json.RawMessage `json:"body"`
+}
+
+// Payload is a webhook's JSON body, as the Standard Webhooks
+// specification shapes it.
+type Payload struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      any       `json:"data"`
+}
+
+// RunData is the data of a run.finished body.
+type RunData struct {
+	RunID  string       `json:"run_id"`
+	Status event.Status `json:"status"`
+	// Output is the root's final answer, cut past MaxOutput.
+	Output          string `json:"output,omitempty"`
+	OutputTruncated bool   `json:"output_truncated,omitempty"`
+	// Error says why the run failed or was cancelled.
+	Error string `json:"error,omitempty"`
+	// Totals sums up the run's tree: threads, refusals, tokens, cost.
+	Totals     record.Totals `json:"totals"`
+	Attempts   int           `json:"attempts,omitempty"`
+	Resumes    int           `json:"resumes,omitempty"`
+	CreatedAt  time.Time     `json:"created_at,omitzero"`
+	StartedAt  time.Time     `json:"started_at,omitzero"`
+	FinishedAt time.Time     `json:"finished_at,omitzero"`
+	TraceID    string        `json:"trace_id,omitempty"`
+}
+
+// ForRun builds the run.finished message of rec, a final record, for each
+// of urls (duplicates once). Each message's id is derived from the run,
+// its resume count and the URL, so building them again after a crash
+// gives the same ids, and the store keeps one of each.
+func ForRun(rec record.Run, urls []string) ([]Message, error) {
+	if !rec.Status.Final() {
+		return nil, fmt.Errorf("webhook: run %s is %s, not final", rec.RunID, rec.Status)
+	}
+	data := RunData{RunID: rec.RunID, Status: rec.Status, Error: rec.Error, Totals: rec.Sum(),
+		Attempts: rec.Attempts, Resumes: rec.Resumes, CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
+		FinishedAt: rec.FinishedAt, TraceID: rec.TraceID}
+	data.Output, data.OutputTruncated = clip(rec.Output, MaxOutput)
+	at := rec.FinishedAt
+	if at.IsZero() {
+		at = rec.CreatedAt
+	}
+	body, err := json.Marshal(Payload{Type: RunFinished, Timestamp: at.UTC(), Data: data})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: body of run %s: %w", rec.RunID, err)
+	}
+	var out []Message
+	seen := map[string]bool{}
+	for _, u := range urls {
+		if seen[u] {
+			continue
+		}
+		seen[u] = true
+		out = append(out, Message{ID: messageID(rec.RunID, rec.Resumes, RunFinished, u), URL: u, RunID: rec.RunID, Body: body})
+	}
+	return out, nil
+}
+
+// messageID is "msg_<run>_<resumes>_<hash of type and URL>": letters,
+// digits, '_' and '-', fit for a header and a NATS message id.
+func messageID(run string, resumes int, typ, url string) string {
+	h := sha256.Sum256([]byte(typ + "\n" + url))
+	return "msg_" + run + "_" + strconv.Itoa(resumes) + "_" + hex.EncodeToString(h[:8])
+}
+
+// clip cuts s to at most n bytes on a rune boundary.
+func clip(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
