@@ -89,6 +89,9 @@ type SubmitRequest struct {
 	// coordinator's --run-timeout).
 	Budget  limits.Budget
 	Timeout time.Duration
+	// Webhooks are URLs to call when the run ends; the coordinator
+	// refuses those under none of its allowed prefixes.
+	Webhooks []string
 }
 
 // Approval is a tool call waiting for a person's allow or deny.

@@ -279,6 +279,9 @@ func openAPISchemas() obj {
 			"agent_max_threads": with(typ("integer", "Live helpers allowed at once; 0 is the default (16). At most the coordinator's --max-agent-threads."), "minimum", 0),
 			"budget":            ref("Budget"),
 			"timeout":           typ("string", `The run's deadline once started, a Go duration such as "30m"; default the coordinator's --run-timeout, at most its --max-run-timeout.`),
+			"webhooks": with(obj{"type": "array", "items": with(typ("string", "An http or https URL."), "format", "uri"),
+				"description": "URLs to call, signed (Standard Webhooks), when the run ends; each under a prefix the coordinator allows (--webhook-allow), or the submission is refused."},
+				"maxItems", 8),
 		}),
 		"Budget": strictObject(nil, obj{
 			"tokens":        with(typ("integer", "Input plus output tokens of the whole tree."), "minimum", 0),
@@ -425,6 +428,7 @@ func openAPISchemas() obj {
 			"submitted_budget": obj{"type": "object", "description": "The budget it was submitted with (the spec's, with the submission's amounts over it), " +
 				"kept so a resume runs under it: tokens, input_tokens, output_tokens, spawns, duration in nanoseconds."},
 			"timeout_ns":       typ("integer", "The deadline it was submitted with, in nanoseconds; a resume keeps it."),
+			"webhooks":         obj{"type": "array", "items": obj{"type": "string"}, "description": "The webhook URLs it was submitted with; a resume calls them too."},
 			"cancel_requested": typ("string", "A cancel sent while the run ran; honoured even if its coordinator died."),
 			"trace_id":         typ("string", "The run's OpenTelemetry trace id, when it was traced."),
 			"trace_url":        typ("string", "A link to the trace, from the coordinator's --trace-url template."),
@@ -434,7 +438,7 @@ func openAPISchemas() obj {
 		"Event": object([]string{"type", "time", "run_id"}, obj{
 			"type": typ("string", "run.queued, run.started, run.finished, thread.spawned, thread.refused, thread.waiting, thread.started, "+
 				"thread.finished, thread.handoff, model.call, model.waiting, tool.call, tool.result, approval.requested, approval.resolved, "+
-				"worker.joined or worker.lost"),
+				"worker.joined, worker.lost, webhook.delivered or webhook.failed"),
 			"time": timeProp(""), "run_id": typ("string", ""), "thread_id": typ("string", ""), "parent_id": typ("string", ""),
 			"depth": typ("integer", ""), "name": typ("string", ""), "status": eventStatus, "reason": typ("string", ""),
 			"worker": typ("string", ""), "model": typ("string", ""),
@@ -445,6 +449,9 @@ func openAPISchemas() obj {
 			"decision": obj{"type": "string", "enum": []string{"allow", "deny"}},
 			"in_doubt": typ("boolean", "tool.result: a call of an at-most-once tool a failure cut before its result, not run again; "+
 				"approval.requested: asks whether to run such a call again."),
+			"url":         typ("string", "webhook.*: where the call went (scheme, host and path)."),
+			"attempt":     typ("integer", "webhook.*: the message's calls so far, this one included."),
+			"status_code": typ("integer", "webhook.*: the receiver's HTTP status; absent when none came."),
 		}),
 		"Approval": object([]string{"id", "run_id", "thread_id", "thread_path", "tool", "arguments", "requested_at"}, obj{
 			"id": typ("string", ""), "run_id": typ("string", ""), "thread_id": typ("string", ""),

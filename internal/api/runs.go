@@ -47,6 +47,9 @@ type SubmitBody struct {
 	// Timeout is the run's deadline as a Go duration ("30m"), at most the
 	// coordinator's --max-run-timeout; default its --run-timeout.
 	Timeout string `json:"timeout,omitempty"`
+	// Webhooks are http or https URLs to call when the run ends, each
+	// under a prefix the coordinator allows (--webhook-allow).
+	Webhooks []string `json:"webhooks,omitempty"`
 }
 
 // BudgetBody is a run's budget in a submission; zero amounts are unbounded.
@@ -126,7 +129,7 @@ func (b *SubmitBody) request() (SubmitRequest, error) {
 	if b.ID != "" && !ids.Valid(b.ID) {
 		return SubmitRequest{}, badRequest("id: %v", ids.Check(b.ID))
 	}
-	req := SubmitRequest{Task: b.Task, Model: b.Model, ID: b.ID, MaxDepth: b.MaxDepth, MaxThreads: b.MaxThreads}
+	req := SubmitRequest{Task: b.Task, Model: b.Model, ID: b.ID, MaxDepth: b.MaxDepth, MaxThreads: b.MaxThreads, Webhooks: b.Webhooks}
 	if b.Budget != nil {
 		var err error
 		if req.Budget, err = b.Budget.budget(); err != nil {

@@ -133,6 +133,9 @@ type Config struct {
 	// were submitted without one (`formica submit` leaves it to the
 	// coordinator); default: this process's working directory.
 	Cwd string
+
+	// Webhooks are the calls made when runs end; they need a Store.
+	Webhooks WebhookConfig
 }
 
 // ownTransport is a transport the coordinator made and closes when it
@@ -196,6 +199,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if err := ids.CheckToken(cfg.ID); err != nil {
 		return nil, fmt.Errorf("%w: id: %w", ErrBadConfig, err)
+	}
+	if err := cfg.Webhooks.check(cfg.Store != nil); err != nil {
+		return nil, err
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
@@ -380,6 +386,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		go c.countAssets()
 		for range c.cfg.MaxRuns + c.cfg.MaxIdleRuns {
 			go c.consume(c.background)
+		}
+		if err := c.startWebhooks(); err != nil {
+			c.cfg.Logger.Warn("webhooks not delivered", "err", err)
 		}
 	}
 	c.cfg.Logger.Info("coordinator started", "id", c.cfg.ID)

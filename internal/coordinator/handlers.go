@@ -30,6 +30,10 @@ func (c *Coordinator) handleSubmit(_ context.Context, m wire.Msg, r transport.Re
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return
 	}
+	if err := c.checkSubmittedWebhooks(sub); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
 	rn, err := c.open(&sub)
 	if err != nil {
 		r.Reply(wire.ErrorReply(err))
@@ -45,7 +49,7 @@ func (c *Coordinator) handleSubmit(_ context.Context, m wire.Msg, r transport.Re
 	rec := c.execute(rn, sub, false)
 	c.logFinished(rec, 1, time.Since(begun))
 	if stored {
-		c.finishDirect(rec)
+		c.finishDirect(sub, rec)
 	}
 	// Progress goes on while the reply is sent: a record over the NATS max
 	// payload is uploaded first, which may outlast the submitter's patience.
@@ -72,11 +76,17 @@ func (c *Coordinator) recordDirect(sub wire.RunSubmit) bool {
 	return true
 }
 
-// finishDirect stores a direct run's final record.
-func (c *Coordinator) finishDirect(rec record.Run) {
+// finishDirect stores a direct run's final record, and keeps its webhook
+// calls once it is stored.
+func (c *Coordinator) finishDirect(sub wire.RunSubmit, rec record.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c.finishRecord(ctx, rec.RunID, 0, c.final(rec))
+	if c.finishRecord(ctx, rec.RunID, 0, c.final(rec)) != nil {
+		return
+	}
+	if err := c.keepWebhooks(ctx, sub); err != nil {
+		c.cfg.Logger.Warn("keep the run's webhook calls", "run_id", rec.RunID, "err", err)
+	}
 }
 
 // handleBudget settles what a thread spent since its last grant and

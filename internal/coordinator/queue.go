@@ -74,7 +74,9 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.retryLater(ctx, s, "read run record", err)
 		return
 	case cur.Status.Final():
-		s.Ack(ctx)
+		// Its webhook calls may not be kept yet: its coordinator may have
+		// died between the record and the ack.
+		c.ackFinished(ctx, s)
 		return
 	case cur.CancelRequested != "":
 		// Cancelled while no coordinator ran it: it never starts again.
@@ -106,7 +108,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		c.finishRecord(ctx, sub.RunID, 0, func(r *record.Run) {
 			r.Status, r.Error, r.FinishedAt = event.Failed, err.Error(), c.cfg.Now()
 		})
-		s.Ack(ctx)
+		c.ackFinished(ctx, s)
 		return
 	}
 	defer c.close(rn)
@@ -198,9 +200,7 @@ func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 		return
 	}
 	c.logFinished(rec, attempt, time.Since(begun))
-	if err := s.Ack(ctx); err != nil {
-		c.cfg.Logger.Warn("ack run", "run_id", sub.RunID, "err", err)
-	}
+	c.ackFinished(ctx, s)
 }
 
 // logFinished logs a run's end: the line to look for by run_id.
@@ -237,9 +237,7 @@ func (c *Coordinator) endQueued(ctx context.Context, s *store.Submission, status
 			r.Status, r.Error, r.FinishedAt, r.CancelRequested = status, reason, c.cfg.Now(), ""
 		}
 	})
-	if err := s.Ack(ctx); err != nil {
-		c.cfg.Logger.Warn("ack run", "run_id", s.Sub.RunID, "err", err)
-	}
+	c.ackFinished(ctx, s)
 }
 
 // budgetEvery is how often a running run's record shows its budget use.
@@ -298,6 +296,9 @@ func (c *Coordinator) retryLater(ctx context.Context, s *store.Submission, what 
 	c.finishRecord(ctx, s.Sub.RunID, 0, func(r *record.Run) {
 		r.Status, r.Error, r.FinishedAt = event.Failed, reason, c.cfg.Now()
 	})
+	if err := c.keepWebhooks(ctx, s.Sub); err != nil {
+		c.cfg.Logger.Warn("keep the run's webhook calls", "run_id", s.Sub.RunID, "err", err)
+	}
 	s.Term(ctx, reason)
 }
 

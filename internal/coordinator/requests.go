@@ -48,6 +48,10 @@ func (c *Coordinator) handleEnqueue(_ context.Context, m wire.Msg, r transport.R
 		r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}))
 		return
 	}
+	if err := c.checkSubmittedWebhooks(sub); err != nil {
+		r.Reply(wire.ErrorReply(err))
+		return
+	}
 	// The run's trace is the submitter's, when it sent one.
 	ctx, cancel := context.WithTimeout(tracing.Extract(context.Background(), m.Header), requestTimeout)
 	defer cancel()
@@ -135,7 +139,8 @@ func (c *Coordinator) handleResume(_ context.Context, m wire.Msg, r transport.Re
 			return refused
 		}
 		sub = wire.RunSubmit{RunID: id, Task: r.Task, Agent: *r.Spec, Agents: r.Agents, Cwd: r.Cwd,
-			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}, Budget: r.SubmittedBudget, Timeout: r.Timeout}
+			Limits: limits.Config{MaxDepth: r.MaxDepth, MaxThreads: r.MaxThreads}, Budget: r.SubmittedBudget, Timeout: r.Timeout,
+			Webhooks: r.Webhooks}
 		r.Resumes++
 		r.Status, r.Error, r.Output, r.CancelRequested = record.Queued, "", "", ""
 		r.FinishedAt = time.Time{}

@@ -32,7 +32,15 @@ const (
 	ApprovalResolved  Type = "approval.resolved"
 	WorkerJoined      Type = "worker.joined"
 	WorkerLost        Type = "worker.lost"
+	WebhookDelivered  Type = "webhook.delivered" // a run's webhook call was answered 2xx
+	WebhookFailed     Type = "webhook.failed"    // a run's webhook call failed; Reason says why
 )
+
+// AfterEnd reports whether t is about a run that has ended rather than a
+// step of it (a webhook call that tells of its end): such events come
+// after the run's run.finished, and watchers that stop at the run's end
+// do not take them for the start of another execution.
+func (t Type) AfterEnd() bool { return t == WebhookDelivered || t == WebhookFailed }
 
 // Status of a thread or run.
 type Status string
@@ -82,6 +90,15 @@ type Event struct {
 	// may or may not have taken effect; on approval.requested, a person
 	// is asked whether it runs again.
 	InDoubt bool `json:"in_doubt,omitempty" msgpack:"in_doubt,omitempty"`
+	// URL is where a webhook call went (webhook.*): scheme, host and
+	// path, without userinfo, query or fragment.
+	URL string `json:"url,omitempty" msgpack:"url,omitempty"`
+	// Attempt counts a webhook message's calls, this one included; a call
+	// that failed on the last attempt has Status failed.
+	Attempt int `json:"attempt,omitempty" msgpack:"attempt,omitempty"`
+	// StatusCode is the receiver's HTTP answer to a webhook call; absent
+	// when none came.
+	StatusCode int `json:"status_code,omitempty" msgpack:"status_code,omitempty"`
 }
 
 // Waiting is the status of a thread whose placement waits for a worker slot.

@@ -41,6 +41,12 @@ const (
 
 	ModelOK    = "ok"
 	ModelError = "error"
+
+	// Webhook calls: answered 2xx; failed and given back to try again;
+	// failed for good (the last attempt, or 410 Gone).
+	WebhookDelivered = "delivered"
+	WebhookRetried   = "retried"
+	WebhookFailed    = "failed"
 )
 
 var (
@@ -48,6 +54,7 @@ var (
 	refusals   = []string{"depth", "threads", "budget"}
 	placements = []string{OutcomePlaced, OutcomeBusy, OutcomeNoResponders, OutcomeLost, OutcomeTimeout}
 	decisions  = []string{DecisionAllow, DecisionDeny, DecisionTimeout}
+	webhooks   = []string{WebhookDelivered, WebhookRetried, WebhookFailed}
 )
 
 // Buckets, in seconds: runs and threads last seconds to hours; the spawn
@@ -105,7 +112,9 @@ type Metrics struct {
 
 	approvalsPending prometheus.Gauge
 	approvals        map[string]prometheus.Counter
-	approvalWait     prometheus.Observer
+
+	webhookDeliveries map[string]prometheus.Counter
+	approvalWait      prometheus.Observer
 
 	httpRequests *prometheus.CounterVec
 	sseClients   prometheus.Gauge
@@ -189,6 +198,8 @@ func build(roles Role, reg *prometheus.Registry, r prometheus.Registerer) *Metri
 	m.approvalsPending = f.gauge("formica_approvals_pending", "Approvals waiting for an answer.")
 	m.approvals = bind(f.counterVec("formica_approvals_total", "Approvals answered, by decision (allow, deny, timeout).", "decision"), decisions)
 	m.approvalWait = f.histogram("formica_approval_wait_seconds", "How long approvals waited for their answer.", longBuckets)
+
+	m.webhookDeliveries = bind(f.counterVec("formica_webhook_deliveries_total", "Webhook calls, by outcome (delivered; retried: failed and tried again later; failed: given up).", "outcome"), webhooks)
 
 	m.httpRequests = f.counterVec("formica_http_requests_total", "HTTP requests, by route pattern and status code.", "route", "code")
 	m.sseClients = f.gauge("formica_sse_clients", "Open event streams.")

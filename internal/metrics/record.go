@@ -209,3 +209,14 @@ func statusText(code int) string {
 	b := [3]byte{byte('0' + code/100%10), byte('0' + code/10%10), byte('0' + code%10)}
 	return string(b[:])
 }
+
+// WebhookDelivery counts a webhook call by outcome (WebhookDelivered,
+// WebhookRetried, WebhookFailed).
+func (m *Metrics) WebhookDelivery(outcome string) {
+	if m == nil {
+		return
+	}
+	if c := m.webhookDeliveries[outcome]; c != nil {
+		c.Inc()
+	}
+}

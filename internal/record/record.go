@@ -51,6 +51,9 @@ type Run struct {
 	// with, kept so a resume runs under the same bounds.
 	SubmittedBudget limits.Budget `json:"submitted_budget,omitzero"`
 	Timeout         time.Duration `json:"timeout_ns,omitempty"`
+	// Webhooks are the URLs the submission asked to be called when the
+	// run ends, kept so a resume calls them too.
+	Webhooks []string `json:"webhooks,omitempty"`
 	// Attempts counts how often a coordinator started the run (a dead
 	// coordinator's runs are delivered again, a resumed run once more).
 	Attempts int `json:"attempts,omitempty"`

@@ -157,9 +157,10 @@ func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
 	}
 	sub := wire.RunSubmit{
 		RunID: id, Task: req.Task, Agent: root, Agents: filled, Cwd: s.cfg.Cwd,
-		Limits:  limits.Config{MaxDepth: req.MaxDepth, MaxThreads: req.MaxThreads},
-		Budget:  root.Budget.Override(req.Budget),
-		Timeout: req.Timeout,
+		Limits:   limits.Config{MaxDepth: req.MaxDepth, MaxThreads: req.MaxThreads},
+		Budget:   root.Budget.Override(req.Budget),
+		Timeout:  req.Timeout,
+		Webhooks: req.Webhooks,
 	}
 	if err := submission.Check(sub, submission.Options{Getenv: s.cfg.Getenv, Ceilings: s.cfg.Ceilings}); err != nil {
 		return wire.RunSubmit{}, api.Wrap(api.ErrInvalid, err)

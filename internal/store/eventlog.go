@@ -111,7 +111,8 @@ func WaitStored(ctx context.Context, futures []jetstream.PubAckFuture) error {
 // stored at seq, from place from on; a line that is not an event is logged
 // and skipped (its place counts), and so are lines past EventsPerBatch,
 // which would take ids of the next batch. It stops at fn's first error.
-func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn func(id uint64, e event.Event) error) (sawFinish bool, err error) {
+// It reports what the events it delivered say of the run's end (ending).
+func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn func(id uint64, e event.Event) error) (end ending, err error) {
 	for i := 0; len(batch) > 0; i++ {
 		if i == EventsPerBatch {
 			s.log.Warn("store: skipping the events of a batch past its bound", "run", run, "seq", seq, "bound", EventsPerBatch)
@@ -132,11 +133,33 @@ func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn fun
 			continue
 		}
 		if err := fn(EventID(seq, i), e); err != nil {
-			return sawFinish, err
+			return end, err
 		}
-		sawFinish = sawFinish || e.Type == event.RunFinished
+		end.add(e.Type)
 	}
-	return sawFinish, nil
+	return end, nil
+}
+
+// ending is what a batch of a run's events says of the run's end: whether
+// it holds a run.finished, and whether it holds anything but events after
+// the end (event.Type.AfterEnd: webhook calls), which a run that ended
+// and is resumed would.
+type ending struct {
+	finished bool
+	steps    bool
+}
+
+func (e *ending) add(t event.Type) {
+	e.finished = e.finished || t == event.RunFinished
+	e.steps = e.steps || !t.AfterEnd()
+}
+
+// ends says whether the run has ended once the batch is taken, given
+// whether it had before: a batch with a run.finished ends it, a batch of
+// nothing but events after the end leaves it ended, any other batch
+// means it goes on (a resumed run's next execution).
+func (e ending) ends(before bool) bool {
+	return e.finished || (before && !e.steps)
 }
 
 // lastLine is the place of batch's last line (within the bound).

@@ -34,7 +34,8 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(
 	if after > 0 {
 		fromPlace++ // after the event named, in its batch
 	}
-	f := &follower{s: s, stream: EventsStream, filter: SubjectEventLog(runID), live: storedEvents + "." + runID,
+	var f *follower
+	f = &follower{s: s, stream: EventsStream, filter: SubjectEventLog(runID), live: storedEvents + "." + runID,
 		last: max(fromSeq, 1) - 1,
 		deliver: func(m *storedMsg) (bool, error) {
 			from := 0
@@ -43,7 +44,9 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(
 			}
 			// A run resumed after it finished has a later attempt's events
 			// after this run.finished: only the last one ends the run.
-			return s.eachEvent(runID, m.seq, m.data, from, fn)
+			// Webhook calls' events after it leave it ended.
+			end, err := s.eachEvent(runID, m.seq, m.data, from, fn)
+			return end.ends(f.ended), err
 		}}
 	sub, err := f.subscribe()
 	if err != nil {

@@ -154,14 +154,13 @@ type idEvent struct {
 	e  event.Event
 }
 
-// finishes reports whether b holds a run.finished.
-func (b *feedBatch) finishes() bool {
+// ending is what b says of its run's end.
+func (b *feedBatch) ending() ending {
+	var end ending
 	for _, ie := range b.events {
-		if ie.e.Type == event.RunFinished {
-			return true
-		}
+		end.add(ie.e.Type)
 	}
-	return false
+	return end
 }
 
 // decode reads a stored batch of run's events.
@@ -287,11 +286,12 @@ func (h *Feeds) leave(f *feed, sub *feedSub) {
 // the run's last stored batch on.
 func (h *Feeds) start(ctx context.Context, f *feed) {
 	defer close(f.ready)
-	fl := &follower{s: h.s, stream: EventsStream, filter: SubjectEventLog(f.run), live: storedEvents + "." + f.run,
+	var fl *follower
+	fl = &follower{s: h.s, stream: EventsStream, filter: SubjectEventLog(f.run), live: storedEvents + "." + f.run,
 		deliver: func(m *storedMsg) (bool, error) {
 			b := h.s.decodeBatch(f.run, m)
 			h.dropped.Add(int64(f.fanOut(b)))
-			return b.finishes(), nil
+			return b.ending().ends(fl.ended), nil
 		}}
 	sub, err := fl.subscribe()
 	if err == nil {
@@ -397,7 +397,7 @@ func (w *watcher) replay(ctx context.Context) error {
 
 // take delivers the events of b past the last one delivered.
 func (w *watcher) take(b *feedBatch) error {
-	finished := false
+	var end ending
 	for _, ie := range b.events {
 		if ie.id <= w.lastID {
 			continue
@@ -406,9 +406,9 @@ func (w *watcher) take(b *feedBatch) error {
 			return err
 		}
 		w.lastID = ie.id
-		finished = finished || ie.e.Type == event.RunFinished
+		end.add(ie.e.Type)
 	}
-	w.next, w.ended = b.seq+1, finished
+	w.next, w.ended = b.seq+1, end.ends(w.ended)
 	return nil
 }
 

@@ -31,6 +31,9 @@
 //   - cancel requests: the stream FORMICA_CANCELS, a client's last request
 //     to cancel each run, kept until a coordinator honours it (clients
 //     write no records; see RequestCancel).
+//   - webhook calls still to make: the work-queue stream FORMICA_WEBHOOKS,
+//     with one durable pull consumer "webhooks" that every coordinator
+//     shares (see PutWebhook).
 //
 // Records, approvals, payload objects and index entries are kept for
 // Config.Retention after their last write, events for EventsMaxAge,
@@ -212,6 +215,9 @@ type Store struct {
 	indexStream jetstream.Stream
 	// cancels holds clients' cancel requests (see RequestCancel).
 	cancels jetstream.Stream
+	// webhooks is the coordinators' consumer of the webhook calls to make
+	// (see PutWebhook); nil for a client.
+	webhooks jetstream.Consumer
 	// pkeys are the coordinators' placement keys (see PublishPlacementKey).
 	pkeys placementKeys
 }
@@ -276,6 +282,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
 	}, journalStreamConfig(cfg), cancelsStreamConfig(cfg), transfersStreamConfig(cfg)}
+	if !cfg.Client {
+		// Only coordinators make webhook calls, and read what they keep.
+		streams = append(streams, webhooksStreamConfig(cfg))
+	}
 	// Every stream and bucket at once: on a cluster each one's creation
 	// waits for its own Raft group to elect a leader, seconds each, which
 	// one after another added up to about a minute.
@@ -299,6 +309,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 				s.cancels = st
 			case TransfersStream:
 				s.transfers = st
+			case WebhooksStream:
+				return s.openWebhooksConsumer(ctx)
 			}
 			return nil
 		})

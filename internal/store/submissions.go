@@ -335,7 +335,7 @@ func SubmittedRecord(sub wire.RunSubmit, now time.Time) record.Run {
 	a := sub.Agent
 	return record.Run{RunID: sub.RunID, Status: record.Queued, Task: sub.Task, Spec: &a, Agents: sub.Agents, Model: a.Model,
 		CreatedAt: now, MaxDepth: sub.Limits.MaxDepth, MaxThreads: sub.Limits.MaxThreads, Cwd: sub.Cwd,
-		SubmittedBudget: sub.Budget, Timeout: sub.Timeout}
+		SubmittedBudget: sub.Budget, Timeout: sub.Timeout, Webhooks: sub.Webhooks}
 }
 
 // Header is the submission message's headers, first value of each (trace

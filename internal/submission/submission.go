@@ -20,8 +20,12 @@ import (
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 	"github.com/formica-run/formica/internal/tools/base"
+	"github.com/formica-run/formica/internal/webhook"
 	"github.com/formica-run/formica/internal/wire"
 )
+
+// MaxWebhooks bounds the webhook URLs one submission may name.
+const MaxWebhooks = 8
 
 // ErrInvalid is wrapped by every error of Check.
 var ErrInvalid = errors.New("invalid submission")
@@ -71,6 +75,16 @@ func Check(sub wire.RunSubmit, opt Options) error {
 	}
 	if err := opt.Ceilings.Check(sub.Ask()); err != nil {
 		return &invalid{err}
+	}
+	if len(sub.Webhooks) > MaxWebhooks {
+		return fail("webhooks: %d URLs, at most %d", len(sub.Webhooks), MaxWebhooks)
+	}
+	for _, u := range sub.Webhooks {
+		// Which URLs are allowed is the coordinator's to say; their form
+		// is checked everywhere.
+		if err := webhook.CheckURL(u); err != nil {
+			return fail("webhooks: %w", errors.Unwrap(err))
+		}
 	}
 	if err := checkAgent("", sub.Agent, opt); err != nil {
 		return err

@@ -286,6 +286,10 @@ type RunSubmit struct {
 	// Approver is the subject that answers the run's `ask` decisions; empty
 	// denies them.
 	Approver string `msgpack:"approver,omitempty"`
+	// Webhooks are URLs the submitter asks to be called when the run
+	// ends, besides the coordinators' own; each must be under a prefix
+	// the coordinator allows.
+	Webhooks []string `msgpack:"webhooks,omitempty"`
 }
 
 // Ask is what the submission asks of its coordinator, for

@@ -67,6 +67,7 @@ type options struct {
 	sc             store.Config
 	hc             api.Config
 	tokenFile      string
+	webhooks       webhookFlags
 	connectTimeout time.Duration
 	drainGrace     time.Duration
 	localWorkers   int
@@ -162,6 +163,7 @@ Flags:
 		}
 		return nil
 	})
+	o.webhooks.register(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs, o
 }
@@ -188,6 +190,11 @@ func run(args []string) error {
 		}
 		o.hc.Token = tok
 	}
+	webhooks, err := o.webhooks.config()
+	if err != nil {
+		return err
+	}
+	o.cc.Webhooks = webhooks
 	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
