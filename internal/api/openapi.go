@@ -476,7 +476,7 @@ func openAPISchemas() obj {
 			"counted_at": timeProp("When the coordinator listed the streams."),
 		}),
 		"AssetKind": object([]string{"kind", "streams", "consumers"}, obj{
-			"kind": obj{"type": "string", "enum": []string{"queue", "events", "index", "journal", "cancels", "transfers",
+			"kind": obj{"type": "string", "enum": []string{"queue", "events", "index", "journal", "cancels", "transfers", "webhooks",
 				"kv_runs", "kv_approvals", "kv_leases", "kv_keys", "obj_payloads", "legacy_transfers", "other"},
 				"description": "What the streams are, from their names: Formica's own, the transfers buckets of an earlier version, or other."},
 			"streams":   typ("integer", ""),

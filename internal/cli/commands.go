@@ -40,6 +40,7 @@ func submitCommand(args []string, stdio Stdio) int {
 		maxDepth, maxThreads int
 		budget               budgetFlags
 		timeout              time.Duration
+		webhooks             []string
 	)
 	return runCluster("submit", "[flags] TASK", args, stdio, true, func(fs *flag.FlagSet) {
 		fs.StringVar(&id, "id", "", "run `id` (one word); submitting the same id twice gives one run")
@@ -51,13 +52,17 @@ func submitCommand(args []string, stdio Stdio) int {
 		fs.IntVar(&maxThreads, "agent-max-threads", limits.DefaultMaxThreads, "live helpers allowed at once")
 		budget.register(fs)
 		fs.DurationVar(&timeout, "timeout", 0, "the run's deadline once it starts (0: the coordinator's --run-timeout)")
+		fs.Func("webhook", "`URL` to call, signed, when the run ends; may be repeated; must be under a coordinator's --webhook-allow", func(v string) error {
+			webhooks = append(webhooks, v)
+			return nil
+		})
 	}, func(ctx context.Context, c *cluster, f *clusterFlags, pos []string) (int, error) {
 		task, err := readTask(pos, stdio.In)
 		if err != nil {
 			return 0, err
 		}
 		body := api.SubmitBody{Task: task, Model: model, ID: id, MaxDepth: maxDepth, MaxThreads: maxThreads,
-			Budget: budget.body()}
+			Budget: budget.body(), Webhooks: webhooks}
 		if timeout != 0 {
 			body.Timeout = timeout.String()
 		}

@@ -72,13 +72,13 @@ func TestAssetsStayFixed(t *testing.T) {
 	}
 
 	one := count("one coordinator, 2 workers")
-	if one.Streams != store.OwnStreams || one.Consumers != 2 {
-		t.Errorf("%d streams, %d consumers; want %d and 2 (the queue's, a lease watch)", one.Streams, one.Consumers, store.OwnStreams)
+	if one.Streams != store.OwnStreams || one.Consumers != 3 {
+		t.Errorf("%d streams, %d consumers; want %d and 3 (the queue's, the webhooks', a lease watch)", one.Streams, one.Consumers, store.OwnStreams)
 	}
 	for _, k := range one.Kinds {
 		want := [2]int{1, 0}
 		switch k.Kind {
-		case store.KindQueue, store.KindKVLeases:
+		case store.KindQueue, store.KindWebhooks, store.KindKVLeases:
 			want = [2]int{1, 1}
 		case store.KindLegacyTransfers, store.KindOther:
 			want = [2]int{}

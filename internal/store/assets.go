@@ -19,6 +19,7 @@ const (
 	KindJournal         = "journal"
 	KindCancels         = "cancels"
 	KindTransfers       = "transfers"
+	KindWebhooks        = "webhooks"
 	KindKVRuns          = "kv_runs"
 	KindKVApprovals     = "kv_approvals"
 	KindKVLeases        = "kv_leases"
@@ -29,7 +30,7 @@ const (
 )
 
 // AssetKinds is every kind, in the order Assets reports them.
-var AssetKinds = []string{KindQueue, KindEvents, KindIndex, KindJournal, KindCancels, KindTransfers,
+var AssetKinds = []string{KindQueue, KindEvents, KindIndex, KindJournal, KindCancels, KindTransfers, KindWebhooks,
 	KindKVRuns, KindKVApprovals, KindKVLeases, KindKVKeys, KindObjPayloads, KindLegacyTransfers, KindOther}
 
 // streamKinds are the streams Open makes, by name.
@@ -40,6 +41,7 @@ var streamKinds = map[string]string{
 	JournalStream:                KindJournal,
 	CancelsStream:                KindCancels,
 	TransfersStream:              KindTransfers,
+	WebhooksStream:               KindWebhooks,
 	kvStream(RunsBucket):         KindKVRuns,
 	kvStream(ApprovalsBucket):    KindKVApprovals,
 	kvStream(LeasesBucket):       KindKVLeases,

@@ -48,13 +48,13 @@ func TestAssetsByKind(t *testing.T) {
 	s, nc := openStore(t, Config{})
 	ctx := ctxT(t, 20*time.Second)
 	got, a := counts(t, s)
-	if a.Streams != OwnStreams || OwnStreams != 11 || a.Consumers != 1 {
-		t.Fatalf("%d streams (Open makes %d), %d consumers; want 11 and 1: %+v", a.Streams, OwnStreams, a.Consumers, a.Kinds)
+	if a.Streams != OwnStreams || OwnStreams != 12 || a.Consumers != 2 {
+		t.Fatalf("%d streams (Open makes %d), %d consumers; want 12 and 2: %+v", a.Streams, OwnStreams, a.Consumers, a.Kinds)
 	}
 	for _, k := range AssetKinds {
 		want := [2]int{1, 0}
 		switch k {
-		case KindQueue:
+		case KindQueue, KindWebhooks:
 			want = [2]int{1, 1}
 		case KindLegacyTransfers, KindOther:
 			want = [2]int{}
@@ -109,7 +109,7 @@ func TestAssetsByKind(t *testing.T) {
 func TestAssetKind(t *testing.T) {
 	for name, want := range map[string]string{
 		"FORMICA_QUEUE": KindQueue, "FORMICA_EVENTS": KindEvents, "FORMICA_RUN_INDEX": KindIndex,
-		"FORMICA_JOURNAL": KindJournal, "FORMICA_CANCELS": KindCancels, "FORMICA_TRANSFERS": KindTransfers,
+		"FORMICA_JOURNAL": KindJournal, "FORMICA_CANCELS": KindCancels, "FORMICA_TRANSFERS": KindTransfers, "FORMICA_WEBHOOKS": KindWebhooks,
 		"KV_formica_runs": KindKVRuns, "KV_formica_approvals": KindKVApprovals, "KV_formica_leases": KindKVLeases,
 		"KV_formica_keys": KindKVKeys, "OBJ_formica_payloads": KindObjPayloads,
 		"OBJ_formica_transfers": KindLegacyTransfers, "OBJ_formica_transfers_w_gpu-1": KindLegacyTransfers,

@@ -38,9 +38,6 @@ func (w *webhookFlags) register(fs *flag.FlagSet) {
 	fs.Func("webhook-events", "event `types` webhooks are called for, comma-separated: "+strings.Join(webhook.EventTypes, ", ")+" (default "+webhook.RunFinished+")", func(v string) error {
 		for _, t := range strings.Split(v, ",") {
 			if t = strings.TrimSpace(t); t != "" {
-				if err := webhook.CheckEventType(t); err != nil {
-					return err
-				}
 				w.events = append(w.events, t)
 			}
 		}
@@ -52,6 +49,11 @@ func (w *webhookFlags) register(fs *flag.FlagSet) {
 // errors never hold the secret.
 func (w *webhookFlags) config() (coordinator.WebhookConfig, error) {
 	c := coordinator.WebhookConfig{URLs: w.urls, Allow: w.allow, Events: w.events}
+	for _, t := range w.events {
+		if err := webhook.CheckEventType(t); err != nil {
+			return c, fmt.Errorf("--webhook-events: %w", err)
+		}
+	}
 	raw := w.secret
 	if w.secretFile != "" {
 		if raw != "" {
