@@ -76,7 +76,7 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 	decide := func(a policy.Approval) policy.Approval { return decideAs(a, false) }
 	switch {
 	case rn.approver == "" && c.cfg.Store != nil:
-		return decideAs(c.holdApproval(rn.ctx, req))
+		return decideAs(c.holdApproval(rn.ctx, req, rn.webhooks))
 	case rn.approver == "":
 		return decide(policy.Approval{Reason: "no approver for this run"})
 	}
@@ -111,8 +111,10 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 // it) in the approvals bucket for a person to decide through the HTTP API or
 // the CLI, and waits for the decision, denying after ApprovalTimeout.
 //
-// timedOut says the denial came from the timeout, not a person.
-func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalRequest) (_ policy.Approval, timedOut bool) {
+// timedOut says the denial came from the timeout, not a person. Once the
+// approval is held, its approval.waiting webhook calls (to the
+// coordinator's URLs and to webhooks, the run's own) are kept.
+func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalRequest, webhooks []string) (_ policy.Approval, timedOut bool) {
 	a := store.Approval{
 		ID: c.cfg.NewID(), RunID: req.RunID, ThreadID: req.ThreadID, ThreadPath: req.ThreadPath,
 		Tool: req.Tool, Arguments: req.Arguments, InDoubt: req.InDoubt, Coordinator: c.cfg.ID, RequestedAt: c.cfg.Now(),
@@ -128,6 +130,9 @@ func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalReque
 	}()
 	if err := c.cfg.Store.PutApproval(ctx, a); err != nil {
 		return policy.Approval{Reason: "could not hold the approval: " + err.Error()}, false
+	}
+	if err := c.keepApprovalWebhooks(ctx, a, webhooks); err != nil {
+		c.cfg.Logger.Warn("keep the approval's webhook calls", "run_id", a.RunID, "approval", a.ID, "err", err)
 	}
 	timer := time.NewTimer(c.cfg.ApprovalTimeout)
 	defer timer.Stop()

@@ -52,7 +52,7 @@ func (c *Coordinator) open(sub *wire.RunSubmit) (*run, error) {
 	budget := sub.Budget
 	budget.Spawns = c.cfg.Ceilings.Spawns(budget)
 	rn := newRun(sub.RunID, ledger, limits.NewTree(budget, c.cfg.Now), sub.Approver)
-	rn.timeout = sub.Timeout
+	rn.timeout, rn.webhooks = sub.Timeout, sub.Webhooks
 	if c.cfg.Store != nil {
 		rn.journal = c.cfg.Store.RunJournal(sub.RunID)
 	}

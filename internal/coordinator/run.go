@@ -25,6 +25,9 @@ type run struct {
 	budget   *limits.Tree
 	timeout  time.Duration // the run's deadline after it starts; 0: none
 	approver string
+	// webhooks are the URLs its submission asked to be called (besides
+	// the coordinator's own).
+	webhooks []string
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	rec      *record.Recorder

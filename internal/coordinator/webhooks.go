@@ -103,6 +103,28 @@ func (c *Coordinator) keepWebhooks(ctx context.Context, sub wire.RunSubmit) erro
 	if err != nil {
 		return err
 	}
+	return c.putWebhooks(ctx, msgs)
+}
+
+// keepApprovalWebhooks keeps the approval.waiting calls of a, an approval
+// held for a person: to the configured URLs and to webhooks, its run's.
+func (c *Coordinator) keepApprovalWebhooks(ctx context.Context, a store.Approval, webhooks []string) error {
+	w := &c.cfg.Webhooks
+	urls := append(slices.Clone(w.URLs), webhooks...)
+	if len(urls) == 0 || !w.on(webhook.ApprovalWaiting) {
+		return nil
+	}
+	msgs, err := webhook.ForApproval(webhook.ApprovalData{ID: a.ID, RunID: a.RunID, ThreadID: a.ThreadID,
+		ThreadPath: a.ThreadPath, Tool: a.Tool, InDoubt: a.InDoubt, RequestedAt: a.RequestedAt,
+		ExpiresAt: a.RequestedAt.Add(c.cfg.ApprovalTimeout)}, urls)
+	if err != nil {
+		return err
+	}
+	return c.putWebhooks(ctx, msgs)
+}
+
+// putWebhooks keeps msgs in the store, each under its id.
+func (c *Coordinator) putWebhooks(ctx context.Context, msgs []webhook.Message) error {
 	for _, m := range msgs {
 		data, err := json.Marshal(m)
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +40,7 @@ const hookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 type hookCall struct {
 	id      string
 	path    string
+	body    []byte
 	payload webhook.Payload
 	data    webhook.RunData
 	status  int // what the receiver answered
@@ -82,7 +85,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	c := hookCall{id: r.Header.Get("webhook-id"), path: r.URL.Path}
+	c := hookCall{id: r.Header.Get("webhook-id"), path: r.URL.Path, body: body}
 	if err := json.Unmarshal(body, &c.payload); err != nil {
 		rc.t.Errorf("body %s: %v", body, err)
 	}
@@ -121,19 +124,23 @@ func (rc *receiver) next(t *testing.T, what string) hookCall {
 // hookStack starts a durable stack whose coordinator calls the receiver's
 // /all for every run and lets submissions name URLs under /mine/, its
 // retries paced by a 10ms backoff, with a service and the HTTP API over it.
-func hookStack(t *testing.T, srv *broker.Server, id string, rc *receiver) (*embedded.Stack, *service.Service, *httptest.Server) {
+func hookStack(t *testing.T, srv *broker.Server, id string, rc *receiver, change ...func(*embedded.Config)) (*embedded.Stack, *service.Service, *httptest.Server) {
 	t.Helper()
 	secret, err := webhook.ParseSecret(hookSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := embedded.Start(context.Background(), embedded.Config{Workers: 1, Slots: 4, Durable: true,
+	cfg := embedded.Config{Workers: 1, Slots: 4, Durable: true,
 		Connect: func(name string) (*nats.Conn, error) { return srv.Connect(name) }, LocalServer: srv,
 		Models:            runner.ModelOpenerFunc(providers.Open),
 		HeartbeatInterval: 200 * time.Millisecond, Metrics: metrics.New(metrics.All),
 		Coordinator: coordinator.Config{ID: id, Cwd: t.TempDir(), Webhooks: coordinator.WebhookConfig{
 			URLs: []string{rc.srv.URL + "/all"}, Allow: webhook.AllowList{rc.srv.URL + "/mine/"}, Secret: secret,
-			Delivery: webhook.Config{Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Attempts: 5}}}})
+			Delivery: webhook.Config{Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Attempts: 5}}}}
+	for _, f := range change {
+		f(&cfg)
+	}
+	s, err := embedded.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,5 +398,53 @@ func TestWebhookOfARunFinishedBeforeItsAck(t *testing.T) {
 	c := rc.next(t, "for the run finished before its ack")
 	if c.data.RunID != "crashed-1" || c.data.Output != "done before the crash" || c.data.Status != event.Succeeded {
 		t.Fatalf("call %+v, want run crashed-1's end", c)
+	}
+}
+
+// TestWebhookWhenAnApprovalWaits: with approval.waiting among the events,
+// a tool call held for a person is a signed call naming the approval, and
+// the run's end is another once the person decided.
+func TestWebhookWhenAnApprovalWaits(t *testing.T) {
+	rc := newReceiver(t)
+	script := filepath.Join(t.TempDir(), "script.yaml")
+	if err := os.WriteFile(script, []byte(`responses:
+  - when: approve-me
+    tool_calls:
+      - name: write_file
+        arguments: '{"path":"out.txt","content":"x"}'
+  - when: approve-me
+    text: written
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, svc, _ := hookStack(t, hookServer(t), "c1", rc, func(c *embedded.Config) {
+		c.AllowScripted, c.Coordinator.AllowScripted = true, true
+		c.Coordinator.Webhooks.Events = []string{webhook.RunFinished, webhook.ApprovalWaiting}
+	})
+	ctx := context.Background()
+	req := simRun("asks-1", "approve-me", 0)
+	req.Agent.Model = "scripted:" + script
+	if _, err := svc.Submit(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	c := rc.next(t, "for the approval")
+	var raw struct{ Data webhook.ApprovalData }
+	if err := json.Unmarshal(c.body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	as, err := svc.ListApprovals(ctx)
+	if err != nil || len(as) != 1 {
+		t.Fatalf("approvals %v, %v; want one", as, err)
+	}
+	a := raw.Data
+	if c.payload.Type != webhook.ApprovalWaiting || a.ID != as[0].ID || a.RunID != "asks-1" || a.Tool != "write_file" ||
+		a.ThreadID != as[0].ThreadID || !a.ExpiresAt.After(a.RequestedAt) {
+		t.Fatalf("call %s %+v, want approval.waiting of %+v", c.payload.Type, a, as[0])
+	}
+	if err := svc.Decide(ctx, a.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if c := rc.next(t, "for the run's end"); c.payload.Type != webhook.RunFinished || c.data.RunID != "asks-1" || c.data.Output != "written" {
+		t.Fatalf("call %+v, want asks-1's run.finished", c)
 	}
 }

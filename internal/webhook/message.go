@@ -17,10 +17,13 @@ import (
 const (
 	// RunFinished: a run reached its final status.
 	RunFinished = "run.finished"
+	// ApprovalWaiting: a tool call of a run waits for a person to allow
+	// or deny it.
+	ApprovalWaiting = "approval.waiting"
 )
 
 // EventTypes is every event type a webhook may be sent for.
-var EventTypes = []string{RunFinished}
+var EventTypes = []string{RunFinished, ApprovalWaiting}
 
 // CheckEventType refuses a type no webhook is sent for.
 func CheckEventType(t string) error {
@@ -99,6 +102,38 @@ func ForRun(rec record.Run, urls []string) ([]Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook: body of run %s: %w", rec.RunID, err)
 	}
+	return messages(rec.RunID, rec.RunID+"_"+strconv.Itoa(rec.Resumes), RunFinished, body, urls), nil
+}
+
+// ApprovalData is the data of an approval.waiting body: what a person is
+// asked to decide, through `formica approve` or POST
+// /v1/approvals/{id}. The call's arguments are left out (they may be
+// large, and secret): GET /v1/approvals has them.
+type ApprovalData struct {
+	ID         string `json:"approval_id"`
+	RunID      string `json:"run_id"`
+	ThreadID   string `json:"thread_id"`
+	ThreadPath string `json:"thread_path,omitempty"`
+	Tool       string `json:"tool"`
+	InDoubt    bool   `json:"in_doubt,omitempty"`
+	// RequestedAt is when it was asked; ExpiresAt when it is denied if
+	// nobody decides.
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+}
+
+// ForApproval builds the approval.waiting message of a for each of urls
+// (duplicates once), each id derived from the approval and the URL.
+func ForApproval(a ApprovalData, urls []string) ([]Message, error) {
+	body, err := json.Marshal(Payload{Type: ApprovalWaiting, Timestamp: a.RequestedAt.UTC(), Data: a})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: body of approval %s: %w", a.ID, err)
+	}
+	return messages(a.RunID, a.ID, ApprovalWaiting, body, urls), nil
+}
+
+// messages is one message of body for each of urls (duplicates once).
+func messages(run, key, typ string, body []byte, urls []string) []Message {
 	var out []Message
 	seen := map[string]bool{}
 	for _, u := range urls {
@@ -106,16 +141,18 @@ func ForRun(rec record.Run, urls []string) ([]Message, error) {
 			continue
 		}
 		seen[u] = true
-		out = append(out, Message{ID: messageID(rec.RunID, rec.Resumes, RunFinished, u), URL: u, RunID: rec.RunID, Body: body})
+		out = append(out, Message{ID: messageID(key, typ, u), URL: u, RunID: run, Body: body})
 	}
-	return out, nil
+	return out
 }
 
-// messageID is "msg_<run>_<resumes>_<hash of type and URL>": letters,
-// digits, '_' and '-', fit for a header and a NATS message id.
-func messageID(run string, resumes int, typ, url string) string {
+// messageID is "msg_<key>_<hash of type and URL>", key naming what the
+// message tells of (a run's end: the run and its resume count; an
+// approval: its id): letters, digits, '_' and '-', fit for a header and a
+// NATS message id.
+func messageID(key, typ, url string) string {
 	h := sha256.Sum256([]byte(typ + "\n" + url))
-	return "msg_" + run + "_" + strconv.Itoa(resumes) + "_" + hex.EncodeToString(h[:8])
+	return "msg_" + key + "_" + hex.EncodeToString(h[:8])
 }
 
 // clip cuts s to at most n bytes on a rune boundary.
