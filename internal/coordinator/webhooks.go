@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -78,7 +77,7 @@ func (w *WebhookConfig) on(t string) bool {
 func (c *Coordinator) checkSubmittedWebhooks(sub wire.RunSubmit) error {
 	for _, u := range sub.Webhooks {
 		if err := c.cfg.Webhooks.Allow.Check(u); err != nil {
-			return &wire.Error{Code: wire.CodeBadRequest, Message: "webhooks: " + errors.Unwrap(err).Error()}
+			return &wire.Error{Code: wire.CodeBadRequest, Message: "webhooks: " + webhook.Reason(err)}
 		}
 	}
 	return nil

@@ -249,7 +249,8 @@ func waitStored(t *testing.T, nc *nats.Conn, sub *nats.Subscription, typ event.T
 // naming a URL outside the allow-list is refused with 400.
 func TestWebhooksSignedRetriedAndRecorded(t *testing.T) {
 	rc := newReceiver(t)
-	s, svc, hs := hookStack(t, hookServer(t), "c1", rc)
+	m := metrics.New(metrics.Coordinator)
+	s, svc, hs := hookStack(t, hookServer(t), "c1", rc, func(c *embedded.Config) { c.Metrics = m })
 	ctx := context.Background()
 
 	// Two runs, two calls to /all, two ids.
@@ -319,13 +320,22 @@ func TestWebhooksSignedRetriedAndRecorded(t *testing.T) {
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("the run's webhook events: %q, want %q", got, want)
 	}
+	// Counted before they are events: the 3 of /mine/flaky, and at least
+	// the runs' calls to /all seen so far.
+	if n := deliveries(t, m); n[metrics.WebhookRetried] != 2 || n[metrics.WebhookDelivered] < 3 || n[metrics.WebhookFailed] != 0 {
+		t.Errorf("formica_webhook_deliveries_total %v, want 2 retried, 3 or more delivered", n)
+	}
 
 	// Outside the allow-list (another path, another host, another scheme):
 	// refused at the door, nothing queued.
-	for _, u := range []string{rc.srv.URL + "/admin", "http://169.254.169.254/latest/meta-data/", "file:///etc/passwd"} {
+	for u, why := range map[string]string{
+		rc.srv.URL + "/admin":                      "is under none of the prefixes allowed by --webhook-allow",
+		"http://169.254.169.254/latest/meta-data/": "is under none of the prefixes allowed by --webhook-allow",
+		"file:///etc/passwd":                       "is not http or https",
+	} {
 		code, answer := submitHTTP(t, hs, `{"id":"refused-1","task":"x","model":"sim","webhooks":["`+u+`"]}`)
-		if code != http.StatusBadRequest || !strings.Contains(answer, "webhooks") {
-			t.Errorf("submit naming %s: %d %s, want 400 about webhooks", u, code, answer)
+		if code != http.StatusBadRequest || !strings.Contains(answer, `webhooks: \"`+u+`\" `+why) {
+			t.Errorf("submit naming %s: %d %s, want 400 saying it %s", u, code, answer, why)
 		}
 	}
 	if _, err := svc.GetRun(ctx, "refused-1"); err == nil {
@@ -447,4 +457,27 @@ func TestWebhookWhenAnApprovalWaits(t *testing.T) {
 	if c := rc.next(t, "for the run's end"); c.payload.Type != webhook.RunFinished || c.data.RunID != "asks-1" || c.data.Output != "written" {
 		t.Fatalf("call %+v, want asks-1's run.finished", c)
 	}
+}
+
+// deliveries reads formica_webhook_deliveries_total by outcome.
+func deliveries(t *testing.T, m *metrics.Metrics) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "formica_webhook_deliveries_total" {
+			continue
+		}
+		for _, c := range mf.GetMetric() {
+			for _, l := range c.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[l.GetValue()] = c.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }

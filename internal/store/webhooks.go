@@ -35,8 +35,9 @@ const (
 	// webhooksMaxAge drops a call nobody made for a day (no coordinator
 	// ran), however many attempts it had left.
 	webhooksMaxAge = 24 * time.Hour
-	// webhookMaxMsgSize bounds one call: its URL, ids and body.
-	webhookMaxMsgSize = 64 << 10
+	// webhookMaxMsgSize bounds one call: its URL, ids and body (an output
+	// of webhook.MaxOutput bytes may take six times as many in JSON).
+	webhookMaxMsgSize = 512 << 10
 )
 
 func webhooksStreamConfig(cfg Config) jetstream.StreamConfig {

@@ -83,7 +83,7 @@ func Check(sub wire.RunSubmit, opt Options) error {
 		// Which URLs are allowed is the coordinator's to say; their form
 		// is checked everywhere.
 		if err := webhook.CheckURL(u); err != nil {
-			return fail("webhooks: %w", errors.Unwrap(err))
+			return fail("webhooks: %s", webhook.Reason(err))
 		}
 	}
 	if err := checkAgent("", sub.Agent, opt); err != nil {

@@ -40,6 +40,9 @@ func CheckEventType(t string) error {
 // whole output is in the run's record.
 const MaxOutput = 16 << 10
 
+// maxError bounds the error a run.finished body carries.
+const maxError = 4 << 10
+
 // Message is one webhook call to make, as the store keeps it: built once,
 // so every attempt sends the same id and body.
 type Message struct {
@@ -94,6 +97,7 @@ func ForRun(rec record.Run, urls []string) ([]Message, error) {
 		Attempts: rec.Attempts, Resumes: rec.Resumes, CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
 		FinishedAt: rec.FinishedAt, TraceID: rec.TraceID}
 	data.Output, data.OutputTruncated = clip(rec.Output, MaxOutput)
+	data.Error, _ = clip(rec.Error, maxError)
 	at := rec.FinishedAt
 	if at.IsZero() {
 		at = rec.CreatedAt

@@ -50,6 +50,12 @@ func (a AllowList) Check(raw string) error {
 	return fmt.Errorf("%w: %q is under none of the prefixes allowed by --webhook-allow", ErrURL, raw)
 }
 
+// Reason is what a URL error says without the package's prefix: the
+// words for a person refused at the door.
+func Reason(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrURL.Error()+": ")
+}
+
 // Shown is u as events show it: scheme, host and path, without the
 // userinfo, query or fragment that may carry a token.
 func Shown(raw string) string {
