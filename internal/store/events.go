@@ -43,8 +43,8 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(
 				from = fromPlace
 			}
 			// A run resumed after it finished has a later attempt's events
-			// after this run.finished: only the last one ends the run.
-			// Webhook calls' events after it leave it ended.
+			// after this run.finished: only the last one ends the run. The
+			// events of its webhook calls, also after it, do not reopen it.
 			end, err := s.eachEvent(runID, m.seq, m.data, from, fn)
 			return end.ends(f.ended), err
 		}}
