@@ -19,7 +19,7 @@ import (
 
 // TestClusterAssetCost measures, on a 3-node loopback cluster in this
 // process, what the store's assets and one more of each kind cost: the
-// store's Open (11 streams and the queue's consumer, replicated 3 times),
+// store's Open (12 streams and the consumers of the queue and the webhooks, replicated 3 times),
 // a replicated stream, a replicated durable consumer and an R1 in-memory
 // consumer (what a KV watch or an ordered consumer is) each made one after
 // another, the heap and the idle CPU they hold, and a replicated stream's
@@ -52,7 +52,7 @@ func TestClusterAssetCost(t *testing.T) {
 	if _, err := store.Open(ctx, nc, store.Config{Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("store.Open, Replicas 3: %v to create its 11 streams and the queue's consumer, %v to open them again", opened.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	t.Logf("store.Open, Replicas 3: %v to create its 12 streams and its 2 consumers, %v to open them again", opened.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 
 	const idle = 10 * time.Second
 	heap0 := heapInUse()

@@ -176,7 +176,8 @@ func TestRunSurvivesNATSNodeLoss(t *testing.T) {
 
 	t.Logf("workers ready after %v", time.Since(t0).Round(time.Millisecond))
 	// The cluster holds the store's streams, replicated on the three
-	// nodes, the queue's consumer and a lease watch per coordinator; the
+	// nodes, the consumers of the queue and of the webhooks and a lease
+	// watch per coordinator; the
 	// four workers add none.
 	cli := start(t, "formica assets", bin.formica, append([]string{"assets", "--json", "--nats", nodes[0].url},
 		credsFlag(t, nodes[0].url, "client", "cli")...)...)
@@ -185,8 +186,8 @@ func TestRunSurvivesNATSNodeLoss(t *testing.T) {
 		t.Fatalf("formica assets: exit %d\n%s%s", code, cli.stdout.String(), cli.stderr.String())
 	}
 	t.Logf("formica assets: %d streams, %d consumers", assets.Streams, assets.Consumers)
-	if assets.Streams != store.OwnStreams || assets.Consumers != 1+len(nodes) {
-		t.Errorf("formica assets: %d streams, %d consumers; want %d and %d", assets.Streams, assets.Consumers, store.OwnStreams, 1+len(nodes))
+	if assets.Streams != store.OwnStreams || assets.Consumers != 2+len(nodes) {
+		t.Errorf("formica assets: %d streams, %d consumers; want %d and %d", assets.Streams, assets.Consumers, store.OwnStreams, 2+len(nodes))
 	}
 	task := "Plan:\n- a\n  - a1\n  - a2\n- b\n  - b1\n  - b2\n- c\n  - c1\n  - c2"
 	run := startRun(t, nodes[0].url, "--agent", simAgent(t, 1000), task)

@@ -21,13 +21,13 @@ func TestAssetsCommand(t *testing.T) {
 	c.cliJSON(&a, "assets", "--json")
 	check := func(where string, a wire.Assets) {
 		t.Helper()
-		if a.Streams != store.OwnStreams || a.Consumers != 2 || len(a.Kinds) != len(store.AssetKinds) {
-			t.Errorf("%s: %d streams, %d consumers, %d kinds; want %d, 2, %d", where, a.Streams, a.Consumers, len(a.Kinds), store.OwnStreams, len(store.AssetKinds))
+		if a.Streams != store.OwnStreams || a.Consumers != 3 || len(a.Kinds) != len(store.AssetKinds) {
+			t.Errorf("%s: %d streams, %d consumers, %d kinds; want %d, 3, %d", where, a.Streams, a.Consumers, len(a.Kinds), store.OwnStreams, len(store.AssetKinds))
 		}
 		for _, k := range a.Kinds {
 			want := [2]int{1, 0}
 			switch k.Kind {
-			case store.KindQueue, store.KindKVLeases:
+			case store.KindQueue, store.KindWebhooks, store.KindKVLeases:
 				want = [2]int{1, 1}
 			case store.KindLegacyTransfers, store.KindOther:
 				want = [2]int{}
@@ -55,7 +55,7 @@ func TestAssetsCommand(t *testing.T) {
 		rows[f[0]] = strings.Join(f[1:], " ")
 	}
 	for kind, want := range map[string]string{"queue": "1 1 FORMICA_QUEUE", "kv_leases": "1 1 KV_formica_leases",
-		"journal": "1 0 FORMICA_JOURNAL", "other": "0 0 -", "total": "11 2"} {
+		"journal": "1 0 FORMICA_JOURNAL", "webhooks": "1 1 FORMICA_WEBHOOKS", "other": "0 0 -", "total": "12 3"} {
 		if rows[kind] != want {
 			t.Errorf("formica assets row %s: %q, want %q\n%s", kind, rows[kind], want, r.stdout)
 		}
