@@ -177,8 +177,7 @@ func TestRunSurvivesNATSNodeLoss(t *testing.T) {
 	t.Logf("workers ready after %v", time.Since(t0).Round(time.Millisecond))
 	// The cluster holds the store's streams, replicated on the three
 	// nodes, the consumers of the queue and of the webhooks and a lease
-	// watch per coordinator; the
-	// four workers add none.
+	// watch per coordinator; the four workers add none.
 	cli := start(t, "formica assets", bin.formica, append([]string{"assets", "--json", "--nats", nodes[0].url},
 		credsFlag(t, nodes[0].url, "client", "cli")...)...)
 	var assets wire.Assets
