@@ -10,7 +10,6 @@ import (
 	"github.com/formica-run/formica/internal/broker/brokertest"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/record"
-	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/store"
 )
 
@@ -26,17 +25,9 @@ func TestEventsAfterRunFinishedBeforeTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	st, svc := openService(t, nc, store.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	st, err := store.Open(ctx, nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := service.New(service.Config{Conn: nc, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
 
 	started := time.Now().UTC()
 	if _, err := st.CreateRecord(ctx, record.Run{RunID: "gap", Status: event.Running, Task: "t", CreatedAt: started, StartedAt: started}); err != nil {

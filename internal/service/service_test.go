@@ -21,6 +21,7 @@ import (
 	"github.com/formica-run/formica/internal/service"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/store"
+	"github.com/nats-io/nats.go"
 )
 
 // waitTimeout bounds every wait of these tests.
@@ -46,9 +47,17 @@ func secured(t *testing.T) (*embedded.Stack, *service.Service, *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st, svc := openService(t, nc, store.Config{Client: true})
+	return s, svc, st
+}
+
+// openService opens the store on nc as cfg says, and a service over it,
+// closed when the test ends.
+func openService(t *testing.T, nc *nats.Conn, cfg store.Config) (*store.Store, *service.Service) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	st, err := store.Open(ctx, nc, store.Config{Client: true})
+	st, err := store.Open(ctx, nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +66,7 @@ func secured(t *testing.T) (*embedded.Stack, *service.Service, *store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Close() })
-	return s, svc, st
+	return st, svc
 }
 
 // simRun asks for a run of the default agent on the sim model, each model

@@ -149,17 +149,7 @@ func hookStack(t *testing.T, srv *broker.Server, id string, rc *receiver, change
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	st, err := store.Open(ctx, nc, store.Config{Client: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := service.New(service.Config{Conn: nc, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
+	_, svc := openService(t, nc, store.Config{Client: true})
 	as, err := api.New(api.Config{}, svc)
 	if err != nil {
 		t.Fatal(err)
