@@ -108,7 +108,7 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 	reported := reused
 	if !reused {
 		res, reported = c.execThread(rn, t)
-		res = budgetCut(t, res)
+		res = endedAs(t, res)
 	}
 	end := rn.finish(t, res, c.cfg.Now())
 	c.cfg.Metrics.ThreadEnded(string(res.Status), time.Since(begun), false)
@@ -157,17 +157,10 @@ func (c *Coordinator) execute(rn *run, sub wire.RunSubmit, again bool) record.Ru
 
 // runOutcome is how a run ended given its root's result: past its deadline
 // it failed with "deadline exceeded", with its budget spent with
-// "budget exhausted (<kind>): <used>/<limit>" (keeping any output), and
-// cancelled at a request that reached it, whatever its root answered.
+// "budget exhausted (<kind>): <used>/<limit>" (keeping any output).
 func runOutcome(rn *run, res thread.Result) thread.Result {
-	cause := context.Cause(rn.ctx)
-	if errors.Is(cause, ErrDeadline) {
+	if errors.Is(context.Cause(rn.ctx), ErrDeadline) {
 		res.Status, res.Error = event.Failed, ErrDeadline.Error()
-		return res
-	}
-	var asked *cancelAsked
-	if res.Status == event.Succeeded && errors.As(cause, &asked) {
-		res.Status, res.Error = event.Cancelled, asked.reason
 		return res
 	}
 	if spent := rn.budget.Root().Spent(); spent != nil && res.Status != event.Cancelled {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,4 +80,34 @@ func TestCancelledRunEndsCancelledWhateverItsRoot(t *testing.T) {
 			t.Errorf("run.finished %s %q, want cancelled %q", e.Status, e.Reason, CancelledByUser)
 		}
 	})
+}
+
+// endedAs: a thread cancelled at a request ends cancelled whatever its
+// worker answered, keeping its output; one cut by a spent budget failed
+// with the budget's reason; any other result is itself.
+func TestEndedAs(t *testing.T) {
+	exhausted := &limits.Exhausted{Kind: limits.KindDuration}
+	for _, tc := range []struct {
+		cause      error
+		answered   event.Status
+		want       event.Status
+		wantReason string
+	}{
+		{&cancelAsked{CancelledByUser}, event.Succeeded, event.Cancelled, CancelledByUser},
+		{&cancelAsked{CancelledByUser}, event.Failed, event.Cancelled, CancelledByUser},
+		{&cancelAsked{CancelledByUser}, event.Cancelled, event.Cancelled, "worker's"},
+		{exhausted, event.Cancelled, event.Failed, exhausted.Error()},
+		{exhausted, event.Succeeded, event.Succeeded, "worker's"},
+		{nil, event.Failed, event.Failed, "worker's"},
+	} {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		if tc.cause != nil {
+			cancel(tc.cause)
+		}
+		got := endedAs(&threadRec{ctx: ctx}, thread.Result{Status: tc.answered, Error: "worker's", Output: "out"})
+		cancel(nil)
+		if got.Status != tc.want || got.Error != tc.wantReason || got.Output != "out" {
+			t.Errorf("cause %v, answered %s: %s %q (output %q), want %s %q", tc.cause, tc.answered, got.Status, got.Error, got.Output, tc.want, tc.wantReason)
+		}
+	}
 }

@@ -203,7 +203,7 @@ func (c *Coordinator) handleRunCancel(_ context.Context, m wire.Msg, r transport
 			found = append(found, t)
 		}
 		for _, t := range found {
-			t.cancel(errors.New(reason))
+			t.cancel(&cancelAsked{reason})
 		}
 		r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 		return
@@ -212,9 +212,8 @@ func (c *Coordinator) handleRunCancel(_ context.Context, m wire.Msg, r transport
 	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
 }
 
-// cancelAsked is the cause of a run cancelled at someone's request: the
-// run ends cancelled even if its root finishes before the cancel reaches
-// it (a denied approval, say, lets it answer once more).
+// cancelAsked is the cause of a run or a thread cancelled at someone's
+// request: it ends cancelled whatever its worker answers (endedAs).
 type cancelAsked struct{ reason string }
 
 func (e *cancelAsked) Error() string { return e.reason }

@@ -276,7 +276,7 @@ func (r *run) finish(t *threadRec, res thread.Result, at time.Time) event.Event 
 // waiting on helpers). The budget is marked spent and cancel (the run's,
 // for its root; t's own, for a helper) gets it as the cause, so every
 // thread of the subtree is cancelled on its worker at once and ends failed
-// with the budget's reason (budgetCut). Nothing is watched without a
+// with the budget's reason (endedAs). Nothing is watched without a
 // duration budget.
 func (r *run) watchDuration(t *threadRec, node *limits.Node, now time.Time, cancel context.CancelCauseFunc) {
 	ends := node.Ends()
@@ -298,15 +298,26 @@ func (r *run) watchDuration(t *threadRec, node *limits.Node, now time.Time, canc
 	})
 }
 
-// budgetCut is the result t ends with, given the one its placement
-// ended with: a thread cancelled because a budget ran out (a duration
-// budget's watch cancelled its subtree) failed with that budget's reason,
-// "budget exhausted (duration)", as one whose next model call is refused
-// does; every other result is itself.
-func budgetCut(t *threadRec, res thread.Result) thread.Result {
+// endedAs is the result t ends with, given the one its placement ended
+// with:
+//   - a thread cancelled because a budget ran out (a duration budget's
+//     watch cancelled its subtree) failed with that budget's reason,
+//     "budget exhausted (duration)", as one whose next model call is
+//     refused does;
+//   - a thread cancelled at a request, its own or its run's, is cancelled
+//     whatever its worker answered: the request was answered "cancelling",
+//     and the cancel may reach the worker after the thread's end (a denied
+//     approval lets it answer once more), keeping its output;
+//   - every other result is itself.
+func endedAs(t *threadRec, res thread.Result) thread.Result {
 	var spent *limits.Exhausted
-	if res.Status == event.Cancelled && errors.As(context.Cause(t.ctx), &spent) {
+	var asked *cancelAsked
+	cause := context.Cause(t.ctx)
+	switch {
+	case res.Status == event.Cancelled && errors.As(cause, &spent):
 		res.Status, res.Error = event.Failed, spent.Error()
+	case res.Status != event.Cancelled && errors.As(cause, &asked):
+		res.Status, res.Error = event.Cancelled, asked.reason
 	}
 	return res
 }

@@ -204,7 +204,7 @@ func (c *Coordinator) reuseSpawn(rn *run, parent *threadRec, th *thread.Thread, 
 // ended answers the parent with the helper's end.
 func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	c, rn, t := sp.c, sp.rn, sp.t
-	res = budgetCut(t, res)
+	res = endedAs(t, res)
 	// Its end is published before its slot is free, so no watcher counts
 	// more live helpers than the limit; then the slot is free at once.
 	c.publish(rn.finish(t, res, c.cfg.Now()))
