@@ -16,13 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/broker"
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/metrics"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
@@ -66,7 +66,7 @@ type cluster struct {
 	dial    func(name string) (*nats.Conn, error)
 	stack   *embedded.Stack
 	nc      *nats.Conn
-	client  *client.Client
+	client  *oneshot.Client
 	cwd     string
 	dataDir string
 	workers int
@@ -112,7 +112,7 @@ func startClusterWith(ctx context.Context, tcp bool, workers, slots int, set Set
 	if c.nc, err = c.stack.Connect("bench-client"); err != nil {
 		return nil, err
 	}
-	if c.client, err = client.New(c.nc, nil); err != nil {
+	if c.client, err = oneshot.New(c.nc, nil); err != nil {
 		return nil, err
 	}
 	if c.cwd, err = os.MkdirTemp("", "formica-bench"); err != nil {

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/broker"
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -51,7 +51,7 @@ func (b *suite) memory(ctx context.Context, res *Result) error {
 		return err
 	}
 	defer nc.Close()
-	cl, err := client.New(nc, nil)
+	cl, err := oneshot.New(nc, nil)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (m *memProbe) await(ctx context.Context, timeout time.Duration, what string
 
 // memRunner submits the memory scenario's runs.
 type memRunner struct {
-	cl  *client.Client
+	cl  *oneshot.Client
 	nc  *nats.Conn
 	cwd string
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
@@ -29,6 +28,7 @@ import (
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/pricing"
 	"github.com/formica-run/formica/internal/record"
@@ -216,7 +216,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		off = st
 		noWorkerNotice(ctx, nc, st, stdio.Err)
 	}
-	cl, err := client.New(nc, off)
+	cl, err := oneshot.New(nc, off)
 	if err != nil {
 		return 0, err
 	}

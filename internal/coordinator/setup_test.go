@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/broker"
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
@@ -122,7 +122,7 @@ func TestSetupResentToAWorkerThatLacksIt(t *testing.T) {
 	rootHash := rootSetupHash(t, sub)
 	c.registry.heldSetup("w1", rootHash, true)
 
-	cl, err := client.New(conn("client"), nil)
+	cl, err := oneshot.New(conn("client"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestSetupMissingIsBounded(t *testing.T) {
 	rootHash := rootSetupHash(t, sub)
 	c.registry.heldSetup("rogue", rootHash, true)
 
-	cl, err := client.New(conn("client"), nil)
+	cl, err := oneshot.New(conn("client"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/auth"
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/service"
@@ -189,7 +189,7 @@ func TestAttackJournalFlood(t *testing.T) {
 
 // startedRoot runs sub and returns, once its root thread runs, the root's
 // id and the wait for the run's record.
-func startedRoot(t *testing.T, cl *client.Client, sub wire.RunSubmit) (root string, wait func() record.Run) {
+func startedRoot(t *testing.T, cl *oneshot.Client, sub wire.RunSubmit) (root string, wait func() record.Run) {
 	t.Helper()
 	roots := make(chan string, 1)
 	events := event.SinkFunc(func(e event.Event) {

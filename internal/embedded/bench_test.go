@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -114,7 +114,7 @@ func spawnRoundTrips(tb testing.TB, s *Stack, n int) ([]time.Duration, []spawnTi
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cl, err := client.New(nc, nil)
+	cl, err := oneshot.New(nc, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/pricing"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -198,7 +198,7 @@ func TestUnpricedCostIsNull(t *testing.T) {
 
 // startPricedStack starts a stack of two workers whose endpoint "q" is the
 // server at baseURL speaking format, at prices, and a client of it.
-func startPricedStack(t *testing.T, format, baseURL string, prices *pricing.Table, slots int) (*Stack, *client.Client) {
+func startPricedStack(t *testing.T, format, baseURL string, prices *pricing.Table, slots int) (*Stack, *oneshot.Client) {
 	t.Helper()
 	eps, err := providers.Parse([]byte(fmt.Sprintf("endpoints:\n  q:\n    format: %s\n    base_url: %s\n", format, baseURL)), nil)
 	if err != nil {

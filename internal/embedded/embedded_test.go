@@ -10,11 +10,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/spec"
@@ -26,20 +26,20 @@ const runTimeout = 60 * time.Second
 
 // startStack starts a coordinator and workers with short heartbeats, and a
 // client on its own connection; both go at cleanup.
-func startStack(t *testing.T, workers, slots int) (*Stack, *client.Client) {
+func startStack(t *testing.T, workers, slots int) (*Stack, *oneshot.Client) {
 	t.Helper()
 	return startStackWith(t, workers, slots, runner.ModelOpenerFunc(providers.Open))
 }
 
 // startStackWith is startStack with the workers' models opened by models.
-func startStackWith(t *testing.T, workers, slots int, models runner.ModelOpener) (*Stack, *client.Client) {
+func startStackWith(t *testing.T, workers, slots int, models runner.ModelOpener) (*Stack, *oneshot.Client) {
 	t.Helper()
 	return startStackOf(t, Config{Workers: workers, Slots: slots, Models: models})
 }
 
 // startStackOf starts the stack cfg describes, with the tests' heartbeat
 // and --cwd, and a client of it.
-func startStackOf(t *testing.T, cfg Config) (*Stack, *client.Client) {
+func startStackOf(t *testing.T, cfg Config) (*Stack, *oneshot.Client) {
 	t.Helper()
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.Coordinator.Cwd = os.TempDir() // the runs' t.TempDir()s
@@ -56,7 +56,7 @@ func startStackOf(t *testing.T, cfg Config) (*Stack, *client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(nc, nil)
+	cl, err := oneshot.New(nc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func simSubmit(t *testing.T, task string, latencyMS int, lim limits.Config) wire
 
 // runAsync runs sub on cl until ctx ends; the returned function waits,
 // bounded, for its record.
-func runAsync(t *testing.T, ctx context.Context, cl *client.Client, sub wire.RunSubmit, events event.Sink) func() record.Run {
+func runAsync(t *testing.T, ctx context.Context, cl *oneshot.Client, sub wire.RunSubmit, events event.Sink) func() record.Run {
 	t.Helper()
 	type result struct {
 		rec record.Run

@@ -10,11 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/formica-run/formica/internal/auth"
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/runner"
 )
 
@@ -38,7 +38,7 @@ func TestEventsOnlyWhenSomebodyListens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(nc, nil)
+	cl, err := oneshot.New(nc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/model/quotaserver"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
@@ -33,7 +33,7 @@ const (
 // quotaStack starts a quota server and a stack of two workers of 16 slots
 // whose endpoint "q" is that server, with the limits given (extra lines of
 // the endpoint's entry in the providers file).
-func quotaStack(t *testing.T, cfg quotaserver.Config, limits string) (*quotaserver.Server, *client.Client) {
+func quotaStack(t *testing.T, cfg quotaserver.Config, limits string) (*quotaserver.Server, *oneshot.Client) {
 	t.Helper()
 	cfg.RequestsPerMinute, cfg.Burst, cfg.MaxInFlight, cfg.Latency = quotaRPM, quotaBurst, 16, quotaLatency
 	srv, err := quotaserver.Start(cfg)

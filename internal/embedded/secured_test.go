@@ -13,12 +13,12 @@ import (
 
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/store"
@@ -27,13 +27,13 @@ import (
 
 // startSecured starts a durable stack whose server trusts an in-memory
 // authority: every component connects with its own role's credentials.
-func startSecured(t *testing.T) (*Stack, *client.Client) {
+func startSecured(t *testing.T) (*Stack, *oneshot.Client) {
 	t.Helper()
 	return startSecuredWith(t, nil)
 }
 
 // startSecuredWith is startSecured with its Config changed by change.
-func startSecuredWith(t *testing.T, change func(*Config)) (*Stack, *client.Client) {
+func startSecuredWith(t *testing.T, change func(*Config)) (*Stack, *oneshot.Client) {
 	t.Helper()
 	a, err := auth.NewEphemeral()
 	if err != nil {
@@ -61,7 +61,7 @@ func startSecuredWith(t *testing.T, change func(*Config)) (*Stack, *client.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(nc, st)
+	cl, err := oneshot.New(nc, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestSecuredStackLargeBodies(t *testing.T) {
 // runLargeBodies runs a root (scripted) that hands a helper (sim) a 1.5 MiB
 // task, whose answer, as large, comes back as its tool result, checks that
 // the root's journal holds it whole, and returns the run's record.
-func runLargeBodies(t *testing.T, s *Stack, cl *client.Client) record.Run {
+func runLargeBodies(t *testing.T, s *Stack, cl *oneshot.Client) record.Run {
 	t.Helper()
 	big := "TASK-" + strings.Repeat("0123456789abcdef", (3<<19)/16) + "-END"
 	script := filepath.Join(t.TempDir(), "root.yaml")

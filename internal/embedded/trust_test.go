@@ -8,17 +8,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/wire"
 )
 
 // waitRoot runs sub and returns, once its root thread runs, the root's id
 // and the wait for the record.
-func waitRoot(t *testing.T, cl *client.Client, sub wire.RunSubmit) (root string, wait func() string) {
+func waitRoot(t *testing.T, cl *oneshot.Client, sub wire.RunSubmit) (root string, wait func() string) {
 	t.Helper()
 	roots := make(chan string, 1)
 	events := event.SinkFunc(func(e event.Event) {

@@ -20,13 +20,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/formica-run/formica/internal/client"
 	"github.com/formica-run/formica/internal/coordinator"
 	"github.com/formica-run/formica/internal/embedded"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/mcp/mcptest"
 	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
@@ -54,7 +54,7 @@ func pool(t *testing.T, servers map[string]any) *mcp.Pool {
 
 // cluster starts a coordinator with one worker having the pool's servers
 // (nil: none), and a client.
-func cluster(t *testing.T, p *mcp.Pool) (*embedded.Stack, *client.Client) {
+func cluster(t *testing.T, p *mcp.Pool) (*embedded.Stack, *oneshot.Client) {
 	t.Helper()
 	s, err := embedded.Start(context.Background(), embedded.Config{Workers: 1, Slots: 8,
 		Models: runner.ModelOpenerFunc(providers.Open), HeartbeatInterval: 200 * time.Millisecond, MCP: p,
@@ -66,12 +66,12 @@ func cluster(t *testing.T, p *mcp.Pool) (*embedded.Stack, *client.Client) {
 	return s, newClient(t, s)
 }
 
-func newClient(t *testing.T, s *embedded.Stack) *client.Client {
+func newClient(t *testing.T, s *embedded.Stack) *oneshot.Client {
 	nc, err := s.Connect("test-client")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(nc, nil)
+	cl, err := oneshot.New(nc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func agent(servers []string, perms policy.Permission) spec.Agent {
 		Helper:  spec.Helper{Tools: spec.ToolPolicy{Policy: policy.Inherit}}}
 }
 
-func run(t *testing.T, cl *client.Client, a spec.Agent, approver policy.Approver) record.Run {
+func run(t *testing.T, cl *oneshot.Client, a spec.Agent, approver policy.Approver) record.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()

@@ -1,10 +1,10 @@
-// Package client runs one run on a Formica cluster at once, outside the
+// Package oneshot runs one run on a Formica cluster at once, outside the
 // durable queue, on behalf of a user: it submits the run, follows its
 // events, answers its approvals and returns its record. It needs nothing but
 // a NATS connection (`formica run --nats`, the bench). What goes through the
 // durable store (the queue, records, transcripts, held approvals) is package
-// service's.
-package client
+// service's; the public package client is the HTTP API's.
+package oneshot
 
 import (
 	"context"
