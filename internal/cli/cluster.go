@@ -133,15 +133,9 @@ func (f *clusterFlags) source(name string) string {
 // dialAPI makes a client of the HTTP API; nothing is sent until a command
 // asks.
 func (f *clusterFlags) dialAPI() (clusterOps, error) {
-	token := f.token
-	if f.tokenFile != "" {
-		if token != "" {
-			return nil, usagef("give %s or %s, not both", f.source("token"), f.source("token-file"))
-		}
-		var err error
-		if token, err = envflag.ReadSecret(f.tokenFile); err != nil {
-			return nil, usagef("%s: %w", f.source("token-file"), err)
-		}
+	token, err := envflag.Secret(f.token, f.tokenFile, f.source("token"), f.source("token-file"))
+	if err != nil {
+		return nil, usageError{err}
 	}
 	if _, err := client.New(f.api, ""); err != nil {
 		return nil, usagef("%s: %w", f.source("api"), err)

@@ -118,6 +118,23 @@ func ParseWith(fs *flag.FlagSet, parse func() error) error {
 	return nil
 }
 
+// Secret is a secret given inline (value, of flag valueFlag) or kept in a
+// file (file, of flag fileFlag, read by ReadSecret); giving both is an
+// error. Errors name the flags, never the secret.
+func Secret(value, file, valueFlag, fileFlag string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	if value != "" {
+		return "", fmt.Errorf("give %s or %s, not both", valueFlag, fileFlag)
+	}
+	s, err := ReadSecret(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", fileFlag, err)
+	}
+	return s, nil
+}
+
 // ReadSecret reads a secret kept in a file (a mounted Kubernetes or compose
 // secret), so it need not sit on a command line or in the environment.
 // Surrounding white space, the final newline included, is dropped; an

@@ -180,16 +180,11 @@ func run(args []string) error {
 		fmt.Println(version.String("coordinator"))
 		return nil
 	}
-	if o.tokenFile != "" {
-		if o.hc.Token != "" {
-			return errors.New("give --http-token or --http-token-file, not both")
-		}
-		tok, err := envflag.ReadSecret(o.tokenFile)
-		if err != nil {
-			return fmt.Errorf("--http-token-file: %w", err)
-		}
-		o.hc.Token = tok
+	token, err := envflag.Secret(o.hc.Token, o.tokenFile, "--http-token", "--http-token-file")
+	if err != nil {
+		return err
 	}
+	o.hc.Token = token
 	webhooks, err := o.webhooks.config()
 	if err != nil {
 		return err

@@ -54,16 +54,9 @@ func (w *webhookFlags) config() (coordinator.WebhookConfig, error) {
 			return c, fmt.Errorf("--webhook-events: %w", err)
 		}
 	}
-	raw := w.secret
-	if w.secretFile != "" {
-		if raw != "" {
-			return c, errors.New("give --webhook-secret or --webhook-secret-file, not both")
-		}
-		s, err := envflag.ReadSecret(w.secretFile)
-		if err != nil {
-			return c, fmt.Errorf("--webhook-secret-file: %w", err)
-		}
-		raw = s
+	raw, err := envflag.Secret(w.secret, w.secretFile, "--webhook-secret", "--webhook-secret-file")
+	if err != nil {
+		return c, err
 	}
 	if raw == "" {
 		if len(w.urls) > 0 || len(w.allow) > 0 {
