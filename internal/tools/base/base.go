@@ -162,13 +162,13 @@ func New(cfg Config) ([]tools.Tool, error) {
 func (h *harness) build(name string) tools.Tool {
 	switch name {
 	case ReadFileName:
-		return &readFile{newMeta(name, readFileDesc, readFileParams), h}
+		return &readFile{pathTool{newMeta(name, readFileDesc, readFileParams), h}}
 	case WriteFileName:
-		return &writeFile{newMeta(name, writeFileDesc, writeFileParams), h}
+		return &writeFile{pathTool{newMeta(name, writeFileDesc, writeFileParams), h}}
 	case EditFileName:
-		return &editFile{newMeta(name, editFileDesc, editFileParams), h}
+		return &editFile{pathTool{newMeta(name, editFileDesc, editFileParams), h}}
 	case ListDirName:
-		return &listDir{newMeta(name, listDirDesc, listDirParams), h}
+		return &listDir{pathTool{newMeta(name, listDirDesc, listDirParams), h}}
 	case GlobName:
 		return &globTool{newMeta(name, globDesc, globParams), h}
 	case GrepName:

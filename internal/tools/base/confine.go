@@ -129,6 +129,22 @@ func within(root, p string) bool {
 	return strings.HasPrefix(p, prefix)
 }
 
+// open confines p to the working directory and opens the directory as a
+// root, so that what the tool does through it stays inside even when a link
+// changes after the check. It returns p relative to the root; the caller
+// closes the root.
+func (h *harness) open(p string) (*os.Root, string, error) {
+	_, rel, err := confine(h.root, p)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := os.OpenRoot(h.root)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, rel, nil
+}
+
 // pathSubject is the permission subject of a path argument: the cleaned,
 // symlink-resolved path relative to cwd in slash form ("." for cwd itself),
 // or, when it cannot be confined, the cleaned path as given.

@@ -14,6 +14,17 @@ import (
 	"strings"
 )
 
+// pathTool is a tool on one path argument, "path", which is its permission
+// subject.
+type pathTool struct {
+	meta
+	h *harness
+}
+
+func (t *pathTool) Subject(args json.RawMessage) string {
+	return t.h.pathSubject(stringField(args, "path"))
+}
+
 var pathParam = param{name: "path", typ: "string", required: true, nonEmpty: true,
 	desc: "Path relative to the working directory (absolute paths must stay inside it)."}
 
@@ -29,14 +40,7 @@ var readFileParams = []param{
 	{name: "limit", typ: "integer", positive: true, desc: "Number of lines to read (default 2000)."},
 }
 
-type readFile struct {
-	meta
-	h *harness
-}
-
-func (t *readFile) Subject(args json.RawMessage) string {
-	return t.h.pathSubject(stringField(args, "path"))
-}
+type readFile struct{ pathTool }
 
 func (t *readFile) Run(ctx context.Context, args json.RawMessage) (string, error) {
 	var a struct {
@@ -51,11 +55,7 @@ func (t *readFile) Run(ctx context.Context, args json.RawMessage) (string, error
 	if limit == 0 {
 		limit = readDefaultLines
 	}
-	_, rel, err := confine(t.h.root, a.Path)
-	if err != nil {
-		return "", err
-	}
-	r, err := os.OpenRoot(t.h.root)
+	r, rel, err := t.h.open(a.Path)
 	if err != nil {
 		return "", err
 	}
@@ -137,14 +137,7 @@ var writeFileParams = []param{
 	{name: "content", typ: "string", required: true, desc: "The complete new content of the file."},
 }
 
-type writeFile struct {
-	meta
-	h *harness
-}
-
-func (t *writeFile) Subject(args json.RawMessage) string {
-	return t.h.pathSubject(stringField(args, "path"))
-}
+type writeFile struct{ pathTool }
 
 func (t *writeFile) Run(ctx context.Context, args json.RawMessage) (string, error) {
 	var a struct {
@@ -154,18 +147,14 @@ func (t *writeFile) Run(ctx context.Context, args json.RawMessage) (string, erro
 	if err := decode(args, t.params, &a); err != nil {
 		return "", err
 	}
-	_, rel, err := confine(t.h.root, a.Path)
-	if err != nil {
-		return "", err
-	}
-	if rel == "." {
-		return "", errors.New("path names the working directory itself, not a file")
-	}
-	r, err := os.OpenRoot(t.h.root)
+	r, rel, err := t.h.open(a.Path)
 	if err != nil {
 		return "", err
 	}
 	defer r.Close()
+	if rel == "." {
+		return "", errors.New("path names the working directory itself, not a file")
+	}
 	if _, err := r.Stat(rel); err == nil {
 		if _, err := regularFile(r, rel, "write_file writes files only"); err != nil {
 			return "", err
@@ -197,14 +186,7 @@ var editFileParams = []param{
 	{name: "new", typ: "string", required: true, desc: "The replacement text."},
 }
 
-type editFile struct {
-	meta
-	h *harness
-}
-
-func (t *editFile) Subject(args json.RawMessage) string {
-	return t.h.pathSubject(stringField(args, "path"))
-}
+type editFile struct{ pathTool }
 
 func (t *editFile) Run(ctx context.Context, args json.RawMessage) (string, error) {
 	var a struct {
@@ -215,11 +197,7 @@ func (t *editFile) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err := decode(args, t.params, &a); err != nil {
 		return "", err
 	}
-	_, rel, err := confine(t.h.root, a.Path)
-	if err != nil {
-		return "", err
-	}
-	r, err := os.OpenRoot(t.h.root)
+	r, rel, err := t.h.open(a.Path)
 	if err != nil {
 		return "", err
 	}
@@ -266,14 +244,7 @@ var listDirParams = []param{
 		desc: "Directory relative to the working directory; \".\" is the working directory."},
 }
 
-type listDir struct {
-	meta
-	h *harness
-}
-
-func (t *listDir) Subject(args json.RawMessage) string {
-	return t.h.pathSubject(stringField(args, "path"))
-}
+type listDir struct{ pathTool }
 
 func (t *listDir) Run(ctx context.Context, args json.RawMessage) (string, error) {
 	var a struct {
@@ -282,11 +253,7 @@ func (t *listDir) Run(ctx context.Context, args json.RawMessage) (string, error)
 	if err := decode(args, t.params, &a); err != nil {
 		return "", err
 	}
-	_, rel, err := confine(t.h.root, a.Path)
-	if err != nil {
-		return "", err
-	}
-	r, err := os.OpenRoot(t.h.root)
+	r, rel, err := t.h.open(a.Path)
 	if err != nil {
 		return "", err
 	}

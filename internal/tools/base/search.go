@@ -69,11 +69,7 @@ func (t *globTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if prefix == "" {
 		prefix = "."
 	}
-	_, startRel, err := confine(t.h.root, prefix)
-	if err != nil {
-		return "", err
-	}
-	r, err := os.OpenRoot(t.h.root)
+	r, startRel, err := t.h.open(prefix)
 	if err != nil {
 		return "", err
 	}
@@ -197,11 +193,7 @@ func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if a.Path == "" {
 		a.Path = "."
 	}
-	_, rel, err := confine(t.h.root, a.Path)
-	if err != nil {
-		return "", err
-	}
-	r, err := os.OpenRoot(t.h.root)
+	r, rel, err := t.h.open(a.Path)
 	if err != nil {
 		return "", err
 	}
