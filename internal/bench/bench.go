@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -108,37 +109,15 @@ var (
 		QuotaHelpers: 100, QuotaRPM: 3000, QuotaLatency: 60 * time.Millisecond}
 )
 
-// withDefaults fills zero fields from base.
+// withDefaults fills zero fields, and an empty ScalingSizes, from base.
 func (s Settings) withDefaults(base Settings) Settings {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
+	v, d := reflect.ValueOf(&s).Elem(), reflect.ValueOf(base)
+	for i := range v.NumField() {
+		if f := v.Field(i); f.IsZero() || f.Kind() == reflect.Slice && f.Len() == 0 {
+			f.Set(d.Field(i))
 		}
 	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&s.Samples, base.Samples)
-	defD(&s.Window, base.Window)
-	def(&s.Parents, base.Parents)
-	def(&s.HelpersPerParent, base.HelpersPerParent)
-	def(&s.FanoutN, base.FanoutN)
-	defD(&s.FanoutLatency, base.FanoutLatency)
-	defD(&s.FanoutSlowLatency, base.FanoutSlowLatency)
-	def(&s.Workers, base.Workers)
-	def(&s.Slots, base.Slots)
-	if len(s.ScalingSizes) == 0 {
-		s.ScalingSizes = slices.Clone(base.ScalingSizes)
-	}
-	def(&s.ScalingRepeat, base.ScalingRepeat)
-	def(&s.MemoryHelpers, base.MemoryHelpers)
-	def(&s.MemoryParents, base.MemoryParents)
-	defD(&s.ParkLatency, base.ParkLatency)
-	def(&s.QuotaHelpers, base.QuotaHelpers)
-	def(&s.QuotaRPM, base.QuotaRPM)
-	defD(&s.QuotaLatency, base.QuotaLatency)
+	s.ScalingSizes = slices.Clone(s.ScalingSizes)
 	return s
 }
 
@@ -232,31 +211,21 @@ func (b *suite) round(ctx context.Context, want []string) (*Result, error) {
 			res.Trace = sink.stats()
 		}()
 	}
-	steps := []struct {
-		name string
-		run  func(context.Context, *Result) error
-	}{
-		{ScenarioFloors, b.floors},
-		{ScenarioSpawn, b.spawn},
-		{ScenarioThroughput, b.throughput},
-		{ScenarioFanout, b.fanout},
-		{ScenarioScaling, b.scaling},
-		{ScenarioMemory, b.memory},
-		{ScenarioQuota, b.quota},
-	}
-	for _, st := range steps {
-		if !slices.Contains(want, st.name) {
+	steps := map[string]func(context.Context, *Result) error{ScenarioFloors: b.floors, ScenarioSpawn: b.spawn,
+		ScenarioThroughput: b.throughput, ScenarioFanout: b.fanout, ScenarioScaling: b.scaling, ScenarioMemory: b.memory, ScenarioQuota: b.quota}
+	for _, name := range Scenarios {
+		if !slices.Contains(want, name) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return res, context.Cause(ctx)
 		}
 		t0 := time.Now()
-		b.logf("== %s", st.name)
-		if err := st.run(ctx, res); err != nil {
-			return res, fmt.Errorf("%s: %w", st.name, err)
+		b.logf("== %s", name)
+		if err := steps[name](ctx, res); err != nil {
+			return res, fmt.Errorf("%s: %w", name, err)
 		}
-		b.logf("   %s done in %.1fs", st.name, time.Since(t0).Seconds())
+		b.logf("   %s done in %.1fs", name, time.Since(t0).Seconds())
 	}
 	res.Seconds = time.Since(res.Started).Seconds()
 	res.Machine.LoadAfter = loadAverage()
