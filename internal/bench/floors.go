@@ -23,15 +23,16 @@ func (b *suite) floors(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		fl, err := rawFloor(dialer(srv, tcp), b.set.Samples, b.set.Window)
+		// Plain NATS request-reply between two connections.
+		lat, rate, cpu, err := rawRoundTrips(dialer(srv, tcp), b.set.Samples, b.set.Window)
 		srv.Shutdown()
 		if err != nil {
 			return err
 		}
 		if tcp {
-			f.NATSTCP = fl
+			f.NATSTCP = floor(lat, rate, cpu)
 		} else {
-			f.NATSInproc = fl
+			f.NATSInproc = floor(lat, rate, cpu)
 		}
 	}
 	res.Floors = f
@@ -74,19 +75,14 @@ func goroutineFloor(samples int, window time.Duration) Floor {
 			return nil
 		}
 	})
-	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)),
-		RequestsPerSec: round(rate, 0), CPUPerRequestUs: round(cpu, 2)}
+	return floor(lat, rate, cpu)
 }
 
-// rawFloor is plain NATS request-reply between two connections: p50/p99 of
-// sequential round trips, then requests/s with 64 in flight.
-func rawFloor(dial func(string) (*nats.Conn, error), samples int, window time.Duration) (Floor, error) {
-	lat, rate, cpu, err := rawRoundTrips(dial, samples, window)
-	if err != nil {
-		return Floor{}, err
-	}
-	return Floor{Samples: samples, P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)),
-		RequestsPerSec: round(rate, 0), CPUPerRequestUs: round(cpu, 2)}, nil
+// floor is p50/p99 of the sequential round trips lat, then the rate and CPU
+// time per request with 64 in flight.
+func floor(lat []time.Duration, rate, cpuUs float64) Floor {
+	return Floor{Samples: len(lat), P50us: us(percentile(lat, 0.5)), P99us: us(percentile(lat, 0.99)),
+		RequestsPerSec: round(rate, 0), CPUPerRequestUs: round(cpuUs, 2)}
 }
 
 // rawRoundTrips times samples sequential request-replies and, when window is
