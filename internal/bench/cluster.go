@@ -109,21 +109,32 @@ func startClusterWith(ctx context.Context, tcp bool, workers, slots int, set Set
 	if err != nil {
 		return nil, err
 	}
-	if c.nc, err = c.stack.Connect("bench-client"); err != nil {
-		return nil, err
-	}
-	if c.client, err = oneshot.New(c.nc, nil); err != nil {
-		return nil, err
-	}
-	if c.cwd, err = os.MkdirTemp("", "formica-bench"); err != nil {
+	if err = c.attach(c.stack.Connect("bench-client")); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
+// attach makes nc the cluster's client connection, with a client on it and
+// a working directory for its runs.
+func (c *cluster) attach(nc *nats.Conn, err error) error {
+	if err != nil {
+		return err
+	}
+	c.nc = nc
+	if c.client, err = oneshot.New(c.nc, nil); err != nil {
+		return err
+	}
+	c.cwd, err = os.MkdirTemp("", "formica-bench")
+	return err
+}
+
 func (c *cluster) stop() {
 	if c.client != nil {
 		c.client.Close()
+	}
+	if c.nc != nil {
+		c.nc.Close()
 	}
 	if c.stack != nil {
 		c.stack.Stop()

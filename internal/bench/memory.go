@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,10 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/limits"
-	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/wire"
 )
@@ -41,31 +38,21 @@ const (
 // cached, and new goroutines reuse them without growing StackInuse.
 func (b *suite) memory(ctx context.Context, res *Result) error {
 	set := b.set
-	srv, err := startServer(ctx, true)
-	if err != nil {
+	// The client side of a cluster whose coordinator and workers are the
+	// child processes of each phase.
+	c := &cluster{}
+	defer c.stop()
+	var err error
+	if c.srv, err = startServer(ctx, true); err != nil {
 		return err
 	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect("bench-memory")
-	if err != nil {
+	if err = c.attach(c.srv.Connect("bench-memory")); err != nil {
 		return err
 	}
-	defer nc.Close()
-	cl, err := oneshot.New(nc, nil)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	cwd, err := os.MkdirTemp("", "formica-bench")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(cwd)
-	r := &memRunner{cl: cl, nc: nc, cwd: cwd}
 
 	n := set.MemoryHelpers
 	b.logf("   %d live helpers", n)
-	base, live, err := b.memPhase(ctx, srv, r, listTask(n), liveLatency, limits.Config{MaxThreads: n}, 1, n, n+1)
+	base, live, err := b.memPhase(ctx, c, listTask(n), liveLatency, limits.Config{MaxThreads: n}, 1, n, n+1)
 	if err != nil {
 		return err
 	}
@@ -85,7 +72,7 @@ func (b *suite) memory(ctx context.Context, res *Result) error {
 	for i := range p {
 		fmt.Fprintf(&task, "- parent %d\n  - leaf %d\n", i, i)
 	}
-	base, park, err := b.memPhase(ctx, srv, r, task.String(), set.ParkLatency, limits.Config{MaxThreads: 2 * p}, 2, p, 2*p+1)
+	base, park, err := b.memPhase(ctx, c, task.String(), set.ParkLatency, limits.Config{MaxThreads: 2 * p}, 2, p, 2*p+1)
 	if err != nil {
 		return err
 	}
@@ -101,10 +88,10 @@ func (b *suite) memory(ctx context.Context, res *Result) error {
 }
 
 // memPhase starts a coordinator, the parent's worker and the helpers'
-// workers as child processes on srv, warms them up with a small run, reads
-// their memory (base), then reads it again while a run of task holds want
-// threads at depth (now; see memRunner.holding), and stops them.
-func (b *suite) memPhase(ctx context.Context, srv *broker.Server, r *memRunner, task string, latency time.Duration,
+// workers as child processes on c's server, warms them up with a small run,
+// reads their memory (base), then reads it again while a run of task holds
+// want threads at depth (now; see cluster.holding), and stops them.
+func (b *suite) memPhase(ctx context.Context, c *cluster, task string, latency time.Duration,
 	lim limits.Config, depth, want, hosted int) (base, now memSnap, err error) {
 	set := b.set
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")
@@ -118,24 +105,24 @@ func (b *suite) memPhase(ctx context.Context, srv *broker.Server, r *memRunner, 
 		{RoleWorkers, parentWorkers, 1, 1},
 		{RoleWorkers, helperWorkers, set.Workers, slots},
 	} {
-		ch, err := b.startChild(ctx, p.role, p.name, srv.ClientURL(), id, p.workers, p.slots)
+		ch, err := b.startChild(ctx, p.role, p.name, c.srv.ClientURL(), id, p.workers, p.slots)
 		if err != nil {
 			return base, now, err
 		}
 		defer ch.stop()
 	}
-	m := &memProbe{nc: r.nc, id: id}
+	m := &memProbe{nc: c.nc, id: id}
 	if err := m.await(ctx, 30*time.Second, "workers registered", func(s memSnap) bool { return s.coord.Workers == set.Workers+1 }); err != nil {
 		return base, now, err
 	}
 	// Warm up: open the model and the harness, fill the pools.
-	if err := r.complete(ctx, listTask(20)); err != nil {
+	if _, err := c.run(ctx, runOpts{task: listTask(20), agent: rootAgent(true, 0)}); err != nil {
 		return base, now, fmt.Errorf("warm-up: %w", err)
 	}
 	if base, err = m.all(); err != nil {
 		return base, now, err
 	}
-	now, err = r.holding(ctx, m, task, latency, lim, depth, want, hosted)
+	now, err = c.holding(ctx, m, task, latency, lim, depth, want, hosted)
 	return base, now, err
 }
 
@@ -209,31 +196,16 @@ func (m *memProbe) await(ctx context.Context, timeout time.Duration, what string
 	}
 }
 
-// memRunner submits the memory scenario's runs.
-type memRunner struct {
-	cl  *oneshot.Client
-	nc  *nats.Conn
-	cwd string
-}
-
-func (r *memRunner) complete(ctx context.Context, task string) error {
-	rec, err := r.cl.Run(ctx, wire.RunSubmit{RunID: uuid.NewString(), Task: task, Agent: rootAgent(true, 0), Cwd: r.cwd}, nil, nil)
-	if err == nil && rec.Status != event.Succeeded {
-		err = fmt.Errorf("run %s: %s", rec.Status, rec.Error)
-	}
-	return err
-}
-
 // holding submits a run whose helpers wait latency in the model, waits until
 // want threads at depth have started and the workers host hosted threads,
 // reads both sides' memory, then cancels the run and waits for its end. It
 // fails if a thread at depth ended before the reading: then the threads
 // above it were not all still waiting.
-func (r *memRunner) holding(ctx context.Context, m *memProbe, task string, latency time.Duration, lim limits.Config,
+func (c *cluster) holding(ctx context.Context, m *memProbe, task string, latency time.Duration, lim limits.Config,
 	depth, want, hosted int) (snap memSnap, err error) {
 	runID := uuid.NewString()
 	var started, finished atomic.Int64
-	sub, err := r.nc.Subscribe(wire.SubjectEvents(runID)+".thread.*", func(msg *nats.Msg) {
+	sub, err := c.nc.Subscribe(wire.SubjectEvents(runID)+".thread.*", func(msg *nats.Msg) {
 		e, err := event.Unmarshal(msg.Data)
 		if err != nil || e.Depth != depth {
 			return
@@ -250,7 +222,7 @@ func (r *memRunner) holding(ctx context.Context, m *memProbe, task string, laten
 	}
 	defer sub.Unsubscribe()
 	sub.SetPendingLimits(-1, -1)
-	if err = r.nc.Flush(); err != nil {
+	if err = c.nc.Flush(); err != nil {
 		return
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -259,8 +231,8 @@ func (r *memRunner) holding(ctx context.Context, m *memProbe, task string, laten
 	var rec record.Run
 	var runErr error
 	wg.Go(func() {
-		rec, runErr = r.cl.Run(runCtx, wire.RunSubmit{RunID: runID, Task: task, Agent: rootAgent(true, latency),
-			Limits: lim, Cwd: r.cwd}, nil, nil)
+		rec, runErr = c.client.Run(runCtx, wire.RunSubmit{RunID: runID, Task: task, Agent: rootAgent(true, latency),
+			Limits: lim, Cwd: c.cwd}, nil, nil)
 	})
 	defer wg.Wait()
 
