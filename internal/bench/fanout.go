@@ -19,32 +19,24 @@ func (b *suite) fanout(ctx context.Context, res *Result) error {
 	if _, err := c.fanout(ctx, 20, 0); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	span, err := c.fanout(ctx, set.FanoutN, set.FanoutLatency)
-	if err != nil {
-		return err
-	}
 	waves := (set.FanoutN + set.Workers*set.Slots - 1) / (set.Workers * set.Slots)
-	ideal := time.Duration(waves) * set.FanoutLatency
-	f := &Fanout{Helpers: set.FanoutN, LatencyMs: ms(set.FanoutLatency), Workers: set.Workers, Slots: set.Slots,
-		IdealMs: ms(ideal), MakespanMs: ms(span)}
-	if ideal > 0 {
-		f.Ratio = round(float64(span)/float64(ideal), 3)
-		res.FanoutMakespanRatio = ptr(f.Ratio)
+	// fan times the fan-out at one latency against its ideal: each wave of
+	// Workers × Slots helpers takes the latency.
+	fan := func(latency time.Duration) (latencyMs, idealMs, makespanMs, ratio float64, err error) {
+		span, err := c.fanout(ctx, set.FanoutN, latency)
+		ideal := time.Duration(waves) * latency
+		return ms(latency), ms(ideal), ms(span), round(float64(span)/float64(ideal), 3), err
+	}
+	f := &Fanout{Helpers: set.FanoutN, Workers: set.Workers, Slots: set.Slots}
+	if f.LatencyMs, f.IdealMs, f.MakespanMs, f.Ratio, err = fan(set.FanoutLatency); err != nil {
+		return err
 	}
 	// The same at a slow model's latency, where the spawn path's own cost
 	// should vanish next to the model's.
-	slow := set.FanoutSlowLatency
-	span, err = c.fanout(ctx, set.FanoutN, slow)
-	if err != nil {
+	if f.SlowLatencyMs, f.SlowIdealMs, f.SlowMakespanMs, f.SlowRatio, err = fan(set.FanoutSlowLatency); err != nil {
 		return err
 	}
-	ideal = time.Duration(waves) * slow
-	f.SlowLatencyMs, f.SlowIdealMs, f.SlowMakespanMs = ms(slow), ms(ideal), ms(span)
-	if ideal > 0 {
-		f.SlowRatio = round(float64(span)/float64(ideal), 3)
-		res.FanoutMakespanRatioSlow = ptr(f.SlowRatio)
-	}
-	res.Fanout = f
+	res.Fanout, res.FanoutMakespanRatio, res.FanoutMakespanRatioSlow = f, ptr(f.Ratio), ptr(f.SlowRatio)
 	return nil
 }
 
