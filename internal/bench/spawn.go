@@ -19,21 +19,16 @@ const (
 )
 
 func (b *suite) spawn(ctx context.Context, res *Result) error {
-	s := &Spawn{}
-	for _, tcp := range []bool{false, true} {
-		sl, err := b.spawnLatency(ctx, tcp)
-		if err != nil {
-			return err
-		}
-		if tcp {
-			s.TCP = sl
-			res.SpawnP50RatioTCP = ptr(sl.Ratio)
-		} else {
-			s.Inproc = sl
-			res.SpawnP50RatioInproc = ptr(sl.Ratio)
-		}
+	inproc, err := b.spawnLatency(ctx, false)
+	if err != nil {
+		return err
 	}
-	res.Spawn = s
+	tcp, err := b.spawnLatency(ctx, true)
+	if err != nil {
+		return err
+	}
+	res.Spawn = &Spawn{Inproc: inproc, TCP: tcp}
+	res.SpawnP50RatioInproc, res.SpawnP50RatioTCP = ptr(inproc.Ratio), ptr(tcp.Ratio)
 	return nil
 }
 
