@@ -37,15 +37,15 @@ import (
 // 1 MiB would refuse it.
 const maxPayload = 64 << 20
 
-// server starts an embedded NATS server, listening on loopback when tcp;
-// with JetStream stored under dataDir when that is not empty.
-func startServer(ctx context.Context, tcp bool, dataDir ...string) (*broker.Server, error) {
+// startServer starts an embedded NATS server, listening on loopback when
+// tcp; with JetStream stored under dataDir when that is not empty.
+func startServer(ctx context.Context, tcp bool, dataDir string) (*broker.Server, error) {
 	cfg := broker.ServerConfig{MaxPayload: maxPayload}
 	if tcp {
 		cfg.Listen = "127.0.0.1:-1"
 	}
-	if len(dataDir) > 0 && dataDir[0] != "" {
-		cfg.JetStream, cfg.DataDir = true, dataDir[0]
+	if dataDir != "" {
+		cfg.JetStream, cfg.DataDir = true, dataDir
 	}
 	return broker.StartServer(ctx, cfg)
 }
@@ -69,28 +69,25 @@ type cluster struct {
 	client  *oneshot.Client
 	cwd     string
 	dataDir string
-	workers int
 }
 
 // startCluster starts a server, a coordinator and workers of slots each,
-// every component on its own connection of the chosen kind. With
-// set.Journal, the server runs JetStream and the stack its run store, so
-// every thread journals its life (as in a cluster); with set.Metrics the
-// stack records its metrics.
-func startCluster(ctx context.Context, tcp bool, workers, slots int, set Settings) (*cluster, error) {
-	return startClusterWith(ctx, tcp, workers, slots, set, runner.ModelOpenerFunc(providers.Open))
-}
-
-// startClusterWith is startCluster with the workers' models opened by models.
-func startClusterWith(ctx context.Context, tcp bool, workers, slots int, set Settings, models runner.ModelOpener) (_ *cluster, err error) {
-	journal := set.Journal
-	c := &cluster{workers: workers}
+// every component on its own connection of the chosen kind, the workers'
+// models opened by models (nil: the providers, the sim model among them).
+// With Settings.Journal, the server runs JetStream and the stack its run
+// store, so every thread journals its life (as in a cluster); with
+// Settings.Metrics the stack records its metrics.
+func (b *suite) startCluster(ctx context.Context, tcp bool, workers, slots int, models runner.ModelOpener) (_ *cluster, err error) {
+	if models == nil {
+		models = runner.ModelOpenerFunc(providers.Open)
+	}
+	c := &cluster{}
 	defer func() {
 		if err != nil {
 			c.stop()
 		}
 	}()
-	if journal {
+	if b.set.Journal {
 		if c.dataDir, err = os.MkdirTemp("", "formica-bench-js"); err != nil {
 			return nil, err
 		}
@@ -100,11 +97,11 @@ func startClusterWith(ctx context.Context, tcp bool, workers, slots int, set Set
 	}
 	c.dial = dialer(c.srv, tcp)
 	var mx *metrics.Metrics
-	if set.Metrics {
+	if b.set.Metrics {
 		mx = metrics.New(metrics.All)
 	}
 	c.stack, err = embedded.Start(ctx, embedded.Config{Connect: c.dial, LocalServer: c.srv, Workers: workers, Slots: slots,
-		Models: models, Coordinator: benchCoordinator, Durable: journal,
+		Models: models, Coordinator: benchCoordinator, Durable: b.set.Journal,
 		Metrics: mx, MaxToolCalls: benchMaxToolCalls})
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 func (b *suite) fanout(ctx context.Context, res *Result) error {
 	set := b.set
 	b.logf("   %d helpers of %v over %d workers × %d slots", set.FanoutN, set.FanoutLatency, set.Workers, set.Slots)
-	c, err := startCluster(ctx, false, set.Workers, set.Slots, b.set)
+	c, err := b.startCluster(ctx, false, set.Workers, set.Slots, nil)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (b *suite) fanout(ctx context.Context, res *Result) error {
 // scaling: the cost per helper of one root fanning out to each size.
 func (b *suite) scaling(ctx context.Context, res *Result) error {
 	set := b.set
-	c, err := startCluster(ctx, false, set.Workers, set.Slots, b.set)
+	c, err := b.startCluster(ctx, false, set.Workers, set.Slots, nil)
 	if err != nil {
 		return err
 	}

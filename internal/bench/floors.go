@@ -19,7 +19,7 @@ const payloadSize = 128
 func (b *suite) floors(ctx context.Context, res *Result) error {
 	f := &Floors{Goroutine: goroutineFloor(b.set.Samples, b.set.Window)}
 	for _, tcp := range []bool{false, true} {
-		srv, err := startServer(ctx, tcp)
+		srv, err := startServer(ctx, tcp, "")
 		if err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@ func (b *suite) memory(ctx context.Context, res *Result) error {
 	c := &cluster{}
 	defer c.stop()
 	var err error
-	if c.srv, err = startServer(ctx, true); err != nil {
+	if c.srv, err = startServer(ctx, true, ""); err != nil {
 		return err
 	}
 	if err = c.attach(c.srv.Connect("bench-memory")); err != nil {

@@ -78,7 +78,7 @@ func (b *suite) quotaCase(ctx context.Context, q *Quota, declared bool) (QuotaCa
 		return c, err
 	}
 	b.logf("   %d helpers, quota %d/min (burst %d, %d in flight), %s limits", c.Helpers, q.RequestsPerMinute, q.Burst, q.InFlight, c.Limits)
-	cl, err := startClusterWith(ctx, false, set.Workers, set.Slots, set, &providers.Opener{Endpoints: eps})
+	cl, err := b.startCluster(ctx, false, set.Workers, set.Slots, &providers.Opener{Endpoints: eps})
 	if err != nil {
 		return c, err
 	}

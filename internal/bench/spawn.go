@@ -40,7 +40,7 @@ func (b *suite) spawnLatency(ctx context.Context, tcp bool) (*SpawnLatency, erro
 		kind = "TCP"
 	}
 	b.logf("   spawn latency, %s: %d spawns", kind, b.set.Samples)
-	c, err := startCluster(ctx, tcp, spawnWorkers, spawnSlots, b.set)
+	c, err := b.startCluster(ctx, tcp, spawnWorkers, spawnSlots, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 func (b *suite) throughput(ctx context.Context, res *Result) error {
 	set := b.set
 	b.logf("   %d parents × %d helpers over %d workers", set.Parents, set.HelpersPerParent, set.Workers)
-	c, err := startCluster(ctx, false, set.Workers, max(set.Slots, set.Parents), b.set)
+	c, err := b.startCluster(ctx, false, set.Workers, max(set.Slots, set.Parents), nil)
 	if err != nil {
 		return err
 	}
