@@ -66,26 +66,21 @@ func writeScenarios(w io.Writer, res *Result) {
 	if f := res.Floors; f != nil {
 		fmt.Fprintln(w, "\nfloors (128 B request-reply)")
 		p("\tpath\tp50\tp99\treq/s, 64 in flight\tCPU/req\t")
-		for _, r := range []struct {
-			name string
-			f    Floor
-		}{{"goroutine + channel reply", f.Goroutine}, {"NATS in-process", f.NATSInproc}, {"NATS TCP loopback", f.NATSTCP}} {
-			p("\t%s\t%s\t%s\t%s\t%s\t", r.name, usStr(r.f.P50us), usStr(r.f.P99us), count(r.f.RequestsPerSec), usStr(r.f.CPUPerRequestUs))
+		names := []string{"goroutine + channel reply", "NATS in-process", "NATS TCP loopback"}
+		for i, fl := range []Floor{f.Goroutine, f.NATSInproc, f.NATSTCP} {
+			p("\t%s\t%s\t%s\t%s\t%s\t", names[i], usStr(fl.P50us), usStr(fl.P99us), count(fl.RequestsPerSec), usStr(fl.CPUPerRequestUs))
 		}
 		tw.Flush()
 	}
 	if s := res.Spawn; s != nil {
 		fmt.Fprintln(w, "\nspawn latency (one agent call, whole path, sequential)")
 		p("\tconnection\tspawns\tp50\tp99\traw p50\traw p99\tp50 / 2 raw\ton other worker\tCPU/spawn\t")
-		for _, r := range []struct {
-			name string
-			l    *SpawnLatency
-		}{{"in-process", s.Inproc}, {"TCP loopback", s.TCP}} {
-			if r.l == nil {
-				continue
+		names := []string{"in-process", "TCP loopback"}
+		for i, l := range []*SpawnLatency{s.Inproc, s.TCP} {
+			if l != nil {
+				p("\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%s\t", names[i], l.Samples, usStr(l.P50us), usStr(l.P99us),
+					usStr(l.RawP50us), usStr(l.RawP99us), times(l.Ratio), 100*l.CrossWorker, usStr(l.CPUPerSpawnUs))
 			}
-			p("\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%s\t", r.name, r.l.Samples, usStr(r.l.P50us), usStr(r.l.P99us),
-				usStr(r.l.RawP50us), usStr(r.l.RawP99us), times(r.l.Ratio), 100*r.l.CrossWorker, usStr(r.l.CPUPerSpawnUs))
 		}
 		tw.Flush()
 	}
@@ -135,16 +130,14 @@ func writeScenarios(w io.Writer, res *Result) {
 	if mem := res.Memory; mem != nil {
 		fmt.Fprintf(w, "\nmemory (heap + stacks after GC; %d live helpers, %d parked parents, %d helper workers)\n", mem.Helpers, mem.Parents, mem.Workers)
 		p("\tprocess\tidle\tper live helper\theap\tstacks\tgoroutines\tper parked parent\t")
-		for _, r := range []struct {
-			name string
-			s    Side
-		}{{"coordinator", mem.Coordinator}, {"helper's worker", mem.Worker}, {"parent's worker", mem.ParentWorker}} {
+		names := []string{"coordinator", "helper's worker", "parent's worker"}
+		for i, sd := range []Side{mem.Coordinator, mem.Worker, mem.ParentWorker} {
 			pp := "-"
-			if r.s.BytesPerParkedParent != nil {
-				pp = bytesStr(*r.s.BytesPerParkedParent)
+			if sd.BytesPerParkedParent != nil {
+				pp = bytesStr(*sd.BytesPerParkedParent)
 			}
-			p("\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", r.name, bytesStr(float64(r.s.BaseBytes)), bytesStr(r.s.BytesPerLiveHelper),
-				bytesStr(r.s.HeapPerHelper), bytesStr(r.s.StackPerHelper), r.s.GoroutinesPerHelper, pp)
+			p("\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", names[i], bytesStr(float64(sd.BaseBytes)), bytesStr(sd.BytesPerLiveHelper),
+				bytesStr(sd.HeapPerHelper), bytesStr(sd.StackPerHelper), sd.GoroutinesPerHelper, pp)
 		}
 		tw.Flush()
 	}
