@@ -9,8 +9,6 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/model/quotaserver"
-	"github.com/formica-run/formica/internal/spec"
-	"github.com/formica-run/formica/internal/tools"
 )
 
 // QuotaCase is one fan-out against a provider with a quota.
@@ -83,8 +81,8 @@ func (b *suite) quotaCase(ctx context.Context, q *Quota, declared bool) (QuotaCa
 		return c, err
 	}
 	defer cl.stop()
-	parallel := true
-	root := spec.Agent{Name: "bench", Model: "bench/model", Tools: []string{tools.AgentToolName}, ParallelToolCalls: &parallel}
+	root := rootAgent(true, 0)
+	root.Model = "bench/model"
 	start := time.Now()
 	rec, err := cl.run(ctx, runOpts{task: fmt.Sprintf("fanout %d", c.Helpers), agent: root,
 		limits: limits.Config{MaxThreads: c.Helpers}})
