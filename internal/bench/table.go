@@ -147,11 +147,7 @@ func loads(l []float64) string {
 	if len(l) == 0 {
 		return "n/a"
 	}
-	s := make([]string, len(l))
-	for i, v := range l {
-		s[i] = strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return strings.Join(s, " ")
+	return strings.Trim(fmt.Sprintf("%.2f", l), "[]") // "[0.52 0.40 0.31]" less its brackets
 }
 
 func usStr(v float64) string {
