@@ -59,9 +59,7 @@ type Envelope struct {
 	Body    msgpack.RawMessage `msgpack:"b"`
 }
 
-// Encode wraps body in an envelope of type t. The type and version are
-// written first, so a receiver can refuse a message before reading its
-// body (see DecodeAs).
+// Encode wraps body in an envelope of type t.
 func Encode(t Type, body any) ([]byte, error) {
 	data, err := msgpack.Marshal(struct {
 		Type    Type `msgpack:"t"`
@@ -85,7 +83,7 @@ func MustEncode(t Type, body any) []byte {
 
 // Decode reads an envelope and checks its version.
 func Decode(data []byte) (Envelope, error) {
-	var env Envelope
+	env := Envelope{Version: -1} // unless the message names one
 	if len(data) == 0 {
 		return env, &Error{Code: CodeBadMessage, Message: "empty message"}
 	}
@@ -94,6 +92,9 @@ func Decode(data []byte) (Envelope, error) {
 	}
 	if err := msgpack.Unmarshal(data, &env); err != nil {
 		return env, &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
+	}
+	if env.Version == -1 {
+		return env, &Error{Code: CodeBadMessage, Message: "message has no version"}
 	}
 	if env.Version != Version {
 		return env, &Error{Code: CodeUnsupportedVersion, Message: fmt.Sprintf("protocol version %d, this peer speaks %d", env.Version, Version)}
@@ -123,71 +124,11 @@ func (e Envelope) Into(want Type, v any) error {
 	return nil
 }
 
-// DecodeAs decodes data as a message of type want into v, after Check has
-// bounded what it may allocate. It reads the
-// envelope and the body in one pass when, as Encode writes them, the type and
-// version come before the body; any other key order still decodes.
+// DecodeAs decodes data as a message of type want into v: Decode, then Into.
 func DecodeAs(data []byte, want Type, v any) error {
-	if len(data) == 0 {
-		return &Error{Code: CodeBadMessage, Message: "empty message"}
-	}
-	if err := Check(data); err != nil {
-		return err
-	}
-	dec := msgpack.NewDecoder(bytes.NewReader(data))
-	bad := func(err error) error {
-		return &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
-	}
-	n, err := dec.DecodeMapLen()
+	env, err := Decode(data)
 	if err != nil {
-		return bad(err)
-	}
-	env := Envelope{Version: -1}
-	decoded := false
-	for range n {
-		key, err := dec.DecodeString()
-		if err != nil {
-			return bad(err)
-		}
-		switch key {
-		case "t":
-			var t string
-			if t, err = dec.DecodeString(); err != nil {
-				return bad(err)
-			}
-			env.Type = Type(t)
-		case "v":
-			if env.Version, err = dec.DecodeInt(); err != nil {
-				return bad(err)
-			}
-		case "b":
-			if env.Version == Version && env.Type == want {
-				if err := dec.Decode(v); err != nil {
-					return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("bad %s body: %v", want, err)}
-				}
-				decoded = true
-				continue
-			}
-			if env.Body, err = dec.DecodeRaw(); err != nil {
-				return bad(err)
-			}
-		default:
-			if err := dec.Skip(); err != nil {
-				return bad(err)
-			}
-		}
-	}
-	if env.Version != Version {
-		if env.Version == -1 {
-			return &Error{Code: CodeBadMessage, Message: "message has no version"}
-		}
-		return &Error{Code: CodeUnsupportedVersion, Message: fmt.Sprintf("protocol version %d, this peer speaks %d", env.Version, Version)}
-	}
-	if env.Type == "" {
-		return &Error{Code: CodeBadMessage, Message: "message has no type"}
-	}
-	if decoded {
-		return nil
+		return err
 	}
 	return env.Into(want, v)
 }
