@@ -59,13 +59,16 @@ type Envelope struct {
 	Body    msgpack.RawMessage `msgpack:"b"`
 }
 
+// outgoing is an Envelope as it is written, its body not yet encoded.
+type outgoing struct {
+	Type    Type `msgpack:"t"`
+	Version int  `msgpack:"v"`
+	Body    any  `msgpack:"b"`
+}
+
 // Encode wraps body in an envelope of type t.
 func Encode(t Type, body any) ([]byte, error) {
-	data, err := msgpack.Marshal(struct {
-		Type    Type `msgpack:"t"`
-		Version int  `msgpack:"v"`
-		Body    any  `msgpack:"b"`
-	}{t, Version, body})
+	data, err := msgpack.Marshal(outgoing{t, Version, body})
 	if err != nil {
 		return nil, fmt.Errorf("wire: encode %s: %w", t, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -58,13 +57,7 @@ func encodeSorted(t Type, body any) []byte {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	enc.SetSortMapKeys(true)
-	err := errors.Join(
-		enc.EncodeMapLen(3),
-		enc.EncodeString("t"), enc.EncodeString(string(t)),
-		enc.EncodeString("v"), enc.EncodeInt(Version),
-		enc.EncodeString("b"), enc.Encode(body),
-	)
-	if err != nil {
+	if err := enc.Encode(outgoing{t, Version, body}); err != nil {
 		panic(fmt.Errorf("wire: encode %s: %w", t, err))
 	}
 	return buf.Bytes()
