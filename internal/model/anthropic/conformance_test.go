@@ -20,20 +20,10 @@ func TestConformance(t *testing.T) {
 var harness = modeltest.Harness{
 	Path: "/v1/messages",
 	New: func(serverURL string, o modeltest.Options) (model.Model, error) {
-		base := serverURL
-		if o.BaseURL != "" {
-			base = o.BaseURL
+		if o.BaseURL == "" {
+			o.BaseURL = serverURL
 		}
-		return anthropic.New(anthropic.Config{
-			BaseURL:       base,
-			APIKey:        o.APIKey,
-			IdleTimeout:   o.IdleTimeout,
-			Gate:          o.Gate,
-			MaxRetries:    o.MaxRetries,
-			RetryDelay:    o.RetryDelay,
-			MaxRetryDelay: o.MaxRetryDelay,
-			Logger:        o.Logger,
-		})
+		return anthropic.New(o)
 	},
 	EncodeStream:      encodeStream,
 	EncodeStreamError: encodeStreamError,

@@ -15,12 +15,12 @@ package modeltest
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"time"
 	"unicode/utf8"
 
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/internal/httpconf"
 )
 
 // Harness adapts one provider to the suite. Every field is required unless
@@ -70,22 +70,10 @@ type Event struct {
 	Data string
 }
 
-// Options is the neutral part of a provider's Config the suite sets.
-type Options struct {
-	APIKey string
-	// IdleTimeout fails an attempt that receives no byte for that long.
-	IdleTimeout time.Duration
-	// Gate paces the attempts; nil for none.
-	Gate model.Gate
-	// MaxRetries: 0 means the provider's default, negative none.
-	MaxRetries int
-	// RetryDelay and MaxRetryDelay are the backoff; the suite keeps them tiny.
-	RetryDelay    time.Duration
-	MaxRetryDelay time.Duration
-	Logger        *slog.Logger
-	// BaseURL, when set, replaces the base URL New derives from serverURL.
-	BaseURL string
-}
+// Options is the Config every HTTP provider takes; the suite sets the
+// key, idle timeout, gate, retries and logger, and BaseURL only to replace
+// the base URL New derives from serverURL.
+type Options = httpconf.Config
 
 // Reply is one scripted answer of the fake server.
 type Reply struct {

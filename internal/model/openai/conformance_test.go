@@ -21,20 +21,10 @@ func TestConformance(t *testing.T) {
 var harness = modeltest.Harness{
 	Path: "/v1/chat/completions",
 	New: func(serverURL string, o modeltest.Options) (model.Model, error) {
-		base := serverURL + "/v1"
-		if o.BaseURL != "" {
-			base = o.BaseURL
+		if o.BaseURL == "" {
+			o.BaseURL = serverURL + "/v1"
 		}
-		return openai.New(openai.Config{
-			BaseURL:       base,
-			APIKey:        o.APIKey,
-			IdleTimeout:   o.IdleTimeout,
-			Gate:          o.Gate,
-			MaxRetries:    o.MaxRetries,
-			RetryDelay:    o.RetryDelay,
-			MaxRetryDelay: o.MaxRetryDelay,
-			Logger:        o.Logger,
-		})
+		return openai.New(o)
 	},
 	EncodeStream:      encodeStream,
 	EncodeStreamError: encodeStreamError,

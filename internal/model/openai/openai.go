@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -17,95 +15,40 @@ import (
 	"github.com/formica-run/formica/internal/model/internal/httperr"
 )
 
-const (
-	// DefaultBaseURL is OpenAI's own API.
-	DefaultBaseURL = "https://api.openai.com/v1"
-	// DefaultIdleTimeout fails an attempt that receives no byte for this
-	// long, before the answer starts or mid-stream. Answers stream, so a
-	// long one is never cut; a local server that ignores stream and
-	// computes the whole answer before sending a byte may need more.
-	DefaultIdleTimeout = 60 * time.Second
-	// DefaultMaxRetries is how often a rate-limited or failed call is retried.
-	DefaultMaxRetries = 4
-	// DefaultRetryDelay is the first backoff; it doubles per retry.
-	DefaultRetryDelay = 500 * time.Millisecond
-	// DefaultMaxRetryDelay caps the computed backoff.
-	DefaultMaxRetryDelay = 30 * time.Second
-)
+// DefaultBaseURL is OpenAI's own API.
+const DefaultBaseURL = "https://api.openai.com/v1"
 
 const provider = "openai"
 
 // defaults is how New checks and completes a Config, as every HTTP provider does.
 var defaults = httpconf.Provider{
-	Name:          provider,
-	ErrConfig:     ErrConfig,
-	BaseURL:       DefaultBaseURL,
-	KeyHost:       "api.openai.com",
-	NoKey:         "OpenAI's API needs an API key (set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server)",
-	IdleTimeout:   DefaultIdleTimeout,
-	MaxRetries:    DefaultMaxRetries,
-	RetryDelay:    DefaultRetryDelay,
-	MaxRetryDelay: DefaultMaxRetryDelay,
+	Name:       provider,
+	ErrConfig:  ErrConfig,
+	BaseURL:    DefaultBaseURL,
+	KeyHost:    "api.openai.com",
+	NoKey:      "OpenAI's API needs an API key (set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server)",
+	BaseURLEnv: "OPENAI_BASE_URL",
+	WantV1:     true,
 }
 
-// Config configures a Model. The zero value of every field means its default.
-type Config struct {
-	// Model is the model name used when a Request does not name one, e.g. "gpt-4o".
-	Model string
-	// BaseURL is the API root, up to and including "/v1"; default DefaultBaseURL.
-	BaseURL string
-	// APIKey is sent as a bearer token. It is required for OpenAI's own API and
-	// optional elsewhere (local servers such as Ollama need none).
-	APIKey string
-	// HTTPClient sends the requests; default a client over http.DefaultTransport.
-	HTTPClient *http.Client
-	// IdleTimeout fails an HTTP attempt (retried as a server error) when no
-	// byte arrives for this long, waiting for the answer or mid-stream;
-	// default DefaultIdleTimeout. An answer that keeps streaming is never
-	// cut: only ctx bounds the whole call.
-	IdleTimeout time.Duration
-	// Gate, when set, paces every HTTP attempt against the endpoint's quota
-	// (see model.Gate); a 429 then waits in the gate, not in a backoff.
-	// nil: no pacing.
-	Gate model.Gate
-	// MaxRetries bounds retries of 5xx, transport failures and stalled
-	// attempts; default DefaultMaxRetries, negative for none. 429s do not
-	// count: they are retried for as long as ctx allows.
-	MaxRetries int
-	// RetryDelay is the first backoff, doubling per retry; default DefaultRetryDelay.
-	RetryDelay time.Duration
-	// MaxRetryDelay caps the computed backoff; default DefaultMaxRetryDelay.
-	MaxRetryDelay time.Duration
-	// Logger receives retry warnings and per-call debug lines, never the key;
-	// default discards.
-	Logger *slog.Logger
-}
+// Config configures a Model, as every HTTP provider's (httpconf.Config):
+// BaseURL is the API root, up to and including "/v1"; APIKey is sent as
+// a bearer token, required for OpenAI's own API only.
+type Config = httpconf.Config
 
 // Model calls a Chat Completions endpoint. It is safe for concurrent use.
 type Model struct {
-	svc      openai.ChatCompletionService
-	model    string
-	official bool // BaseURL is OpenAI's own API, which wants max_completion_tokens
-	backoff  model.Backoff
-	log      *slog.Logger
-	endpoint httperr.Endpoint
+	svc   openai.ChatCompletionService
+	model string
+	// http.Official: BaseURL is OpenAI's own API, which wants max_completion_tokens.
+	http httpconf.Settings
 }
 
 var _ model.Model = (*Model)(nil)
 
 // New checks cfg and builds a Model; it makes no network call.
 func New(cfg Config) (*Model, error) {
-	s, err := defaults.Resolve(httpconf.Config{
-		BaseURL:       cfg.BaseURL,
-		APIKey:        cfg.APIKey,
-		HTTPClient:    cfg.HTTPClient,
-		IdleTimeout:   cfg.IdleTimeout,
-		Gate:          cfg.Gate,
-		MaxRetries:    cfg.MaxRetries,
-		RetryDelay:    cfg.RetryDelay,
-		MaxRetryDelay: cfg.MaxRetryDelay,
-		Logger:        cfg.Logger,
-	})
+	s, err := defaults.Resolve(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -117,17 +60,9 @@ func New(cfg Config) (*Model, error) {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	return &Model{
-		// NewChatCompletionService, unlike NewClient, reads no OPENAI_*
-		// variables, so nothing but cfg reaches the wire.
-		svc:      openai.NewChatCompletionService(opts...),
-		model:    cfg.Model,
-		official: s.Official,
-		backoff:  s.Backoff,
-		log:      s.Logger,
-		endpoint: httperr.Endpoint{Provider: provider, Secret: cfg.APIKey, IdleTimeout: s.IdleTimeout, Gate: s.Gate,
-			NotFoundHint: httperr.BaseURLHint("the base URL (OPENAI_BASE_URL)", s.BaseURL, true)},
-	}, nil
+	// NewChatCompletionService, unlike NewClient, reads no OPENAI_*
+	// variables, so nothing but cfg reaches the wire.
+	return &Model{svc: openai.NewChatCompletionService(opts...), model: cfg.Model, http: s}, nil
 }
 
 // FromEnv builds a Model for modelName from OPENAI_BASE_URL and
@@ -148,27 +83,10 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 	if err != nil {
 		return model.Response{}, err
 	}
-	m.log.LogAttrs(ctx, slog.LevelDebug, "chat completion",
+	m.http.Logger.LogAttrs(ctx, slog.LevelDebug, "chat completion",
 		slog.String("model", params.Model), slog.Int("messages", len(params.Messages)),
 		slog.Int("tools", len(params.Tools)))
-	ask := httperr.AskFor(ctx, req)
-	var out *openai.ChatCompletion
-	err = model.Retry(ctx, m.backoff, m.log, func(ctx context.Context) (time.Duration, error) {
-		var err error
-		var wait time.Duration
-		out, wait, err = m.attempt(ctx, ask, params)
-		return wait, err
-	})
-	if err != nil {
-		return model.Response{}, err
-	}
-	return response(out)
-}
-
-// attempt makes one streamed HTTP request and reads the whole answer,
-// gated and under the idle timeout, and classifies its failure.
-func (m *Model) attempt(ctx context.Context, ask model.Ask, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, time.Duration, error) {
-	return httperr.Attempt(ctx, m.endpoint, ask, func(ctx context.Context, x *httperr.Exchange) (*openai.ChatCompletion, error) {
+	out, err := httpconf.Call(ctx, m.http, req, func(ctx context.Context, x *httperr.Exchange) (*openai.ChatCompletion, error) {
 		stream := m.svc.NewStreaming(ctx, params, option.WithMiddleware(x.Middleware))
 		defer stream.Close()
 		c, err := collect(stream, x)
@@ -178,4 +96,8 @@ func (m *Model) attempt(ctx context.Context, ask model.Ask, params openai.ChatCo
 		x.SetUsage(usage(c.Usage))
 		return c, nil
 	})
+	if err != nil {
+		return model.Response{}, err
+	}
+	return response(out)
 }

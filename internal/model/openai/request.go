@@ -155,7 +155,7 @@ func (m *Model) applyArgs(p *openai.ChatCompletionNewParams, args model.Args) er
 		case "max_completion_tokens":
 			p.MaxCompletionTokens, err = intArg(args, k)
 		case "max_tokens":
-			if m.official {
+			if m.http.Official {
 				p.MaxCompletionTokens, err = intArg(args, k)
 			} else {
 				p.MaxTokens, err = intArg(args, k)

@@ -1,10 +1,11 @@
-// Package httpconf checks and defaults the Config fields every HTTP model
-// provider shares (base URL, key, HTTP client, idle timeout, gate, retries,
-// logger), so
-// that each provider rejects and defaults them alike.
+// Package httpconf is the Config every HTTP model provider takes, and how
+// it is checked and defaulted (base URL, key, HTTP client, idle timeout,
+// gate, retries, logger) and its calls retried, so that each provider
+// rejects, defaults and retries alike.
 package httpconf
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,12 +14,27 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/internal/httperr"
 )
 
-// Provider is what differs between providers: their name, sentinel, own API
-// and defaults.
+const (
+	// DefaultIdleTimeout fails an attempt that receives no byte for this
+	// long, before the answer starts or mid-stream. Answers stream, so a
+	// long one is never cut (Anthropic sends pings while it thinks, so only
+	// a stalled connection hits it); a local server that ignores stream and
+	// computes the whole answer before sending a byte may need more.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultMaxRetries is how often a rate-limited or failed call is retried.
+	DefaultMaxRetries = 4
+	// DefaultRetryDelay is the first backoff; it doubles per retry.
+	DefaultRetryDelay = 500 * time.Millisecond
+	// DefaultMaxRetryDelay caps the computed backoff.
+	DefaultMaxRetryDelay = 30 * time.Second
+)
+
+// Provider is what differs between providers: their name, sentinel and own API.
 type Provider struct {
-	// Name is logged as the "provider" attribute, e.g. "openai".
+	// Name is logged as the "provider" attribute and starts every error, e.g. "openai".
 	Name string
 	// ErrConfig is the provider's sentinel, wrapped by every rejection.
 	ErrConfig error
@@ -27,23 +43,49 @@ type Provider struct {
 	// KeyHost is the host of the provider's own API, which needs a key;
 	// NoKey says so when the key is missing.
 	KeyHost, NoKey string
-	// IdleTimeout, MaxRetries, RetryDelay and MaxRetryDelay replace the
-	// zero Config fields of the same names.
-	IdleTimeout               time.Duration
-	MaxRetries                int
-	RetryDelay, MaxRetryDelay time.Duration
+	// BaseURLEnv names the base URL's setting in a 404's hint; WantV1 says
+	// whether the base URL must end in /v1 (see httperr.BaseURLHint).
+	BaseURLEnv string
+	WantV1     bool
 }
 
-// Config holds the shared fields of a provider's Config, which documents them.
+// Config configures a provider's Model. The zero value of every field means
+// its default.
 type Config struct {
-	BaseURL                   string
-	APIKey                    string
-	HTTPClient                *http.Client
-	IdleTimeout               time.Duration
-	Gate                      model.Gate
-	MaxRetries                int
-	RetryDelay, MaxRetryDelay time.Duration
-	Logger                    *slog.Logger
+	// Model is the model name used when a Request does not name one,
+	// e.g. "gpt-4o" or "claude-sonnet-4-5".
+	Model string
+	// BaseURL is the API root; default the provider's DefaultBaseURL.
+	// OpenAI's includes "/v1", Anthropic's does not.
+	BaseURL string
+	// APIKey is sent as a bearer token (OpenAI) or as x-api-key
+	// (Anthropic). It is required for the provider's own API and optional
+	// elsewhere (local servers such as Ollama need none, gateways may
+	// authenticate otherwise).
+	APIKey string
+	// HTTPClient sends the requests; default a client over http.DefaultTransport.
+	HTTPClient *http.Client
+	// IdleTimeout fails an HTTP attempt (retried as a server error) when no
+	// byte arrives for this long, waiting for the answer or mid-stream;
+	// default DefaultIdleTimeout. An answer that keeps streaming is never
+	// cut: only ctx bounds the whole call.
+	IdleTimeout time.Duration
+	// Gate, when set, paces every HTTP attempt against the endpoint's quota
+	// (see model.Gate); a 429 then waits in the gate, not in a backoff.
+	// nil: no pacing.
+	Gate model.Gate
+	// MaxRetries bounds retries of 5xx (Anthropic's 529 included),
+	// transport failures and stalled attempts; default DefaultMaxRetries,
+	// negative for none. 429s do not count: they are retried for as long
+	// as ctx allows.
+	MaxRetries int
+	// RetryDelay is the first backoff, doubling per retry; default DefaultRetryDelay.
+	RetryDelay time.Duration
+	// MaxRetryDelay caps the computed backoff; default DefaultMaxRetryDelay.
+	MaxRetryDelay time.Duration
+	// Logger receives retry warnings and per-call debug lines, never the key;
+	// default discards.
+	Logger *slog.Logger
 }
 
 // Settings is a checked Config with the defaults in place.
@@ -53,11 +95,10 @@ type Settings struct {
 	// Official reports whether BaseURL is the provider's own API (KeyHost).
 	Official   bool
 	HTTPClient *http.Client
-	// IdleTimeout fails an attempt that receives no byte for that long.
-	IdleTimeout time.Duration
-	// Gate paces the attempts; nil when none does.
-	Gate model.Gate
-	// Backoff is Gated when Gate is set.
+	// Endpoint makes the attempts: gated, under the idle timeout, the key
+	// redacted from their errors.
+	Endpoint httperr.Endpoint
+	// Backoff is Gated when Endpoint.Gate is set.
 	Backoff model.Backoff
 	// Logger carries the provider's name; it discards when Config had none.
 	Logger *slog.Logger
@@ -92,15 +133,16 @@ func (p Provider) Resolve(c Config) (Settings, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return Settings{
-		BaseURL:     base,
-		Official:    official,
-		HTTPClient:  hc,
-		IdleTimeout: orDefault(c.IdleTimeout, p.IdleTimeout),
-		Gate:        c.Gate,
+		BaseURL:    base,
+		Official:   official,
+		HTTPClient: hc,
+		Endpoint: httperr.Endpoint{Provider: p.Name, Secret: c.APIKey, Gate: c.Gate,
+			IdleTimeout:  orDefault(c.IdleTimeout, DefaultIdleTimeout),
+			NotFoundHint: httperr.BaseURLHint("the base URL ("+p.BaseURLEnv+")", base, p.WantV1)},
 		Backoff: model.Backoff{
-			MaxRetries: p.retries(c.MaxRetries),
-			Base:       orDefault(c.RetryDelay, p.RetryDelay),
-			Max:        orDefault(c.MaxRetryDelay, p.MaxRetryDelay),
+			MaxRetries: retries(c.MaxRetries),
+			Base:       orDefault(c.RetryDelay, DefaultRetryDelay),
+			Max:        orDefault(c.MaxRetryDelay, DefaultMaxRetryDelay),
 			Gated:      c.Gate != nil,
 		},
 		Logger: log.With("provider", p.Name),
@@ -114,13 +156,27 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// retries is n, p.MaxRetries for zero, or none for negative n.
-func (p Provider) retries(n int) int {
+// retries is n, DefaultMaxRetries for zero, or none for negative n.
+func retries(n int) int {
 	switch {
 	case n == 0:
-		return p.MaxRetries
+		return DefaultMaxRetries
 	case n < 0:
 		return 0
 	}
 	return n
+}
+
+// Call makes the call of req: attempts of send (httperr.Attempt, which
+// says what send must do) retried by model.Retry with s.Backoff.
+func Call[T any](ctx context.Context, s Settings, req model.Request, send func(context.Context, *httperr.Exchange) (T, error)) (T, error) {
+	ask := httperr.AskFor(ctx, req)
+	var out T
+	err := model.Retry(ctx, s.Backoff, s.Logger, func(ctx context.Context) (time.Duration, error) {
+		var wait time.Duration
+		var err error
+		out, wait, err = httperr.Attempt(ctx, s.Endpoint, ask, send)
+		return wait, err
+	})
+	return out, err
 }

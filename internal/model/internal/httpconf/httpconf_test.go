@@ -13,20 +13,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/model/internal/httperr"
 )
 
 var errConfig = errors.New("invalid acme config")
 
 var acme = Provider{
-	Name:          "acme",
-	ErrConfig:     errConfig,
-	BaseURL:       "https://api.acme.test/v1",
-	KeyHost:       "api.acme.test",
-	NoKey:         "Acme's API needs an API key",
-	IdleTimeout:   time.Minute,
-	MaxRetries:    4,
-	RetryDelay:    time.Second,
-	MaxRetryDelay: 30 * time.Second,
+	Name:       "acme",
+	ErrConfig:  errConfig,
+	BaseURL:    "https://api.acme.test/v1",
+	KeyHost:    "api.acme.test",
+	NoKey:      "Acme's API needs an API key",
+	BaseURLEnv: "ACME_BASE_URL",
+	WantV1:     true,
 }
 
 func TestResolveDefaults(t *testing.T) {
@@ -39,8 +38,9 @@ func TestResolveDefaults(t *testing.T) {
 			name: "zero fields take the defaults",
 			in:   Config{APIKey: "k"},
 			want: Settings{
-				BaseURL: "https://api.acme.test/v1", Official: true, IdleTimeout: time.Minute,
-				Backoff: model.Backoff{MaxRetries: 4, Base: time.Second, Max: 30 * time.Second},
+				BaseURL: "https://api.acme.test/v1", Official: true,
+				Endpoint: httperr.Endpoint{Provider: "acme", Secret: "k", IdleTimeout: time.Minute},
+				Backoff:  model.Backoff{MaxRetries: 4, Base: 500 * time.Millisecond, Max: 30 * time.Second},
 			},
 		},
 		{
@@ -50,16 +50,19 @@ func TestResolveDefaults(t *testing.T) {
 				MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: time.Hour,
 			},
 			want: Settings{
-				BaseURL: "http://localhost:8080/v1", IdleTimeout: time.Second,
-				Backoff: model.Backoff{MaxRetries: 2, Base: time.Millisecond, Max: time.Hour},
+				BaseURL:  "http://localhost:8080/v1",
+				Endpoint: httperr.Endpoint{Provider: "acme", IdleTimeout: time.Second},
+				Backoff:  model.Backoff{MaxRetries: 2, Base: time.Millisecond, Max: time.Hour},
 			},
 		},
 		{
 			name: "negative MaxRetries means none",
 			in:   Config{BaseURL: "http://localhost", MaxRetries: -1},
 			want: Settings{
-				BaseURL: "http://localhost", IdleTimeout: time.Minute,
-				Backoff: model.Backoff{Base: time.Second, Max: 30 * time.Second},
+				BaseURL: "http://localhost",
+				Endpoint: httperr.Endpoint{Provider: "acme", IdleTimeout: time.Minute,
+					NotFoundHint: "the base URL (ACME_BASE_URL) http://localhost does not end in /v1, which such servers usually need: try http://localhost/v1"},
+				Backoff: model.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second},
 			},
 		},
 	} {
@@ -133,10 +136,10 @@ func TestResolveGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Gate != (gate{}) || !s.Backoff.Gated {
-		t.Errorf("Gate %v, Backoff %+v: want the gate, Gated", s.Gate, s.Backoff)
+	if s.Endpoint.Gate != (gate{}) || !s.Backoff.Gated {
+		t.Errorf("Gate %v, Backoff %+v: want the gate, Gated", s.Endpoint.Gate, s.Backoff)
 	}
-	if s, _ := acme.Resolve(Config{APIKey: "k"}); s.Gate != nil || s.Backoff.Gated {
-		t.Errorf("without a gate: Gate %v, Backoff %+v", s.Gate, s.Backoff)
+	if s, _ := acme.Resolve(Config{APIKey: "k"}); s.Endpoint.Gate != nil || s.Backoff.Gated {
+		t.Errorf("without a gate: Gate %v, Backoff %+v", s.Endpoint.Gate, s.Backoff)
 	}
 }
