@@ -2,7 +2,10 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
+	"math"
+	"slices"
 )
 
 // Args are provider parameters such as temperature or max_tokens, in their
@@ -66,4 +69,50 @@ func (a Args) MaxTokens() (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Keys returns the keys sorted, so that the first bad arg a provider
+// reports is the same on every run.
+func (a Args) Keys() []string { return slices.Sorted(maps.Keys(a)) }
+
+// Number returns the value of key as a finite number, or an error saying
+// what key holds instead.
+func (a Args) Number(key string) (float64, error) {
+	f, ok := a.Float(key)
+	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("arg %q: want a number, got %T", key, a[key])
+	}
+	return f, nil
+}
+
+// Integer returns the value of key as an integer a float64 holds exactly,
+// or an error saying what key holds instead.
+func (a Args) Integer(key string) (int64, error) {
+	f, ok := a.Float(key)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, fmt.Errorf("arg %q: want an integer, got %v", key, a[key])
+	}
+	return int64(f), nil
+}
+
+// Strings returns the value of key, a string or a list of strings, as a
+// list, or an error saying what key holds instead.
+func (a Args) Strings(key string) ([]string, error) {
+	switch s := a[key].(type) {
+	case string:
+		return []string{s}, nil
+	case []string:
+		return s, nil
+	case []any:
+		out := make([]string, 0, len(s))
+		for _, e := range s {
+			str, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("arg %q: want strings, got %T", key, e)
+			}
+			out = append(out, str)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("arg %q: want a string or a list of strings, got %T", key, a[key])
 }

@@ -3,8 +3,6 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"sort"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
@@ -237,12 +235,7 @@ func applyArgs(p *anthropic.MessageNewParams, args model.Args) ([]string, error)
 	p.MaxTokens = DefaultMaxTokens
 	extra := map[string]any{}
 	var dropped []string
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // the first bad arg is reported the same on every run
-	for _, k := range keys {
+	for _, k := range args.Keys() {
 		v := args[k]
 		var err error
 		switch {
@@ -252,20 +245,22 @@ func applyArgs(p *anthropic.MessageNewParams, args model.Args) ([]string, error)
 			dropped = append(dropped, k)
 		case k == "max_tokens" || k == "max_completion_tokens":
 			var n param.Opt[int64]
-			if n, err = intArg(args, k); err == nil {
+			if n, err = opt(args.Integer(k)); err == nil {
 				if n.Value <= 0 {
 					return nil, badRequest(fmt.Sprintf("arg %q: must be positive", k))
 				}
 				p.MaxTokens = n.Value
 			}
 		case k == "temperature":
-			p.Temperature, err = floatArg(args, k)
+			p.Temperature, err = opt(args.Number(k))
 		case k == "top_p":
-			p.TopP, err = floatArg(args, k)
+			p.TopP, err = opt(args.Number(k))
 		case k == "top_k":
-			p.TopK, err = intArg(args, k)
+			p.TopK, err = opt(args.Integer(k))
 		case k == "stop" || k == "stop_sequences":
-			p.StopSequences, err = stopArg(k, v)
+			if p.StopSequences, err = args.Strings(k); err != nil {
+				err = badRequest(err.Error())
+			}
 		default:
 			extra[k] = v
 		}
@@ -279,40 +274,12 @@ func applyArgs(p *anthropic.MessageNewParams, args model.Args) ([]string, error)
 	return dropped, nil
 }
 
-func floatArg(args model.Args, k string) (param.Opt[float64], error) {
-	f, ok := args.Float(k)
-	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
-		return param.Opt[float64]{}, badRequest(fmt.Sprintf("arg %q: want a number, got %T", k, args[k]))
+// opt is an arg's value as the SDK's optional field, or its error as a bad request.
+func opt[T comparable](v T, err error) (param.Opt[T], error) {
+	if err != nil {
+		return param.Opt[T]{}, badRequest(err.Error())
 	}
-	return param.NewOpt(f), nil
-}
-
-func intArg(args model.Args, k string) (param.Opt[int64], error) {
-	f, ok := args.Float(k)
-	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return param.Opt[int64]{}, badRequest(fmt.Sprintf("arg %q: want an integer, got %v", k, args[k]))
-	}
-	return param.NewOpt(int64(f)), nil
-}
-
-func stopArg(k string, v any) ([]string, error) {
-	switch s := v.(type) {
-	case string:
-		return []string{s}, nil
-	case []string:
-		return s, nil
-	case []any:
-		out := make([]string, 0, len(s))
-		for _, e := range s {
-			str, ok := e.(string)
-			if !ok {
-				return nil, badRequest(fmt.Sprintf("arg %q: want strings, got %T", k, e))
-			}
-			out = append(out, str)
-		}
-		return out, nil
-	}
-	return nil, badRequest(fmt.Sprintf("arg %q: want a string or a list of strings, got %T", k, v))
+	return param.NewOpt(v), nil
 }
 
 func badRequest(msg string) error {

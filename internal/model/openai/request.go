@@ -3,8 +3,6 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"sort"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -135,7 +133,7 @@ func tools(in []model.ToolSchema) ([]openai.ChatCompletionToolUnionParam, error)
 //     features (reasoning_effort, response_format, ...) need no code here.
 func (m *Model) applyArgs(p *openai.ChatCompletionNewParams, args model.Args) error {
 	extra := map[string]any{}
-	for _, k := range sortedKeys(args) {
+	for _, k := range args.Keys() {
 		v := args[k]
 		if reservedArgs[k] {
 			return badRequest(fmt.Sprintf("arg %q is set by formica, not by args", k))
@@ -143,25 +141,29 @@ func (m *Model) applyArgs(p *openai.ChatCompletionNewParams, args model.Args) er
 		var err error
 		switch k {
 		case "temperature":
-			p.Temperature, err = floatArg(args, k)
+			p.Temperature, err = opt(args.Number(k))
 		case "top_p":
-			p.TopP, err = floatArg(args, k)
+			p.TopP, err = opt(args.Number(k))
 		case "frequency_penalty":
-			p.FrequencyPenalty, err = floatArg(args, k)
+			p.FrequencyPenalty, err = opt(args.Number(k))
 		case "presence_penalty":
-			p.PresencePenalty, err = floatArg(args, k)
+			p.PresencePenalty, err = opt(args.Number(k))
 		case "seed":
-			p.Seed, err = intArg(args, k)
+			p.Seed, err = opt(args.Integer(k))
 		case "max_completion_tokens":
-			p.MaxCompletionTokens, err = intArg(args, k)
+			p.MaxCompletionTokens, err = opt(args.Integer(k))
 		case "max_tokens":
 			if m.http.Official {
-				p.MaxCompletionTokens, err = intArg(args, k)
+				p.MaxCompletionTokens, err = opt(args.Integer(k))
 			} else {
-				p.MaxTokens, err = intArg(args, k)
+				p.MaxTokens, err = opt(args.Integer(k))
 			}
 		case "stop":
-			p.Stop, err = stopArg(v)
+			if s, ok := v.(string); ok {
+				p.Stop.OfString = param.NewOpt(s)
+			} else if p.Stop.OfStringArray, err = args.Strings(k); err != nil {
+				err = badRequest(err.Error())
+			}
 		case "prompt_cache_key":
 			p.PromptCacheKey = param.Opt[string]{}
 			if s, ok := v.(string); ok && s != "" {
@@ -180,52 +182,12 @@ func (m *Model) applyArgs(p *openai.ChatCompletionNewParams, args model.Args) er
 	return nil
 }
 
-func floatArg(args model.Args, k string) (param.Opt[float64], error) {
-	f, ok := args.Float(k)
-	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
-		return param.Opt[float64]{}, badRequest(fmt.Sprintf("arg %q: want a number, got %T", k, args[k]))
+// opt is an arg's value as the SDK's optional field, or its error as a bad request.
+func opt[T comparable](v T, err error) (param.Opt[T], error) {
+	if err != nil {
+		return param.Opt[T]{}, badRequest(err.Error())
 	}
-	return param.NewOpt(f), nil
-}
-
-func intArg(args model.Args, k string) (param.Opt[int64], error) {
-	f, ok := args.Float(k)
-	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return param.Opt[int64]{}, badRequest(fmt.Sprintf("arg %q: want an integer, got %v", k, args[k]))
-	}
-	return param.NewOpt(int64(f)), nil
-}
-
-func stopArg(v any) (openai.ChatCompletionNewParamsStopUnion, error) {
-	var u openai.ChatCompletionNewParamsStopUnion
-	switch s := v.(type) {
-	case string:
-		u.OfString = param.NewOpt(s)
-		return u, nil
-	case []string:
-		u.OfStringArray = s
-		return u, nil
-	case []any:
-		for _, e := range s {
-			str, ok := e.(string)
-			if !ok {
-				return u, badRequest(fmt.Sprintf("arg \"stop\": want strings, got %T", e))
-			}
-			u.OfStringArray = append(u.OfStringArray, str)
-		}
-		return u, nil
-	}
-	return u, badRequest(fmt.Sprintf("arg \"stop\": want a string or a list of strings, got %T", v))
-}
-
-// sortedKeys makes the first bad arg reported the same on every run.
-func sortedKeys(args model.Args) []string {
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return param.NewOpt(v), nil
 }
 
 func badRequest(msg string) error {
