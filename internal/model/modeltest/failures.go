@@ -28,6 +28,15 @@ func wantErr(t *testing.T, s *server, err, want error, n int) {
 	wantRequests(t, s, n)
 }
 
+// wantOK checks that a call with o gets the answer "ok" in n requests.
+func wantOK(t *testing.T, s *server, o Options, n int) {
+	t.Helper()
+	if resp := mustGenerate(t, s.model(o), hello); resp.Text != "ok" {
+		t.Errorf("text = %q", resp.Text)
+	}
+	wantRequests(t, s, n)
+}
+
 func testUnauthorized(t *testing.T, h Harness) {
 	// Servers echo the key back; it must not survive into the error.
 	s := serve(t, h, Reply{Status: 401, ErrorMessage: "Incorrect API key provided: " + testKey + "."})
@@ -49,10 +58,7 @@ func testBadRequest(t *testing.T, h Harness) {
 
 func testRateLimitedThenOK(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Status: 429, ErrorMessage: "slow down"}, Reply{Text: "ok"})
-	if resp := mustGenerate(t, s.model(Options{}), hello); resp.Text != "ok" {
-		t.Errorf("text = %q", resp.Text)
-	}
-	wantRequests(t, s, 2)
+	wantOK(t, s, Options{}, 2)
 }
 
 // testRateLimitedNotCounted: 429s are not failures while the provider says
@@ -60,10 +66,7 @@ func testRateLimitedThenOK(t *testing.T, h Harness) {
 func testRateLimitedNotCounted(t *testing.T, h Harness) {
 	r := Reply{Status: 429, ErrorMessage: "slow down"}
 	s := serve(t, h, r, r, r, r, Reply{Text: "ok"})
-	if resp := mustGenerate(t, s.model(Options{MaxRetries: 1}), hello); resp.Text != "ok" {
-		t.Errorf("text = %q", resp.Text)
-	}
-	wantRequests(t, s, 5)
+	wantOK(t, s, Options{MaxRetries: 1}, 5)
 }
 
 // testRetryAfterTooLong: a provider asking for more than MaxRetryAfter ends
@@ -87,10 +90,7 @@ func testRetryAfter(t *testing.T, h Harness) {
 
 func testServerErrorThenOK(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Status: 503, ErrorMessage: "overloaded"}, Reply{Text: "ok"})
-	if resp := mustGenerate(t, s.model(Options{}), hello); resp.Text != "ok" {
-		t.Errorf("text = %q", resp.Text)
-	}
-	wantRequests(t, s, 2)
+	wantOK(t, s, Options{}, 2)
 }
 
 func testServerErrorExhausted(t *testing.T, h Harness) {
@@ -108,10 +108,7 @@ func testNoRetries(t *testing.T, h Harness) {
 
 func testHangUp(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{HangUp: true}, Reply{Text: "ok"})
-	if resp := mustGenerate(t, s.model(Options{}), hello); resp.Text != "ok" {
-		t.Errorf("text = %q", resp.Text)
-	}
-	wantRequests(t, s, 2)
+	wantOK(t, s, Options{}, 2)
 }
 
 func testMalformedJSON(t *testing.T, h Harness) {
@@ -167,11 +164,7 @@ func testDeadline(t *testing.T, h Harness) {
 // for the idle timeout fails the attempt, which is retried.
 func testNoResponseRetried(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Text: "too late", Delay: time.Minute}, Reply{Text: "ok"})
-	resp := mustGenerate(t, s.model(Options{IdleTimeout: time.Second}), hello)
-	if resp.Text != "ok" {
-		t.Errorf("text = %q", resp.Text)
-	}
-	wantRequests(t, s, 2)
+	wantOK(t, s, Options{IdleTimeout: time.Second}, 2)
 	if logs := s.logs.String(); !strings.Contains(logs, "stalled: no response for 1s") {
 		t.Errorf("the retry was not logged with the stall:\n%s", logs)
 	}
