@@ -7,6 +7,7 @@ import (
 
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/model/anthropic"
+	"github.com/formica-run/formica/internal/model/internal/httpconf"
 	"github.com/formica-run/formica/internal/model/openai"
 	"github.com/formica-run/formica/internal/quota"
 )
@@ -49,13 +50,10 @@ func openEndpoint(ep Endpoint, name string, getenv func(string) string, log *slo
 	if ep.KeyEnv != "" {
 		key = strings.TrimSpace(getenv(ep.KeyEnv))
 	}
-	gate := endpointGate{ep}
-	switch ep.Format {
-	case FormatAnthropic:
-		return anthropic.New(anthropic.Config{Model: name, BaseURL: ep.BaseURL, APIKey: key,
-			IdleTimeout: ep.IdleTimeout, Gate: gate, Logger: log})
-	default:
-		return openai.New(openai.Config{Model: name, BaseURL: ep.BaseURL, APIKey: key,
-			IdleTimeout: ep.IdleTimeout, Gate: gate, Logger: log})
+	cfg := httpconf.Config{Model: name, BaseURL: ep.BaseURL, APIKey: key,
+		IdleTimeout: ep.IdleTimeout, Gate: endpointGate{ep}, Logger: log}
+	if ep.Format == FormatAnthropic {
+		return anthropic.New(cfg)
 	}
+	return openai.New(cfg)
 }
