@@ -85,6 +85,15 @@ func layout(cfg Config, req Request, reply Reply, id string, now time.Time) *ans
 	return a
 }
 
+// reason is the answer's stop reason in the provider's words: tool when
+// it calls tools, else stop.
+func (a *answer) reason(tool, stop string) string {
+	if len(a.calls) > 0 {
+		return tool
+	}
+	return stop
+}
+
 // text is the answer's whole text.
 func (a *answer) text() string {
 	var b strings.Builder

@@ -7,18 +7,6 @@ import (
 	"time"
 )
 
-type anthropicProtocol struct{}
-
-func (anthropicProtocol) path() string            { return "/v1/messages" }
-func (anthropicProtocol) requestIDHeader() string { return "request-id" }
-
-func (a *answer) stopReason() string {
-	if len(a.calls) > 0 {
-		return "tool_use"
-	}
-	return "end_turn"
-}
-
 type anthropicUsage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
@@ -44,7 +32,7 @@ type anthropicMessage struct {
 	Usage        anthropicUsage     `json:"usage"`
 }
 
-func (anthropicProtocol) plain(a *answer) []byte {
+func anthropicPlain(a *answer) []byte {
 	content := []anthropicContent{}
 	for _, b := range a.blocks() {
 		if b.call < 0 {
@@ -55,7 +43,7 @@ func (anthropicProtocol) plain(a *answer) []byte {
 		content = append(content, anthropicContent{Type: "tool_use", ID: c.ID, Name: c.Name,
 			Input: json.RawMessage(c.Arguments)})
 	}
-	stop := a.stopReason()
+	stop := a.reason("tool_use", "end_turn")
 	return mustJSON(anthropicMessage{ID: a.id, Type: "message", Role: "assistant", Model: a.model,
 		Content: content, StopReason: &stop, Usage: anthropicUsage{a.inputTokens, a.outputTokens}})
 }
@@ -65,7 +53,7 @@ func (anthropicProtocol) plain(a *answer) []byte {
 // deltas (text_delta for text, input_json_delta fragments for a tool_use
 // block, which starts with empty input) and content_block_stop; then
 // message_delta with the stop reason and the output tokens, and message_stop.
-func (anthropicProtocol) frames(a *answer) []frame {
+func anthropicFrames(a *answer) []frame {
 	ev := func(typ string, v any) []byte {
 		return []byte("event: " + typ + "\ndata: " + string(mustJSON(v)) + "\n\n")
 	}
@@ -129,7 +117,7 @@ func (anthropicProtocol) frames(a *answer) []frame {
 		}
 	}
 	stop(a.end)
-	reason := a.stopReason()
+	reason := a.reason("tool_use", "end_turn")
 	type stopDelta struct {
 		StopReason   *string `json:"stop_reason"`
 		StopSequence *string `json:"stop_sequence"`
@@ -147,7 +135,7 @@ func (anthropicProtocol) frames(a *answer) []frame {
 	}{"message_stop"})})
 }
 
-func (anthropicProtocol) errorBody(status int, msg string) []byte {
+func anthropicErrorBody(status int, msg string) []byte {
 	typ := "invalid_request_error"
 	switch status {
 	case http.StatusTooManyRequests:
@@ -169,7 +157,7 @@ func (anthropicProtocol) errorBody(status int, msg string) []byte {
 // and whole seconds would be too coarse for a quota refilling in 100ms.
 const resetLayout = "2006-01-02T15:04:05.000Z07:00"
 
-func (anthropicProtocol) limitHeaders(h http.Header, q quota) {
+func anthropicLimitHeaders(h http.Header, q quota) {
 	set := func(kind string, l *limitState) {
 		if l == nil {
 			return

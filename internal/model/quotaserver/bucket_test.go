@@ -101,7 +101,7 @@ func TestAdmitHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{cfg: cfg, proto: protocolFor(f)}
+		s := &Server{cfg: cfg, proto: protocols[f]}
 		s.refill(t0)
 		return s
 	}

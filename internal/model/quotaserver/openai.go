@@ -6,11 +6,6 @@ import (
 	"strconv"
 )
 
-type openaiProtocol struct{}
-
-func (openaiProtocol) path() string            { return "/v1/chat/completions" }
-func (openaiProtocol) requestIDHeader() string { return "x-request-id" }
-
 type openaiUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -19,13 +14,6 @@ type openaiUsage struct {
 
 func (a *answer) openaiUsage() openaiUsage {
 	return openaiUsage{a.inputTokens, a.outputTokens, a.inputTokens + a.outputTokens}
-}
-
-func (a *answer) finishReason() string {
-	if len(a.calls) > 0 {
-		return "tool_calls"
-	}
-	return "stop"
 }
 
 type openaiFunction struct {
@@ -40,7 +28,7 @@ type openaiToolCall struct {
 	Function openaiFunction `json:"function"`
 }
 
-func (openaiProtocol) plain(a *answer) []byte {
+func openaiPlain(a *answer) []byte {
 	type message struct {
 		Role      string           `json:"role"`
 		Content   *string          `json:"content"`
@@ -69,7 +57,7 @@ func (openaiProtocol) plain(a *answer) []byte {
 		Choices []choice    `json:"choices"`
 		Usage   openaiUsage `json:"usage"`
 	}{a.id, "chat.completion", a.created, a.model,
-		[]choice{{Message: msg, Logprobs: null, FinishReason: a.finishReason()}}, a.openaiUsage()})
+		[]choice{{Message: msg, Logprobs: null, FinishReason: a.reason("tool_calls", "stop")}}, a.openaiUsage()})
 }
 
 var null = json.RawMessage("null")
@@ -102,7 +90,7 @@ type openaiChunk struct {
 // chunk per piece (a tool call opens with its index, id and name, then its
 // arguments follow in fragments under the same index), a chunk with the
 // finish reason, a usage chunk with no choices if asked for, then [DONE].
-func (openaiProtocol) frames(a *answer) []frame {
+func openaiFrames(a *answer) []frame {
 	chunk := func(d openaiDelta, finish *string) []byte {
 		c := openaiChunk{ID: a.id, Object: "chat.completion.chunk", Created: a.created, Model: a.model,
 			Choices: []openaiChunkChoice{{Delta: d, Logprobs: null, FinishReason: finish}}}
@@ -127,7 +115,7 @@ func (openaiProtocol) frames(a *answer) []frame {
 		}
 		out = append(out, frame{p.at, chunk(d, nil)})
 	}
-	finish := a.finishReason()
+	finish := a.reason("tool_calls", "stop")
 	out = append(out, frame{a.end, chunk(openaiDelta{}, &finish)})
 	if a.includeUsage {
 		out = append(out, frame{a.end, data(mustJSON(openaiChunk{ID: a.id, Object: "chat.completion.chunk",
@@ -141,7 +129,7 @@ func data(b []byte) []byte {
 	return append(append([]byte("data: "), b...), "\n\n"...)
 }
 
-func (openaiProtocol) errorBody(status int, msg string) []byte {
+func openaiErrorBody(status int, msg string) []byte {
 	typ, code := "invalid_request_error", json.RawMessage("null")
 	switch status {
 	case http.StatusTooManyRequests:
@@ -160,7 +148,7 @@ func (openaiProtocol) errorBody(status int, msg string) []byte {
 	}{body{msg, typ, null, code}})
 }
 
-func (openaiProtocol) limitHeaders(h http.Header, q quota) {
+func openaiLimitHeaders(h http.Header, q quota) {
 	set := func(kind string, l *limitState) {
 		if l == nil {
 			return

@@ -8,19 +8,30 @@ import (
 )
 
 // protocol is what differs between the two APIs on the wire.
-type protocol interface {
-	// path is the endpoint answered.
-	path() string
+type protocol struct {
+	// path is the endpoint answered; base is what a client's base URL adds
+	// to the server's root.
+	path, base string
+	// requestID names the header carrying the request's id; idPrefix
+	// starts an answer's id.
+	requestID, idPrefix string
+	// decode reads a request body.
+	decode func(body []byte, req *Request) error
 	// plain is the JSON body of a non-streaming answer.
-	plain(a *answer) []byte
+	plain func(a *answer) []byte
 	// frames are the server-sent events of a streaming answer.
-	frames(a *answer) []frame
+	frames func(a *answer) []frame
 	// errorBody is the provider's error JSON for an HTTP status.
-	errorBody(status int, msg string) []byte
+	errorBody func(status int, msg string) []byte
 	// limitHeaders sets the provider's rate-limit headers.
-	limitHeaders(h http.Header, q quota)
-	// requestIDHeader names the header carrying the request's id.
-	requestIDHeader() string
+	limitHeaders func(h http.Header, q quota)
+}
+
+var protocols = map[Format]protocol{
+	OpenAI: {path: "/v1/chat/completions", base: "/v1", requestID: "x-request-id", idPrefix: "chatcmpl-",
+		decode: decodeOpenAI, plain: openaiPlain, frames: openaiFrames, errorBody: openaiErrorBody, limitHeaders: openaiLimitHeaders},
+	Anthropic: {path: "/v1/messages", requestID: "request-id", idPrefix: "msg_",
+		decode: decodeAnthropic, plain: anthropicPlain, frames: anthropicFrames, errorBody: anthropicErrorBody, limitHeaders: anthropicLimitHeaders},
 }
 
 // frame is one server-sent event, due at an offset from the answer's start.
@@ -43,13 +54,6 @@ type quota struct {
 type limitState struct {
 	limit, remaining int64
 	reset            time.Duration // until the bucket is full again
-}
-
-func protocolFor(f Format) protocol {
-	if f == Anthropic {
-		return anthropicProtocol{}
-	}
-	return openaiProtocol{}
 }
 
 // retryAfterSeconds is d as Retry-After: whole seconds rounded up, at

@@ -11,12 +11,7 @@ import (
 // decode reads a request body of format f into a Request.
 func decode(f Format, body []byte) (Request, error) {
 	req := Request{Format: f, InputTokens: len(body) / 4}
-	var err error
-	if f == Anthropic {
-		err = decodeAnthropic(body, &req)
-	} else {
-		err = decodeOpenAI(body, &req)
-	}
+	err := protocols[f].decode(body, &req)
 	return req, err
 }
 

@@ -41,7 +41,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quotaserver: %w", err)
 	}
-	s := &Server{cfg: cfg, proto: protocolFor(cfg.Format), ln: ln, closing: make(chan struct{})}
+	s := &Server{cfg: cfg, proto: protocols[cfg.Format], ln: ln, closing: make(chan struct{})}
 	s.refill(time.Now())
 	// Clients hanging up mid-answer is what some tests are about: not news.
 	s.hs = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
@@ -55,12 +55,7 @@ func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 // BaseURL is the base URL a client of the server's format is configured
 // with: URL()+"/v1" for OpenAI, whose clients append "/chat/completions";
 // URL() for Anthropic, whose clients append "/v1/messages".
-func (s *Server) BaseURL() string {
-	if s.cfg.Format == Anthropic {
-		return s.URL()
-	}
-	return s.URL() + "/v1"
-}
+func (s *Server) BaseURL() string { return s.URL() + s.proto.base }
 
 // Close stops the server: it ends answers in progress (stalled ones too),
 // waits a little for them to return, and closes every connection.
@@ -190,11 +185,11 @@ func (s *Server) leave() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := s.arrive(time.Now())
 	h := w.Header()
-	h.Set(s.proto.requestIDHeader(), "req_"+id)
-	if r.Method != http.MethodPost || r.URL.Path != s.proto.path() {
+	h.Set(s.proto.requestID, "req_"+id)
+	if r.Method != http.MethodPost || r.URL.Path != s.proto.path {
 		s.bad()
 		s.fail(w, http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s): this server answers POST %s",
-			r.Method, r.URL.Path, s.proto.path()))
+			r.Method, r.URL.Path, s.proto.path))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -224,19 +219,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.leave()
-	a := layout(s.cfg, req, s.cfg.Respond(req), s.answerID(id), start)
+	a := layout(s.cfg, req, s.cfg.Respond(req), s.proto.idPrefix+id, start)
 	if req.Stream {
 		s.stream(w, r.Context(), start, a)
 	} else {
 		s.answer(w, r.Context(), start, a)
 	}
-}
-
-func (s *Server) answerID(id string) string {
-	if s.cfg.Format == Anthropic {
-		return "msg_" + id
-	}
-	return "chatcmpl-" + id
 }
 
 // refuse answers 429 with the signals the config chose.

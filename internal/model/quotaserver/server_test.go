@@ -35,7 +35,7 @@ func body(f Format, task string, stream bool) string {
 		`,"messages":[{"role":"user","content":` + strconv.Quote(task) + `}]}`
 }
 
-func path(f Format) string { return protocolFor(f).path() }
+func path(f Format) string { return protocols[f].path }
 
 // post sends a request and reads the whole answer.
 func post(t *testing.T, s *Server, p, b string) (*http.Response, []byte) {
