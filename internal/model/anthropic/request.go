@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -22,10 +23,7 @@ var droppedArgs = map[string]bool{"seed": true, "frequency_penalty": true, "pres
 // dropped. Errors wrap model.ErrBadRequest.
 func (m *Model) params(req model.Request) (anthropic.MessageNewParams, []string, error) {
 	var p anthropic.MessageNewParams
-	p.Model = req.Model
-	if p.Model == "" {
-		p.Model = m.model
-	}
+	p.Model = cmp.Or(req.Model, m.model)
 	if p.Model == "" {
 		return p, nil, badRequest("no model name in the request or the config")
 	}

@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -103,10 +104,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, reply Reply, req
 		_ = conn.Close()
 		return
 	}
-	status := reply.Status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := cmp.Or(reply.Status, http.StatusOK)
 	if status < 400 && reply.Body == "" && !reply.JSON {
 		s.stream(w, r, status, reply, req)
 		return
@@ -205,21 +203,11 @@ func (s *server) received() []Received {
 // fields take the suite's defaults.
 func (s *server) model(o Options) model.Model {
 	s.t.Helper()
-	if o.APIKey == "" {
-		o.APIKey = testKey
-	}
-	if o.IdleTimeout == 0 {
-		o.IdleTimeout = 10 * time.Second
-	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 2
-	}
-	if o.RetryDelay == 0 {
-		o.RetryDelay = time.Millisecond
-	}
-	if o.MaxRetryDelay == 0 {
-		o.MaxRetryDelay = 4 * time.Millisecond
-	}
+	o.APIKey = cmp.Or(o.APIKey, testKey)
+	o.IdleTimeout = cmp.Or(o.IdleTimeout, 10*time.Second)
+	o.MaxRetries = cmp.Or(o.MaxRetries, 2)
+	o.RetryDelay = cmp.Or(o.RetryDelay, time.Millisecond)
+	o.MaxRetryDelay = cmp.Or(o.MaxRetryDelay, 4*time.Millisecond)
 	o.Logger = slog.New(slog.NewTextHandler(&s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := s.h.New(s.srv.URL, o)
 	if err != nil {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -19,10 +20,7 @@ var reservedArgs = map[string]bool{"model": true, "messages": true, "tools": tru
 // params maps a model.Request onto the SDK's request. Errors wrap model.ErrBadRequest.
 func (m *Model) params(req model.Request) (openai.ChatCompletionNewParams, error) {
 	var p openai.ChatCompletionNewParams
-	p.Model = req.Model
-	if p.Model == "" {
-		p.Model = m.model
-	}
+	p.Model = cmp.Or(req.Model, m.model)
 	if p.Model == "" {
 		return p, badRequest("no model name in the request or the config")
 	}

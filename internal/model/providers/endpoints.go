@@ -2,6 +2,7 @@ package providers
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -177,10 +178,10 @@ func (e *Endpoints) Endpoint(name string) (Endpoint, bool) {
 	switch name {
 	case FormatOpenAI:
 		return Endpoint{Name: name, Format: FormatOpenAI, KeyEnv: "OPENAI_API_KEY",
-			BaseURL: orDefault(strings.TrimSpace(e.getenv("OPENAI_BASE_URL")), openai.DefaultBaseURL)}, true
+			BaseURL: cmp.Or(strings.TrimSpace(e.getenv("OPENAI_BASE_URL")), openai.DefaultBaseURL)}, true
 	case FormatAnthropic:
 		return Endpoint{Name: name, Format: FormatAnthropic, KeyEnv: "ANTHROPIC_API_KEY",
-			BaseURL: orDefault(strings.TrimSpace(e.getenv("ANTHROPIC_BASE_URL")), anthropic.DefaultBaseURL)}, true
+			BaseURL: cmp.Or(strings.TrimSpace(e.getenv("ANTHROPIC_BASE_URL")), anthropic.DefaultBaseURL)}, true
 	}
 	return Endpoint{}, false
 }
@@ -189,13 +190,6 @@ func (e *Endpoints) Endpoint(name string) (Endpoint, bool) {
 func (e *Endpoints) Declared(name string) bool {
 	_, ok := e.declared[name]
 	return ok
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // FlagUsage describes the --providers flag every program that calls models

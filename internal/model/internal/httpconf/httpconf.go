@@ -5,6 +5,7 @@
 package httpconf
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -106,10 +107,7 @@ type Settings struct {
 
 // Resolve checks c and fills in p's defaults. Errors wrap p.ErrConfig.
 func (p Provider) Resolve(c Config) (Settings, error) {
-	base := strings.TrimSpace(c.BaseURL)
-	if base == "" {
-		base = p.BaseURL
-	}
+	base := cmp.Or(strings.TrimSpace(c.BaseURL), p.BaseURL)
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Settings{}, fmt.Errorf("%w: BaseURL %q is not an http(s) URL", p.ErrConfig, base)
@@ -124,47 +122,22 @@ func (p Provider) Resolve(c Config) (Settings, error) {
 	if c.IdleTimeout < 0 || c.RetryDelay < 0 || c.MaxRetryDelay < 0 {
 		return Settings{}, fmt.Errorf("%w: negative IdleTimeout, RetryDelay or MaxRetryDelay", p.ErrConfig)
 	}
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport}
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return Settings{
 		BaseURL:    base,
 		Official:   official,
-		HTTPClient: hc,
+		HTTPClient: cmp.Or(c.HTTPClient, &http.Client{Transport: http.DefaultTransport}),
 		Endpoint: httperr.Endpoint{Provider: p.Name, Secret: c.APIKey, Gate: c.Gate,
-			IdleTimeout:  orDefault(c.IdleTimeout, DefaultIdleTimeout),
+			IdleTimeout:  cmp.Or(c.IdleTimeout, DefaultIdleTimeout),
 			NotFoundHint: httperr.BaseURLHint("the base URL ("+p.BaseURLEnv+")", base, p.WantV1)},
 		Backoff: model.Backoff{
-			MaxRetries: retries(c.MaxRetries),
-			Base:       orDefault(c.RetryDelay, DefaultRetryDelay),
-			Max:        orDefault(c.MaxRetryDelay, DefaultMaxRetryDelay),
+			// Zero: the default; negative: none.
+			MaxRetries: max(cmp.Or(c.MaxRetries, DefaultMaxRetries), 0),
+			Base:       cmp.Or(c.RetryDelay, DefaultRetryDelay),
+			Max:        cmp.Or(c.MaxRetryDelay, DefaultMaxRetryDelay),
 			Gated:      c.Gate != nil,
 		},
-		Logger: log.With("provider", p.Name),
+		Logger: cmp.Or(c.Logger, slog.New(slog.DiscardHandler)).With("provider", p.Name),
 	}, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-// retries is n, DefaultMaxRetries for zero, or none for negative n.
-func retries(n int) int {
-	switch {
-	case n == 0:
-		return DefaultMaxRetries
-	case n < 0:
-		return 0
-	}
-	return n
 }
 
 // Call makes the call of req: attempts of send (httperr.Attempt, which
