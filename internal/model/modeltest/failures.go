@@ -16,9 +16,11 @@ import (
 // The cases below cover failure: status classification, retries, broken
 // bodies, cancellation, and concurrent use.
 
-// wantErr checks err wraps want, names no key, and that n requests were made.
-func wantErr(t *testing.T, s *server, err, want error, n int) {
+// wantErr makes a call with o and checks that its error wraps want, names
+// no key, and that n requests were made; it returns the error.
+func wantErr(t *testing.T, s *server, o Options, want error, n int) error {
 	t.Helper()
+	_, err := generate(t, s.model(o), hello)
 	if !errors.Is(err, want) {
 		t.Errorf("error = %v, want one wrapping %v", err, want)
 	}
@@ -26,6 +28,7 @@ func wantErr(t *testing.T, s *server, err, want error, n int) {
 		t.Errorf("the error names the API key: %v", err)
 	}
 	wantRequests(t, s, n)
+	return err
 }
 
 // wantOK checks that a call with o gets the answer "ok" in n requests.
@@ -40,8 +43,7 @@ func wantOK(t *testing.T, s *server, o Options, n int) {
 func testUnauthorized(t *testing.T, h Harness) {
 	// Servers echo the key back; it must not survive into the error.
 	s := serve(t, h, Reply{Status: 401, ErrorMessage: "Incorrect API key provided: " + testKey + "."})
-	_, err := generate(t, s.model(Options{}), hello)
-	wantErr(t, s, err, model.ErrUnauthorized, 1)
+	err := wantErr(t, s, Options{}, model.ErrUnauthorized, 1)
 	if model.Retryable(err) {
 		t.Errorf("401 is retryable: %v", err)
 	}
@@ -49,8 +51,7 @@ func testUnauthorized(t *testing.T, h Harness) {
 
 func testBadRequest(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Status: 400, ErrorMessage: "messages: field required"})
-	_, err := generate(t, s.model(Options{}), hello)
-	wantErr(t, s, err, model.ErrBadRequest, 1)
+	err := wantErr(t, s, Options{}, model.ErrBadRequest, 1)
 	if err != nil && !strings.Contains(err.Error(), "messages: field required") {
 		t.Errorf("error %q lost the server's message", err)
 	}
@@ -74,8 +75,7 @@ func testRateLimitedNotCounted(t *testing.T, h Harness) {
 func testRetryAfterTooLong(t *testing.T, h Harness) {
 	wait := strconv.Itoa(int((model.MaxRetryAfter + time.Second).Seconds()))
 	s := serve(t, h, Reply{Status: 429, ErrorMessage: "daily quota", Header: http.Header{"Retry-After": {wait}}})
-	_, err := generate(t, s.model(Options{}), hello)
-	wantErr(t, s, err, model.ErrRateLimited, 1)
+	wantErr(t, s, Options{}, model.ErrRateLimited, 1)
 }
 
 func testRetryAfter(t *testing.T, h Harness) {
@@ -96,14 +96,12 @@ func testServerErrorThenOK(t *testing.T, h Harness) {
 func testServerErrorExhausted(t *testing.T, h Harness) {
 	r := Reply{Status: 500, ErrorMessage: "internal"}
 	s := serve(t, h, r, r, r, r)
-	_, err := generate(t, s.model(Options{MaxRetries: 3}), hello)
-	wantErr(t, s, err, model.ErrServer, 4)
+	wantErr(t, s, Options{MaxRetries: 3}, model.ErrServer, 4)
 }
 
 func testNoRetries(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Status: 500, ErrorMessage: "internal"})
-	_, err := generate(t, s.model(Options{MaxRetries: -1}), hello)
-	wantErr(t, s, err, model.ErrServer, 1)
+	wantErr(t, s, Options{MaxRetries: -1}, model.ErrServer, 1)
 }
 
 func testHangUp(t *testing.T, h Harness) {
@@ -113,14 +111,12 @@ func testHangUp(t *testing.T, h Harness) {
 
 func testMalformedJSON(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Body: `{"id":"x","choices":[{"message":{"content":"trunc`})
-	_, err := generate(t, s.model(Options{}), hello)
-	wantErr(t, s, err, model.ErrBadResponse, 1)
+	wantErr(t, s, Options{}, model.ErrBadResponse, 1)
 }
 
 func testNotJSON(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Body: "<html>gateway says hi</html>", Header: http.Header{"Content-Type": {"text/html"}}})
-	_, err := generate(t, s.model(Options{}), hello)
-	wantErr(t, s, err, model.ErrBadResponse, 1)
+	wantErr(t, s, Options{}, model.ErrBadResponse, 1)
 }
 
 // promptly bounds how long a cancelled call may take to return.

@@ -67,8 +67,7 @@ func testStallRetried(t *testing.T, h Harness) {
 // testStallError: the stall's error wraps ErrServer and says what happened.
 func testStallError(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Text: "the first words and then nothing", Events: 2, Stall: true})
-	_, err := generate(t, s.model(Options{IdleTimeout: 1500 * time.Millisecond, MaxRetries: -1}), hello)
-	wantErr(t, s, err, model.ErrServer, 1)
+	err := wantErr(t, s, Options{IdleTimeout: 1500 * time.Millisecond, MaxRetries: -1}, model.ErrServer, 1)
 	if err != nil && !strings.Contains(err.Error(), "model provider server error: stream stalled: no bytes for 1.5s") {
 		t.Errorf("error %q does not say the stream stalled", err)
 	}
@@ -85,8 +84,7 @@ func testStreamCut(t *testing.T, h Harness) {
 // error carrying the server's message, retried.
 func testStreamErrorEvent(t *testing.T, h Harness) {
 	s := serve(t, h, Reply{Text: "going well until", Events: 3, StreamError: "Overloaded"})
-	_, err := generate(t, s.model(Options{MaxRetries: -1}), hello)
-	wantErr(t, s, err, model.ErrServer, 1)
+	err := wantErr(t, s, Options{MaxRetries: -1}, model.ErrServer, 1)
 	if err != nil && !strings.Contains(err.Error(), "Overloaded") {
 		t.Errorf("error %q lost the server's message", err)
 	}
@@ -100,8 +98,7 @@ func testStreamErrorEvent(t *testing.T, h Harness) {
 func testMalformedEvent(t *testing.T, h Harness) {
 	body := "event: message_start\ndata: {\"type\":\"message_start\",\"choices\":[{\"delta\n\n"
 	s := serve(t, h, Reply{Body: body, Header: http.Header{"Content-Type": {"text/event-stream"}}})
-	_, err := generate(t, s.model(Options{}), hello)
-	wantErr(t, s, err, model.ErrBadResponse, 1)
+	wantErr(t, s, Options{}, model.ErrBadResponse, 1)
 }
 
 // cmpIgnoreStop compares responses whatever the stop reason's word, and
