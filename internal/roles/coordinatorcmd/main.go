@@ -11,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -30,9 +29,7 @@ import (
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
-	"github.com/formica-run/formica/internal/model/providers"
-	"github.com/formica-run/formica/internal/ops"
-	"github.com/formica-run/formica/internal/pricing"
+	"github.com/formica-run/formica/internal/roles/role"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/service"
@@ -50,19 +47,14 @@ func Main() {
 		}
 		return
 	}
-	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
-		os.Exit(healthcheck(os.Args[2:]))
-	}
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(1)
-	}
+	fs, o := newFlags()
+	role.Main(fs, &o.Flags, func() error { return run(o) })
 }
 
 // options are the coordinator's settings, bound to its flags.
 type options struct {
+	role.Flags
 	server         broker.ServerConfig
-	client         broker.ClientConfig
 	cc             coordinator.Config
 	sc             store.Config
 	hc             api.Config
@@ -71,9 +63,6 @@ type options struct {
 	connectTimeout time.Duration
 	drainGrace     time.Duration
 	localWorkers   int
-	mcpFile        string
-	providersFile  string
-	pricesFile     string
 	insecure       bool
 	tlsCert        string
 	tlsKey         string
@@ -81,14 +70,10 @@ type options struct {
 	scripted       bool
 	slots          int
 	maxToolCalls   int
-	logLevel       string
 	natsLogLevel   string
-	logFormat      string
 	traceURL       string
 	model          string
 	cwd            string
-	version        bool
-	sbf            sandbox.Flags // of the local workers
 }
 
 // newFlags registers every flag of the coordinator; each one can also be set
@@ -106,10 +91,8 @@ Flags:
 		fs.PrintDefaults()
 	}
 	o := &options{server: broker.ServerConfig{DataDir: "formica-data", JetStream: true}}
+	o.Flags.Register(fs, " (for --local-workers)")
 	fs.IntVar(&o.localWorkers, "local-workers", 0, "workers to host in this process")
-	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage+" (for --local-workers)")
-	fs.StringVar(&o.providersFile, "providers", "", providers.FlagUsage+" (for --local-workers)")
-	fs.StringVar(&o.pricesFile, "prices", "", pricing.FlagUsage+" (for --local-workers)")
 	fs.BoolVar(&o.insecure, "nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
 	fs.StringVar(&o.tlsCert, "nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")
 	fs.StringVar(&o.tlsKey, "nats-tls-key", "", "private key `file` (PEM) of --nats-tls-cert")
@@ -117,15 +100,11 @@ Flags:
 	fs.BoolVar(&o.scripted, "allow-scripted", false, "accept submitted runs naming scripted:<file> models (for tests: the file is a path on the workers)")
 	fs.IntVar(&o.slots, "slots", 16, "threads each local worker runs at once")
 	fs.IntVar(&o.maxToolCalls, "max-tool-calls", runner.DefaultMaxToolCalls, "tool calls of one model response that a local worker runs (agent calls included); the rest are answered with an error and run nothing")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.natsLogLevel, "nats-log-level", "warn", "log level of the embedded NATS server (its lines also pass --log-level): debug, info, warn, error")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
 	fs.StringVar(&o.traceURL, "trace-url", "", "link `template` to a run's trace, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id}); the API's run records carry it as trace_url")
 	fs.StringVar(&o.model, "model", "", "model `ref` for submitted agents that name none (default: sim)")
 	fs.StringVar(&o.cwd, "cwd", "", "harness `dir` of submitted runs on the workers (default: this process's directory)")
 	o.server.RegisterServerFlags(fs)
-	o.client.RegisterFlags(fs)
-	o.sbf.Register(fs)
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "with --nats: give up when NATS cannot be reached for this long at start-up (0: keep trying)")
 	fs.DurationVar(&o.drainGrace, "drain-grace", coordinator.DefaultDrainGrace, "on SIGTERM, how long running runs may finish before they go back to the queue for another coordinator")
 	fs.StringVar(&o.cc.ID, "id", "", "coordinator id (one word); default: kept in --data-dir on the embedded server (random with --nats)")
@@ -164,22 +143,10 @@ Flags:
 		return nil
 	})
 	o.webhooks.register(fs)
-	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs, o
 }
 
-func run(args []string) error {
-	fs, o := newFlags()
-	if err := envflag.Parse(fs, args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		os.Exit(2)
-	}
-	if o.version {
-		fmt.Println(version.String("coordinator"))
-		return nil
-	}
+func run(o *options) error {
 	token, err := envflag.Secret(o.hc.Token, o.tokenFile, "--http-token", "--http-token-file")
 	if err != nil {
 		return err
@@ -190,7 +157,7 @@ func run(args []string) error {
 		return err
 	}
 	o.cc.Webhooks = webhooks
-	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
+	logger, err := logging.New(os.Stderr, o.LogLevel, o.LogFormat)
 	if err != nil {
 		return err
 	}
@@ -211,7 +178,7 @@ func run(args []string) error {
 	}
 	var sb *sandbox.Sandbox
 	if o.localWorkers > 0 {
-		if sb, err = o.sbf.Open(); err != nil {
+		if sb, err = o.Sandbox.Open(); err != nil {
 			return err
 		}
 		if sb == nil {
@@ -221,11 +188,11 @@ func run(args []string) error {
 		}
 	}
 	var pool *mcp.Pool
-	if o.mcpFile != "" {
+	if o.MCPFile != "" {
 		if o.localWorkers == 0 {
 			return errors.New("--mcp-config configures the MCP servers of --local-workers; give --local-workers too (or give it to each worker)")
 		}
-		if pool, err = mcp.Open(o.mcpFile, sb, logger); err != nil {
+		if pool, err = mcp.Open(o.MCPFile, sb, logger); err != nil {
 			return err
 		}
 		defer pool.Close()
@@ -239,16 +206,7 @@ func run(args []string) error {
 	}
 	defer stopTracing()
 
-	endpoints, err := providers.LoadFile(o.providersFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(2)
-	}
-	prices, err := pricing.Load(o.pricesFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(2)
-	}
+	models, prices := o.Models(logger)
 	cc := o.cc
 	if cc.RunIdle <= 0 {
 		cc.RunIdle = -1 // the flag's 0: never given back
@@ -266,7 +224,7 @@ func run(args []string) error {
 		Workers:           o.localWorkers,
 		Slots:             o.slots,
 		MaxToolCalls:      o.maxToolCalls,
-		Models:            &providers.Opener{Endpoints: endpoints, Logger: logger},
+		Models:            models,
 		Prices:            prices,
 		Harness:           runner.HarnessConfig{Sandbox: sb},
 		MCP:               pool,
@@ -274,11 +232,11 @@ func run(args []string) error {
 		AllowScripted:     o.scripted,
 		Logger:            logger,
 	}
-	if c := o.client; len(c.URLs) == 0 && (c.Token != "" || c.User != "" || c.Creds != "" || c.NKeySeedFile != "") {
+	if c := o.Client; len(c.URLs) == 0 && (c.Token != "" || c.User != "" || c.Creds != "" || c.NKeySeedFile != "") {
 		return errors.New("--nats-token, --nats-user, --nats-creds and --nats-nkey configure the connection to an external NATS (--nats); the embedded server trusts the credentials of `coordinator creds`")
 	}
-	if len(o.client.URLs) > 0 {
-		client := o.client
+	if len(o.Client.URLs) > 0 {
+		client := o.Client
 		client.Logger = logger
 		cfg.Connect = func(name string) (*nats.Conn, error) {
 			c := client
@@ -367,18 +325,6 @@ func (d drainAware) Ready(ctx context.Context) error {
 		return fmt.Errorf("%w: coordinator draining", api.ErrUnavailable)
 	}
 	return d.Service.Ready(ctx)
-}
-
-// healthcheck probes this machine's coordinator through its --http
-// listener (as configured in the environment); see ops.Healthcheck.
-func healthcheck(args []string) int {
-	fs, o := newFlags()
-	fs.SetOutput(io.Discard)
-	if err := envflag.Parse(fs, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator healthcheck:", err)
-		return 2
-	}
-	return ops.Healthcheck("coordinator", o.hc.Addr, args, os.Stdout, os.Stderr)
 }
 
 // metricRoles is what the coordinator's metrics cover: its own, and its

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -20,15 +19,12 @@ import (
 	"github.com/formica-run/formica/internal/auth"
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/dirlock"
-	"github.com/formica-run/formica/internal/envflag"
 	"github.com/formica-run/formica/internal/logging"
 	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/metrics"
-	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/ops"
-	"github.com/formica-run/formica/internal/pricing"
+	"github.com/formica-run/formica/internal/roles/role"
 	"github.com/formica-run/formica/internal/runner"
-	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/store"
 	"github.com/formica-run/formica/internal/tracing/export"
 	"github.com/formica-run/formica/internal/version"
@@ -37,30 +33,18 @@ import (
 
 // Main runs the worker command with os.Args and exits on failure.
 func Main() {
-	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
-		os.Exit(healthcheck(os.Args[2:]))
-	}
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
+	fs, o := newFlags()
+	role.Main(fs, &o.Flags, func() error { return run(o) })
 }
 
 // options are the worker's settings, bound to its flags.
 type options struct {
-	client         broker.ClientConfig
+	role.Flags
 	connectTimeout time.Duration
 	wc             worker.Config
 	grace          time.Duration
 	httpAddr       string
 	credsPool      string
-	logLevel       string
-	logFormat      string
-	mcpFile        string
-	providersFile  string
-	pricesFile     string
-	version        bool
-	sbf            sandbox.Flags
 }
 
 // newFlags registers every flag of the worker; each one can also be set from
@@ -76,14 +60,9 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	o := &options{client: broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}}
+	o := &options{Flags: role.Flags{Client: broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}}}
+	o.Flags.Register(fs, "")
 	fs.DurationVar(&o.grace, "drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text or json")
-	fs.StringVar(&o.mcpFile, "mcp-config", "", mcp.FlagUsage)
-	fs.StringVar(&o.providersFile, "providers", "", providers.FlagUsage)
-	fs.StringVar(&o.pricesFile, "prices", "", pricing.FlagUsage)
-	o.client.RegisterFlags(fs)
 	fs.StringVar(&o.credsPool, "nats-creds-pool", "", "`dir` of worker credentials files (*.creds): take the first one no other worker on this host holds (instead of --nats-creds), for replicas that scale")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "give up when NATS cannot be reached for this long at start-up (0: keep trying)")
 	fs.StringVar(&o.httpAddr, "http", "off", "`addr` serving /healthz, /readyz and /metrics (e.g. 127.0.0.1:9090); \"off\" disables it")
@@ -93,38 +72,16 @@ Flags:
 	fs.BoolVar(&o.wc.AllowScripted, "allow-scripted", false, "let threads open scripted:<file> models (for tests)")
 	fs.DurationVar(&o.wc.Harness.BashTimeout, "bash-timeout", 0, "default timeout of the bash tool")
 	fs.IntVar(&o.wc.MaxToolCalls, "max-tool-calls", runner.DefaultMaxToolCalls, "tool calls of one model response that run (agent calls included); the rest are answered with an error and run nothing")
-	o.sbf.Register(fs)
-	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs, o
 }
 
-func run(args []string) error {
-	fs, o := newFlags()
-	if err := envflag.Parse(fs, args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		os.Exit(2)
-	}
-	if o.version {
-		fmt.Println(version.String("worker"))
-		return nil
-	}
-	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
+func run(o *options) error {
+	logger, err := logging.New(os.Stderr, o.LogLevel, o.LogFormat)
 	if err != nil {
 		return err
 	}
-	endpoints, err := providers.LoadFile(o.providersFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
-	}
-	prices, err := pricing.Load(o.pricesFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
-	}
-	sb, err := o.sbf.Open()
+	models, prices := o.Models(logger)
+	sb, err := o.Sandbox.Open()
 	if err != nil {
 		return err
 	}
@@ -134,7 +91,7 @@ func run(args []string) error {
 		defer sb.Close()
 		logger.Info("sandbox on", "tools", sb.Info().String())
 	}
-	mcpPool, err := mcp.Open(o.mcpFile, sb, logger)
+	mcpPool, err := mcp.Open(o.MCPFile, sb, logger)
 	if err != nil {
 		return err
 	}
@@ -174,7 +131,7 @@ func run(args []string) error {
 		logger.Info("http listening", "addr", srv.Addr())
 	}
 
-	client := o.client
+	client := o.Client
 	client.Name, client.Logger = "formica-worker", logger
 	wc := o.wc
 	if o.credsPool != "" {
@@ -213,7 +170,7 @@ func run(args []string) error {
 	}
 	defer broker.Drain(nc, 5*time.Second)
 	wc.Harness.Sandbox, wc.MCP = sb, mcpPool
-	wc.Conn, wc.Models, wc.Logger = nc, &providers.Opener{Endpoints: endpoints, Logger: logger}, logger
+	wc.Conn, wc.Models, wc.Logger = nc, models, logger
 	wc.Metrics, wc.Prices = mx, prices
 	// Results larger than the NATS max payload travel through the object store.
 	if wc.ID == "" {
@@ -240,16 +197,4 @@ func run(args []string) error {
 	stop() // a second signal ends the process at once
 	logger.Info("draining", "grace", o.grace)
 	return w.Drain(o.grace)
-}
-
-// healthcheck probes this machine's worker through its --http listener (as
-// configured in the environment); see ops.Healthcheck.
-func healthcheck(args []string) int {
-	fs, o := newFlags()
-	fs.SetOutput(io.Discard)
-	if err := envflag.Parse(fs, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "worker healthcheck:", err)
-		return 2
-	}
-	return ops.Healthcheck("worker", o.httpAddr, args, os.Stdout, os.Stderr)
 }

@@ -1,0 +1,96 @@
+// Package role is what the coordinator and worker commands share: the flags
+// both have, and how the process reads them (command line, then
+// environment), answers --help, --version and `healthcheck`, and exits.
+package role
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/formica-run/formica/internal/broker"
+	"github.com/formica-run/formica/internal/envflag"
+	"github.com/formica-run/formica/internal/mcp"
+	"github.com/formica-run/formica/internal/model/providers"
+	"github.com/formica-run/formica/internal/ops"
+	"github.com/formica-run/formica/internal/pricing"
+	"github.com/formica-run/formica/internal/sandbox"
+	"github.com/formica-run/formica/internal/version"
+)
+
+// Flags are the flags of both roles.
+type Flags struct {
+	Client        broker.ClientConfig
+	LogLevel      string
+	LogFormat     string
+	MCPFile       string
+	ProvidersFile string
+	PricesFile    string
+	Sandbox       sandbox.Flags // of the workers
+	Version       bool
+	name          string // the command's, for messages
+}
+
+// Register registers f on fs, the flags of the command fs names (coordinator
+// or worker). forWorkers ends the usage of the flags naming files the workers
+// read. Client's current fields are its flags' defaults.
+func (f *Flags) Register(fs *flag.FlagSet, forWorkers string) {
+	f.name = fs.Name()
+	fs.StringVar(&f.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.LogFormat, "log-format", "text", "log line format: text or json")
+	fs.StringVar(&f.MCPFile, "mcp-config", "", mcp.FlagUsage+forWorkers)
+	fs.StringVar(&f.ProvidersFile, "providers", "", providers.FlagUsage+forWorkers)
+	fs.StringVar(&f.PricesFile, "prices", "", pricing.FlagUsage+forWorkers)
+	f.Client.RegisterFlags(fs)
+	f.Sandbox.Register(fs)
+	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
+}
+
+// Main runs the command with os.Args and exits on failure. fs holds its
+// flags, f among them, registered by Register. `NAME healthcheck` probes the
+// process this machine's environment configures through its --http listener
+// (ops.Healthcheck). Otherwise the arguments are flags: a bad one exits 2,
+// --help and --version answer, and then run runs; its error is printed after
+// "NAME:" and exits 1.
+func Main(fs *flag.FlagSet, f *Flags, run func() error) {
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		fs.SetOutput(io.Discard)
+		if err := envflag.Parse(fs, nil); err != nil {
+			fmt.Fprintln(os.Stderr, f.name+" healthcheck:", err)
+			os.Exit(2)
+		}
+		os.Exit(ops.Healthcheck(f.name, fs.Lookup("http").Value.String(), os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if err := envflag.Parse(fs, os.Args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return
+		}
+		os.Exit(2)
+	}
+	if f.Version {
+		fmt.Println(version.String(f.name))
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, f.name+":", err)
+		os.Exit(1)
+	}
+}
+
+// Models opens the models the workers call, as --providers configures, and
+// reads the prices of their calls (--prices). A bad file ends the process
+// (exit 2).
+func (f *Flags) Models(logger *slog.Logger) (*providers.Opener, *pricing.Table) {
+	endpoints, err := providers.LoadFile(f.ProvidersFile)
+	var prices *pricing.Table
+	if err == nil {
+		prices, err = pricing.Load(f.PricesFile)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, f.name+":", err)
+		os.Exit(2)
+	}
+	return &providers.Opener{Endpoints: endpoints, Logger: logger}, prices
+}
