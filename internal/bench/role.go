@@ -23,7 +23,6 @@ import (
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model/providers"
 	"github.com/formica-run/formica/internal/runner"
-	"github.com/formica-run/formica/internal/worker"
 )
 
 // Roles of the memory scenario's child processes.
@@ -107,37 +106,22 @@ func serveRole(role, url, id, name string, workers, slots int, stdin io.Reader, 
 		return fmt.Errorf("%w: need --role coordinator|workers, --nats, --id, and --name for workers", ErrBadConfig)
 	}
 	connect := func(n string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(n)) }
-	cfg := embedded.Config{Connect: connect, NoCoordinator: role == RoleWorkers, Coordinator: benchCoordinator}
+	cfg := embedded.Config{Connect: connect, Coordinator: benchCoordinator}
+	if role == RoleWorkers {
+		// The workers' ids, and with them placement's tie-break, are known:
+		// "<name>-<n>".
+		cfg.NoCoordinator, cfg.Workers, cfg.Slots, cfg.MaxToolCalls = true, workers, slots, benchMaxToolCalls
+		cfg.Models = runner.ModelOpenerFunc(providers.Open)
+		for i := range workers {
+			cfg.WorkerIDs = append(cfg.WorkerIDs, fmt.Sprintf("%s-%d", name, i+1))
+		}
+	}
 	stack, err := embedded.Start(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
 	defer stack.Stop()
-	// Workers are started here rather than by the stack so their ids, and
-	// with them placement's tie-break, are known: "<name>-<n>".
-	var ws []*worker.Worker
-	defer func() {
-		for _, w := range ws {
-			w.Stop()
-		}
-	}()
-	if role == RoleWorkers {
-		for i := range workers {
-			nc, err := stack.Connect(fmt.Sprintf("formica-worker-%d", i+1))
-			if err != nil {
-				return err
-			}
-			w, err := worker.New(worker.Config{ID: fmt.Sprintf("%s-%d", name, i+1), Conn: nc, Slots: slots,
-				Models: runner.ModelOpenerFunc(providers.Open), MaxToolCalls: benchMaxToolCalls})
-			if err != nil {
-				return err
-			}
-			if err := w.Start(context.Background()); err != nil {
-				return err
-			}
-			ws = append(ws, w)
-		}
-	}
+	ws := stack.Workers
 	nc, err := stack.Connect("bench-control")
 	if err != nil {
 		return err
