@@ -107,7 +107,6 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if s.Server, err = broker.StartServer(ctx, cfg.Server); err != nil {
 			return nil, err
 		}
-		s.connect = func(name string) (*nats.Conn, error) { return s.dial(auth.Coordinator, "coordinator", name) }
 	}
 	if !cfg.NoCoordinator {
 		nc, err := s.Connect("formica-coordinator")
@@ -181,7 +180,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 // startWorker starts local worker id, named name on its connection, as
 // cfg has local workers, and adds it to s.Workers.
 func (s *Stack) startWorker(ctx context.Context, cfg Config, id, name string) error {
-	nc, err := s.connectWorker(id, name)
+	nc, err := s.ConnectAs(auth.Worker, id, name)
 	if err != nil {
 		return err
 	}
@@ -217,22 +216,15 @@ func (s *Stack) startWorker(ctx context.Context, cfg Config, id, name string) er
 	return nil
 }
 
-// Connect opens another connection to the stack's NATS, closed by Stop.
+// Connect opens another connection to the stack's NATS, closed by Stop:
+// ConnectAs with the coordinator's credentials.
 func (s *Stack) Connect(name string) (*nats.Conn, error) {
-	nc, err := s.connect(name)
-	if err != nil {
-		return nil, err
-	}
-	s.conns = append(s.conns, nc)
-	return nc, nil
+	return s.ConnectAs(auth.Coordinator, "coordinator", name)
 }
 
 // ConnectAs opens another connection with credentials of role under id,
-// closed by Stop. Without an Authority it is Connect.
+// closed by Stop. Without an Authority role and id change nothing.
 func (s *Stack) ConnectAs(role auth.Role, id, name string) (*nats.Conn, error) {
-	if s.authority == nil || s.Server == nil {
-		return s.Connect(name)
-	}
 	nc, err := s.dial(role, id, name)
 	if err != nil {
 		return nil, err
@@ -241,9 +233,13 @@ func (s *Stack) ConnectAs(role auth.Role, id, name string) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// dial opens an in-process connection, with credentials of role under id
-// issued in memory when the server is secured.
+// dial opens a connection: with Config.Connect to an external NATS, or in
+// process, with credentials of role under id issued in memory when the
+// server is secured.
 func (s *Stack) dial(role auth.Role, id, name string) (*nats.Conn, error) {
+	if s.Server == nil {
+		return s.connect(name)
+	}
 	if s.authority == nil {
 		return s.Server.Connect(name)
 	}
@@ -252,14 +248,6 @@ func (s *Stack) dial(role auth.Role, id, name string) (*nats.Conn, error) {
 		return nil, err
 	}
 	return s.Server.Connect(name, creds.Options()...)
-}
-
-// connectWorker connects local worker id with worker credentials.
-func (s *Stack) connectWorker(id, name string) (*nats.Conn, error) {
-	if s.authority == nil {
-		return s.Connect(name)
-	}
-	return s.ConnectAs(auth.Worker, id, name)
 }
 
 // waitWorkers waits until the coordinator has seen n workers.
