@@ -79,19 +79,11 @@ type options struct {
 // newFlags registers every flag of the coordinator; each one can also be set
 // from the environment (package envflag).
 func newFlags() (*flag.FlagSet, *options) {
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage:
-  coordinator [flags]               run the coordinator (and, by default, an embedded NATS server)
+	o := &options{server: broker.ServerConfig{DataDir: "formica-data", JetStream: true}}
+	fs := o.NewFlagSet("coordinator", `  coordinator [flags]               run the coordinator (and, by default, an embedded NATS server)
   coordinator creds [flags]         issue NATS credentials for a role (coordinator creds --help)
   coordinator healthcheck [--ready] probe a running coordinator's /healthz (or /readyz) on its --http, exit 0 if healthy
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	o := &options{server: broker.ServerConfig{DataDir: "formica-data", JetStream: true}}
-	o.Flags.Register(fs, " (for --local-workers)")
+`, " (for --local-workers)")
 	fs.IntVar(&o.localWorkers, "local-workers", 0, "workers to host in this process")
 	fs.BoolVar(&o.insecure, "nats-insecure", false, "let NATS clients connect over TCP without credentials (loopback only; logs a warning)")
 	fs.StringVar(&o.tlsCert, "nats-tls-cert", "", "certificate `file` (PEM) of the NATS listener; enables TLS")

@@ -33,11 +33,17 @@ type Flags struct {
 	name          string // the command's, for messages
 }
 
-// Register registers f on fs, the flags of the command fs names (coordinator
-// or worker). forWorkers ends the usage of the flags naming files the workers
-// read. Client's current fields are its flags' defaults.
-func (f *Flags) Register(fs *flag.FlagSet, forWorkers string) {
-	f.name = fs.Name()
+// NewFlagSet is the flag set of the command name (coordinator or worker),
+// with f registered on it; its --help shows the command's forms (a line
+// each) above the flags. forWorkers ends the usage of the flags naming files
+// the workers read. Client's current fields are its flags' defaults.
+func (f *Flags) NewFlagSet(name, forms, forWorkers string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage:\n"+forms+"\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	f.name = name
 	fs.StringVar(&f.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.LogFormat, "log-format", "text", "log line format: text or json")
 	fs.StringVar(&f.MCPFile, "mcp-config", "", mcp.FlagUsage+forWorkers)
@@ -46,10 +52,11 @@ func (f *Flags) Register(fs *flag.FlagSet, forWorkers string) {
 	f.Client.RegisterFlags(fs)
 	f.Sandbox.Register(fs)
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
+	return fs
 }
 
 // Main runs the command with os.Args and exits on failure. fs holds its
-// flags, f among them, registered by Register. `NAME healthcheck` probes the
+// flags, f among them (NewFlagSet). `NAME healthcheck` probes the
 // process this machine's environment configures through its --http listener
 // (ops.Healthcheck). Otherwise the arguments are flags: a bad one exits 2,
 // --help and --version answer, and then run runs; its error is printed after

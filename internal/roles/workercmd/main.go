@@ -50,18 +50,10 @@ type options struct {
 // newFlags registers every flag of the worker; each one can also be set from
 // the environment (package envflag).
 func newFlags() (*flag.FlagSet, *options) {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage:
-  worker [flags]               run a worker
-  worker healthcheck [--ready] probe a running worker's /healthz (or /readyz) on its --http, exit 0 if healthy
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
 	o := &options{Flags: role.Flags{Client: broker.ClientConfig{URLs: []string{"nats://127.0.0.1:4222"}}}}
-	o.Flags.Register(fs, "")
+	fs := o.NewFlagSet("worker", `  worker [flags]               run a worker
+  worker healthcheck [--ready] probe a running worker's /healthz (or /readyz) on its --http, exit 0 if healthy
+`, "")
 	fs.DurationVar(&o.grace, "drain-grace", 30*time.Second, "on SIGTERM, how long running threads may finish before they are cancelled")
 	fs.StringVar(&o.credsPool, "nats-creds-pool", "", "`dir` of worker credentials files (*.creds): take the first one no other worker on this host holds (instead of --nats-creds), for replicas that scale")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 0, "give up when NATS cannot be reached for this long at start-up (0: keep trying)")
