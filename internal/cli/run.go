@@ -309,44 +309,43 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		sb.Close()
 		return nil, nil, nil, err
 	}
-	closePool := func() {
+	var stack *embedded.Stack
+	cleanup := func() {
+		if stack != nil {
+			stack.Stop()
+		}
 		if pool != nil {
 			pool.Close()
 		}
+		sb.Close()
 	}
 	// Its server has no listener, but its components still connect with
 	// their own roles' credentials, made in memory.
 	authority, err := auth.NewEphemeral()
+	if err == nil {
+		stack, err = embedded.Start(ctx, embedded.Config{
+			Authority: authority,
+			Workers:   1,
+			Slots:     f.maxThreads + 1,
+			Models:    &providers.Opener{Endpoints: f.endpoints, Logger: logger},
+			Prices:    f.prices,
+			// A person's own run acts where its --cwd and spec say, anywhere.
+			Coordinator:   coordinator.Config{AllowScripted: true, Cwd: string(filepath.Separator)},
+			AllowScripted: true,
+			Harness:       runner.HarnessConfig{Sandbox: sb},
+			MCP:           pool,
+			Logger:        logger,
+		})
+	}
+	var nc *nats.Conn
+	if err == nil {
+		nc, err = stack.ConnectAs(auth.Client, "formica-cli", "formica-cli")
+	}
 	if err != nil {
-		closePool()
-		sb.Close()
+		cleanup()
 		return nil, nil, nil, err
 	}
-	stack, err := embedded.Start(ctx, embedded.Config{
-		Authority: authority,
-		Workers:   1,
-		Slots:     f.maxThreads + 1,
-		Models:    &providers.Opener{Endpoints: f.endpoints, Logger: logger},
-		Prices:    f.prices,
-		// A person's own run acts where its --cwd and spec say, anywhere.
-		Coordinator:   coordinator.Config{AllowScripted: true, Cwd: string(filepath.Separator)},
-		AllowScripted: true,
-		Harness:       runner.HarnessConfig{Sandbox: sb},
-		MCP:           pool,
-		Logger:        logger,
-	})
-	if err != nil {
-		closePool()
-		sb.Close()
-		return nil, nil, nil, err
-	}
-	nc, err := stack.ConnectAs(auth.Client, "formica-cli", "formica-cli")
-	if err != nil {
-		stack.Stop()
-		closePool()
-		return nil, nil, nil, err
-	}
-	return nc, nil, func() { stack.Stop(); closePool(); sb.Close() }, nil
+	return nc, nil, cleanup, nil
 }
 
 // localSandbox is the sandbox of an embedded run's tool calls. A person's
