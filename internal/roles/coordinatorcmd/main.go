@@ -207,7 +207,13 @@ func run(o *options) error {
 		cc.MaxIdleRuns = -1
 	}
 	cc.Cwd, cc.AllowScripted = o.cwd, o.scripted
-	mx := metrics.New(metricRoles(o.localWorkers))
+	// The metrics cover the coordinator, and its local workers when it
+	// hosts some.
+	roles := metrics.Coordinator
+	if o.localWorkers > 0 {
+		roles = metrics.All
+	}
+	mx := metrics.New(roles)
 	cfg := embedded.Config{
 		Metrics:           mx,
 		Coordinator:       cc,
@@ -317,13 +323,4 @@ func (d drainAware) Ready(ctx context.Context) error {
 		return fmt.Errorf("%w: coordinator draining", api.ErrUnavailable)
 	}
 	return d.Service.Ready(ctx)
-}
-
-// metricRoles is what the coordinator's metrics cover: its own, and its
-// local workers' when it hosts some.
-func metricRoles(localWorkers int) metrics.Role {
-	if localWorkers > 0 {
-		return metrics.All
-	}
-	return metrics.Coordinator
 }
