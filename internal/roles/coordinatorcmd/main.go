@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -126,14 +125,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	fs.StringVar(&o.hc.Token, "http-token", "", "bearer `token` the HTTP API requires; required beyond loopback")
 	fs.StringVar(&o.tokenFile, "http-token-file", "", "`file` holding the HTTP API's bearer token (instead of --http-token)")
 	fs.IntVar(&o.hc.MaxStreams, "http-max-streams", api.DefaultMaxStreams, "event streams (SSE: GET /v1/runs/{id}/events, the dashboard's live views) the HTTP API serves at once; past it new ones get 503 with Retry-After")
-	fs.Func("http-cors-origins", "web `origins` (scheme://host[:port], comma-separated) whose pages may call the HTTP API from a browser (CORS); none by default", func(v string) error {
-		for _, origin := range strings.Split(v, ",") {
-			if origin = strings.TrimSpace(origin); origin != "" {
-				o.hc.CORSOrigins = append(o.hc.CORSOrigins, origin)
-			}
-		}
-		return nil
-	})
+	fs.Func("http-cors-origins", "web `origins` (scheme://host[:port], comma-separated) whose pages may call the HTTP API from a browser (CORS); none by default", commaList(&o.hc.CORSOrigins))
 	o.webhooks.register(fs)
 	return fs, o
 }

@@ -30,19 +30,25 @@ func list(dst *[]string) func(string) error {
 	}
 }
 
+// commaList is a flag that may be given again, each value one or more
+// items separated by commas (blank ones skipped).
+func commaList(dst *[]string) func(string) error {
+	return func(v string) error {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*dst = append(*dst, item)
+			}
+		}
+		return nil
+	}
+}
+
 func (w *webhookFlags) register(fs *flag.FlagSet) {
 	fs.Func("webhook", "`URL` to call, signed, when any run ends; may be repeated (several in one value: separated by spaces)", list(&w.urls))
 	fs.Func("webhook-allow", "URL `prefix` under which a submission may name its own webhooks; may be repeated (end it with /: compared as written)", list(&w.allow))
 	fs.StringVar(&w.secret, "webhook-secret", "", "Standard Webhooks `secret` (whsec_ and a base64 key of 24 to 64 bytes) that signs webhook calls; required with --webhook or --webhook-allow")
 	fs.StringVar(&w.secretFile, "webhook-secret-file", "", "`file` holding the webhook secret (instead of --webhook-secret)")
-	fs.Func("webhook-events", "event `types` webhooks are called for, comma-separated: "+strings.Join(webhook.EventTypes, ", ")+" (default "+webhook.RunFinished+")", func(v string) error {
-		for _, t := range strings.Split(v, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				w.events = append(w.events, t)
-			}
-		}
-		return nil
-	})
+	fs.Func("webhook-events", "event `types` webhooks are called for, comma-separated: "+strings.Join(webhook.EventTypes, ", ")+" (default "+webhook.RunFinished+")", commaList(&w.events))
 }
 
 // config checks the flags and makes the coordinator's WebhookConfig. Its
