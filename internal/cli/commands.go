@@ -25,6 +25,26 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printList prints list as JSON with --json (an empty one as []), else as
+// a table for people: header, then a row of tab-separated cells each.
+func printList[T any](stdio Stdio, asJSON bool, list []T, header string, row func(T) string) (int, error) {
+	if asJSON {
+		if list == nil {
+			list = []T{}
+		}
+		return ExitOK, printJSON(stdio.Out, list)
+	}
+	w := newTable(stdio.Out)
+	fmt.Fprintln(w, header)
+	for _, x := range list {
+		fmt.Fprintln(w, row(x))
+	}
+	return ExitOK, w.Flush()
+}
+
+// newTable aligns the tab-separated cells written to it on w.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
 // exitFor maps a run's final status to the exit code.
 func exitFor(s event.Status) int {
 	if s == event.Succeeded {
@@ -101,8 +121,6 @@ func submitCommand(args []string, stdio Stdio) int {
 // on stderr, so its transcript or a resume needs no `formica runs`.
 func followRun(ctx context.Context, c *cluster, stdio Stdio, f *clusterFlags, after uint64, noTTY bool, start func() (string, error)) (int, error) {
 	view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
-	rec := record.NewRecorder(view.changed)
-	view.rec = rec
 	id, err := start()
 	if err != nil {
 		return 0, err
@@ -116,11 +134,7 @@ func followRun(ctx context.Context, c *cluster, stdio Stdio, f *clusterFlags, af
 	defer stopFollow()
 	follow := make(chan error, 1)
 	go func() {
-		follow <- c.ops.Events(fctx, id, after, func(_ uint64, e event.Event) error {
-			rec.Emit(e)
-			view.Emit(e)
-			return nil
-		})
+		follow <- c.ops.Events(fctx, id, after, view.send)
 	}()
 	final, err := waitFinal(ctx, c, id)
 	if err != nil {
@@ -186,7 +200,7 @@ func getCommand(args []string, stdio Stdio) int {
 			if f.json {
 				return ExitOK, printJSON(stdio.Out, r)
 			}
-			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+			w := newTable(stdio.Out)
 			fmt.Fprintf(w, "run\t%s\nstatus\t%s\nattempts\t%d\ncreated\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt))
 			fmt.Fprintf(w, "started\t%s\nfinished\t%s\ntokens\t%d in, %d out (run total; each thread below: its own)\n",
 				stamp(r.StartedAt), stamp(r.FinishedAt), r.Usage.InputTokens, r.Usage.OutputTokens)
@@ -235,21 +249,12 @@ func runsCommand(args []string, stdio Stdio) int {
 			}
 			fmt.Fprintln(stdio.Err, "more:", more)
 		}
-		if f.json {
-			if runs == nil {
-				runs = []record.Run{}
-			}
-			for i := range runs {
-				runs[i] = c.link(runs[i])
-			}
-			return ExitOK, printJSON(stdio.Out, runs)
+		for i := range runs {
+			runs[i] = c.link(runs[i])
 		}
-		w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tCREATED\tCOST\tTASK")
-		for _, r := range runs {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt), runCost(r), printable(oneLine(r.Task, 50)))
-		}
-		return ExitOK, w.Flush()
+		return printList(stdio, f.json, runs, "ID\tSTATUS\tATTEMPTS\tCREATED\tCOST\tTASK", func(r record.Run) string {
+			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", r.RunID, r.Status, r.Attempts, stamp(r.CreatedAt), runCost(r), printable(oneLine(r.Task, 50)))
+		})
 	})
 }
 
@@ -266,15 +271,8 @@ func watchCommand(args []string, stdio Stdio) int {
 			return 0, err
 		}
 		view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !noTTY)
-		rec := record.NewRecorder(view.changed)
-		view.rec = rec
 		view.start()
-		err = c.ops.Events(ctx, id, 0, func(_ uint64, e event.Event) error {
-			rec.Emit(e)
-			view.Emit(e)
-			return nil
-		})
-		if err != nil {
+		if err := c.ops.Events(ctx, id, 0, view.send); err != nil {
 			view.stop()
 			return 0, err
 		}
@@ -310,22 +308,13 @@ func approvalsCommand(args []string, stdio Stdio) int {
 			if err != nil {
 				return 0, err
 			}
-			if f.json {
-				if as == nil {
-					as = []api.Approval{}
-				}
-				return ExitOK, printJSON(stdio.Out, as)
-			}
-			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tRUN\tTHREAD\tTOOL\tARGUMENTS\tREQUESTED")
-			for _, a := range as {
+			return printList(stdio, f.json, as, "ID\tRUN\tTHREAD\tTOOL\tARGUMENTS\tREQUESTED", func(a api.Approval) string {
 				tool := a.Tool
 				if a.InDoubt {
 					tool += " (in doubt: run again?)"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.RunID, a.ThreadPath, tool, oneLine(a.Arguments, 60), stamp(a.RequestedAt))
-			}
-			return ExitOK, w.Flush()
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", a.ID, a.RunID, a.ThreadPath, tool, oneLine(a.Arguments, 60), stamp(a.RequestedAt))
+			})
 		})
 }
 
@@ -356,20 +345,14 @@ func workersCommand(args []string, stdio Stdio) int {
 			if err != nil {
 				return 0, err
 			}
-			if f.json {
-				return ExitOK, printJSON(stdio.Out, ws)
-			}
-			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tHOST\tSLOTS\tRUNNING\tPARKED\tSANDBOX\tMCP\tLAST SEEN")
-			for _, x := range ws {
+			return printList(stdio, f.json, ws, "ID\tHOST\tSLOTS\tRUNNING\tPARKED\tSANDBOX\tMCP\tLAST SEEN", func(x wire.WorkerInfo) string {
 				servers := "-"
 				if len(x.MCP) > 0 {
 					servers = strings.Join(x.MCP, ",")
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s ago\n", x.ID, x.Host, x.Slots, x.Running, x.Parked, x.Sandbox,
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s ago", x.ID, x.Host, x.Slots, x.Running, x.Parked, x.Sandbox,
 					servers, time.Since(x.LastSeen).Round(time.Millisecond))
-			}
-			return ExitOK, w.Flush()
+			})
 		})
 }
 
@@ -383,7 +366,7 @@ func assetsCommand(args []string, stdio Stdio) int {
 			if f.json {
 				return ExitOK, printJSON(stdio.Out, a)
 			}
-			w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+			w := newTable(stdio.Out)
 			fmt.Fprintln(w, "KIND\tSTREAMS\tCONSUMERS\tNAMES")
 			for _, k := range a.Kinds {
 				fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", k.Kind, k.Streams, k.Consumers, streamNames(k))

@@ -31,7 +31,6 @@ import (
 	"github.com/formica-run/formica/internal/oneshot"
 	"github.com/formica-run/formica/internal/policy"
 	"github.com/formica-run/formica/internal/pricing"
-	"github.com/formica-run/formica/internal/record"
 	"github.com/formica-run/formica/internal/runner"
 	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/service"
@@ -222,8 +221,6 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	}
 	defer cl.Close()
 
-	rec := record.NewRecorder(view.changed)
-	view.rec = rec
 	switch p := approver.(type) {
 	case *promptApprover:
 		p.view = view
@@ -234,7 +231,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		announceRun(stdio.Err, sub.RunID)
 	}
 	view.start()
-	run, err := cl.Run(ctx, sub, event.Tee(rec, view), approver)
+	run, err := cl.Run(ctx, sub, event.Tee(view.rec, view), approver)
 	if err != nil {
 		view.stop()
 		return 0, err

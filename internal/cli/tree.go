@@ -41,14 +41,24 @@ type treeView struct {
 	t0     time.Time
 }
 
-// newTreeView draws on w, as a live terminal tree when tty.
+// newTreeView draws on w, as a live terminal tree when tty, the run its
+// recorder keeps.
 func newTreeView(w io.Writer, tty bool) *treeView {
 	fd := -1
 	if f, ok := w.(*os.File); ok {
 		fd = int(f.Fd())
 	}
-	return &treeView{w: w, tty: tty, color: tty && os.Getenv("NO_COLOR") == "", fd: fd,
+	v := &treeView{w: w, tty: tty, color: tty && os.Getenv("NO_COLOR") == "", fd: fd,
 		stopCh: make(chan struct{}), done: make(chan struct{}), t0: time.Now()}
+	v.rec = record.NewRecorder(v.changed)
+	return v
+}
+
+// send takes a run's followed event into the record and the view.
+func (v *treeView) send(_ uint64, e event.Event) error {
+	v.rec.Emit(e)
+	v.Emit(e)
+	return nil
 }
 
 // Emit prints live lines when not on a terminal.
@@ -167,9 +177,6 @@ func (v *treeView) halt() {
 // recorder knows (siblings in call order), any thread only one of them
 // has kept.
 func (v *treeView) merge(final record.Run) record.Run {
-	if v.rec == nil {
-		return final
-	}
 	live := v.rec.Snapshot()
 	if len(final.Threads) == 0 {
 		if final.RunID == "" {
