@@ -96,8 +96,7 @@ func (o apiOps) Submit(ctx context.Context, body api.SubmitBody) (string, error)
 }
 
 func (o apiOps) GetRun(ctx context.Context, id string) (record.Run, error) {
-	r, err := o.c.GetRun(ctx, id)
-	return r, apiErr(err)
+	return marked(o.c.GetRun(ctx, id))
 }
 
 func (o apiOps) ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error) {
@@ -121,8 +120,7 @@ func (o apiOps) LastEventID(ctx context.Context, id string) (uint64, error) {
 }
 
 func (o apiOps) WaitFinal(ctx context.Context, id string) (record.Run, error) {
-	r, err := o.c.Wait(ctx, id)
-	return r, apiErr(err)
+	return marked(o.c.Wait(ctx, id))
 }
 
 func (o apiOps) CancelRun(ctx context.Context, id string) error {
@@ -134,18 +132,15 @@ func (o apiOps) ResumeRun(ctx context.Context, id string) error {
 }
 
 func (o apiOps) Threads(ctx context.Context, id string) ([]api.ThreadSummary, error) {
-	ts, err := o.c.Threads(ctx, id)
-	return ts, apiErr(err)
+	return marked(o.c.Threads(ctx, id))
 }
 
 func (o apiOps) Transcript(ctx context.Context, id, thread string) (api.Transcript, error) {
-	t, err := o.c.Transcript(ctx, id, thread)
-	return t, apiErr(err)
+	return marked(o.c.Transcript(ctx, id, thread))
 }
 
 func (o apiOps) ListApprovals(ctx context.Context) ([]api.Approval, error) {
-	as, err := o.c.ListApprovals(ctx)
-	return as, apiErr(err)
+	return marked(o.c.ListApprovals(ctx))
 }
 
 func (o apiOps) Decide(ctx context.Context, id string, allow bool) error {
@@ -153,16 +148,17 @@ func (o apiOps) Decide(ctx context.Context, id string, allow bool) error {
 }
 
 func (o apiOps) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
-	ws, err := o.c.Workers(ctx)
-	return ws, apiErr(err)
+	return marked(o.c.Workers(ctx))
 }
 
 func (o apiOps) Assets(ctx context.Context) (wire.Assets, error) {
-	a, err := o.c.Assets(ctx)
-	return a, apiErr(err)
+	return marked(o.c.Assets(ctx))
 }
 
 func (apiOps) Close() {}
+
+// marked is a client call's answer with its error marked (apiErr).
+func marked[T any](v T, err error) (T, error) { return v, apiErr(err) }
 
 // apiErr marks an API error with the kind of its status, as the NATS
 // path's errors are marked: a 400 is the user's mistake (ExitUsage).
