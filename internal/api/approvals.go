@@ -1,10 +1,6 @@
 package api
 
-import (
-	"net/http"
-
-	"github.com/formica-run/formica/internal/ids"
-)
+import "net/http"
 
 // DecideBody is the body of POST /v1/approvals/{id}.
 type DecideBody struct {
@@ -20,18 +16,11 @@ type DecideResponse struct {
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
 	list, err := s.b.ListApprovals(r.Context())
-	if err != nil {
-		return err
-	}
-	if list == nil {
-		list = []Approval{}
-	}
-	writeJSON(w, http.StatusOK, list)
-	return nil
+	return answerList(w, list, err)
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "approval", ids.Valid)
+	id, err := pathID(r, "id", "approval")
 	if err != nil {
 		return err
 	}
@@ -42,9 +31,5 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) error {
 	if body.Decision != "allow" && body.Decision != "deny" {
 		return badRequest(`decision must be "allow" or "deny"`)
 	}
-	if err := s.b.Decide(r.Context(), id, body.Decision == "allow"); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, DecideResponse{ID: id, Decision: body.Decision})
-	return nil
+	return answer(w, http.StatusOK, DecideResponse{ID: id, Decision: body.Decision}, s.b.Decide(r.Context(), id, body.Decision == "allow"))
 }

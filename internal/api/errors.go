@@ -140,6 +140,24 @@ func writeErrorBody(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
 }
 
+// answer answers with v as JSON, or returns err, the failure that left
+// nothing to answer.
+func answer(w http.ResponseWriter, status int, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, v)
+	return nil
+}
+
+// answerList answers 200 with list as JSON, [] when empty, or returns err.
+func answerList[T any](w http.ResponseWriter, list []T, err error) error {
+	if list == nil {
+		list = []T{}
+	}
+	return answer(w, http.StatusOK, list, err)
+}
+
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)

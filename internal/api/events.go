@@ -43,7 +43,7 @@ var errStreamClosed = errors.New("api: event stream closed")
 // with Retry-After at once: a client is never left with a 200 and nothing
 // after it.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "run", validRunID)
+	id, err := pathID(r, "id", "run")
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/dashboard"
+	"github.com/formica-run/formica/internal/ids"
 )
 
 // route is one endpoint of the API.
@@ -257,11 +258,12 @@ func cors(h http.Handler, allowed []string) http.Handler {
 	})
 }
 
-// pathID returns the {id} of the request's path, checked against pattern:
-// a malformed id names nothing that exists.
-func pathID(r *http.Request, kind string, valid func(string) bool) (string, error) {
-	id := r.PathValue("id")
-	if !valid(id) {
+// pathID returns the wildcard name ({id}, {thread}) of the request's
+// path, a kind of thing's id, checked by the one id rule (package ids): a
+// malformed id names nothing that exists.
+func pathID(r *http.Request, name, kind string) (string, error) {
+	id := r.PathValue(name)
+	if !ids.Valid(id) {
 		return "", notFound("%s %q not found: not a valid id", kind, strings.ToValidUTF8(id, "?"))
 	}
 	return id, nil

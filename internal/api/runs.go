@@ -153,10 +153,6 @@ func (b *SubmitBody) request() (SubmitRequest, error) {
 	return req, nil
 }
 
-// validRunID is the one id rule (package ids): an id safe in a URL path,
-// a KV key and a NATS subject.
-func validRunID(id string) bool { return ids.Valid(id) }
-
 // CheckList checks the filters of a run listing, for the API and every
 // other caller of Backend.ListRuns alike: status empty or a known status,
 // limit at least 1 (a larger one than a page holds is cut to the page).
@@ -192,9 +188,6 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if runs == nil {
-		runs = []record.Run{}
-	}
 	for i := range runs {
 		runs[i].TraceURL = tracing.URL(s.cfg.TraceURL, runs[i].TraceID)
 		runs[i] = runs[i].Shown()
@@ -206,12 +199,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		}
 		w.Header().Set("Link", "</v1/runs?"+nq.Encode()+`>; rel="next"`)
 	}
-	writeJSON(w, http.StatusOK, runs)
-	return nil
+	return answerList(w, runs, nil)
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "run", validRunID)
+	id, err := pathID(r, "id", "run")
 	if err != nil {
 		return err
 	}
@@ -225,15 +217,11 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "run", validRunID)
+	id, err := pathID(r, "id", "run")
 	if err != nil {
 		return err
 	}
-	if err := s.b.CancelRun(r.Context(), id); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, CancelResponse{RunID: id, Status: "cancelling"})
-	return nil
+	return answer(w, http.StatusAccepted, CancelResponse{RunID: id, Status: "cancelling"}, s.b.CancelRun(r.Context(), id))
 }
 
 // ThreadCancelResponse is the answer to POST /v1/runs/{id}/threads/{thread}/cancel.
@@ -244,17 +232,14 @@ type ThreadCancelResponse struct {
 }
 
 func (s *Server) cancelThread(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "run", validRunID)
+	id, err := pathID(r, "id", "run")
 	if err != nil {
 		return err
 	}
-	thread := r.PathValue("thread")
-	if !ids.Valid(thread) {
-		return notFound("thread %q not found: not a valid id", strings.ToValidUTF8(thread, "?"))
-	}
-	if err := s.b.CancelThread(r.Context(), id, thread); err != nil {
+	thread, err := pathID(r, "thread", "thread")
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, ThreadCancelResponse{RunID: id, ThreadID: thread, Status: "cancelling"})
-	return nil
+	return answer(w, http.StatusAccepted, ThreadCancelResponse{RunID: id, ThreadID: thread, Status: "cancelling"},
+		s.b.CancelThread(r.Context(), id, thread))
 }

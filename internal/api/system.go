@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"time"
-
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // readyTimeout bounds the backend's readiness check: a probe wants a quick
@@ -14,23 +12,12 @@ const readyTimeout = 5 * time.Second
 
 func (s *Server) workers(w http.ResponseWriter, r *http.Request) error {
 	list, err := s.b.Workers(r.Context())
-	if err != nil {
-		return err
-	}
-	if list == nil {
-		list = []wire.WorkerInfo{}
-	}
-	writeJSON(w, http.StatusOK, list)
-	return nil
+	return answerList(w, list, err)
 }
 
 func (s *Server) assets(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.b.Assets(r.Context())
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, a)
-	return nil
+	return answer(w, http.StatusOK, a, err)
 }
 
 // Status is the body of /healthz and of a ready /readyz.

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
-	"github.com/formica-run/formica/internal/ids"
 	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/model"
 )
@@ -39,7 +38,7 @@ type ResumeResponse struct {
 }
 
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "run", validRunID)
+	id, err := pathID(r, "id", "run")
 	if err != nil {
 		return err
 	}
@@ -52,36 +51,25 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "run", validRunID)
+	id, err := pathID(r, "id", "run")
 	if err != nil {
 		return err
 	}
 	threads, err := s.b.Threads(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	if threads == nil {
-		threads = []ThreadSummary{}
-	}
-	writeJSON(w, http.StatusOK, threads)
-	return nil
+	return answerList(w, threads, err)
 }
 
 func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "run", validRunID)
+	id, err := pathID(r, "id", "run")
 	if err != nil {
 		return err
 	}
-	thread := r.PathValue("thread")
-	if !ids.Valid(thread) {
-		return notFound("thread %q not found: not a valid id", thread)
+	thread, err := pathID(r, "thread", "thread")
+	if err != nil {
+		return err
 	}
 	t, err := s.b.Transcript(r.Context(), id, thread)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, t)
-	return nil
+	return answer(w, http.StatusOK, t, err)
 }
 
 // Transcript is the body of GET /v1/runs/{id}/threads/{thread}.
