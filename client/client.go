@@ -100,6 +100,13 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) (ht
 	return resp.Header, nil
 }
 
+// get is a GET of path, its answer's JSON decoded as a T.
+func get[T any](ctx context.Context, c *Client, path string) (T, error) {
+	var out T
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
 // apiError reads an error answer.
 func apiError(resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

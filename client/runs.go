@@ -18,9 +18,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (string, error) 
 
 // GetRun returns a run's record.
 func (c *Client) GetRun(ctx context.Context, id string) (Run, error) {
-	var r Run
-	_, err := c.call(ctx, http.MethodGet, "/v1/runs/"+escape(id), nil, &r)
-	return r, err
+	return get[Run](ctx, c, "/v1/runs/"+escape(id))
 }
 
 // ListOptions filter and page a run listing.
@@ -97,14 +95,10 @@ func (c *Client) ResumeRun(ctx context.Context, id string) error {
 
 // Threads lists a run's threads from its journal, root first.
 func (c *Client) Threads(ctx context.Context, id string) ([]Thread, error) {
-	var ts []Thread
-	_, err := c.call(ctx, http.MethodGet, "/v1/runs/"+escape(id)+"/threads", nil, &ts)
-	return ts, err
+	return get[[]Thread](ctx, c, "/v1/runs/"+escape(id)+"/threads")
 }
 
 // Transcript returns one thread's transcript.
 func (c *Client) Transcript(ctx context.Context, runID, threadID string) (Transcript, error) {
-	var t Transcript
-	_, err := c.call(ctx, http.MethodGet, "/v1/runs/"+escape(runID)+"/threads/"+escape(threadID), nil, &t)
-	return t, err
+	return get[Transcript](ctx, c, "/v1/runs/"+escape(runID)+"/threads/"+escape(threadID))
 }

@@ -7,9 +7,7 @@ import (
 
 // ListApprovals returns the tool calls waiting for a person.
 func (c *Client) ListApprovals(ctx context.Context) ([]Approval, error) {
-	var as []Approval
-	_, err := c.call(ctx, http.MethodGet, "/v1/approvals", nil, &as)
-	return as, err
+	return get[[]Approval](ctx, c, "/v1/approvals")
 }
 
 // Decide answers a waiting approval: allow runs the call, deny refuses it.
@@ -25,14 +23,10 @@ func (c *Client) Decide(ctx context.Context, id string, allow bool) error {
 
 // Workers lists the live workers.
 func (c *Client) Workers(ctx context.Context) ([]Worker, error) {
-	var ws []Worker
-	_, err := c.call(ctx, http.MethodGet, "/v1/workers", nil, &ws)
-	return ws, err
+	return get[[]Worker](ctx, c, "/v1/workers")
 }
 
 // Assets counts the cluster's JetStream streams and consumers by kind.
 func (c *Client) Assets(ctx context.Context) (Assets, error) {
-	var a Assets
-	_, err := c.call(ctx, http.MethodGet, "/v1/assets", nil, &a)
-	return a, err
+	return get[Assets](ctx, c, "/v1/assets")
 }
