@@ -10,6 +10,7 @@ package submission
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -89,12 +90,7 @@ func Check(sub wire.RunSubmit, opt Options) error {
 	if err := checkAgent("", sub.Agent, opt); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(sub.Agents))
-	for name := range sub.Agents {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(sub.Agents)) {
 		if err := checkAgent("agents."+name+".", sub.Agents[name], opt); err != nil {
 			return err
 		}
@@ -124,17 +120,17 @@ func checkAgent(p string, a spec.Agent, opt Options) error {
 			return fail("%s%s: %w", p, m.field, err)
 		}
 	}
-	servers := a.Harness.MCP
-	if err := checkTools(p+"tools", a.Tools, servers, true); err != nil {
-		return err
+	for _, l := range []struct {
+		field  string
+		names  []string
+		direct bool
+	}{{"tools", a.Tools, true}, {"harness.tools", a.Harness.Tools, false},
+		{"helper.tools.only", a.Helper.Tools.Only, true}, {"helper.tools.add", a.Helper.Tools.Add, true}} {
+		if err := checkTools(p+l.field, l.names, a.Harness.MCP, l.direct); err != nil {
+			return err
+		}
 	}
-	if err := checkTools(p+"harness.tools", a.Harness.Tools, servers, false); err != nil {
-		return err
-	}
-	if err := checkTools(p+"helper.tools.only", a.Helper.Tools.Only, servers, true); err != nil {
-		return err
-	}
-	return checkTools(p+"helper.tools.add", a.Helper.Tools.Add, servers, true)
+	return nil
 }
 
 // checkTools refuses names no tool has: direct lists may name the agent
