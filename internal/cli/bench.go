@@ -78,7 +78,7 @@ func benchCommand(args []string, stdio Stdio) int {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	ctx, stop := signalContext(0)
+	ctx, stop := signalContext()
 	defer stop()
 	res, err := bench.Run(ctx, bench.Config{Quick: *quick, Scenarios: names, Rounds: *rounds, Settings: set, Progress: stdio.Err})
 	if err != nil {

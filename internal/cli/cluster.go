@@ -197,7 +197,7 @@ func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
 	if !ok {
 		return code
 	}
-	ctx, stop := signalContext(0)
+	ctx, stop := signalContext()
 	defer stop()
 	// Submitted runs get the coordinator's --cwd: this directory means
 	// nothing on the workers.

@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -203,7 +202,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		return 0, err
 	}
 
-	ctx, stop := signalContext(0)
+	ctx, stop := signalContext()
 	defer stop()
 	nc, st, cleanup, err := connect(ctx, f, stdio.Err)
 	if err != nil {
@@ -239,10 +238,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	view.finish(run)
 	run.TraceURL = tracing.URL(f.traceURL, run.TraceID)
 	if f.json {
-		run := run.Shown()
-		enc := json.NewEncoder(stdio.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(run); err != nil {
+		if err := printJSON(stdio.Out, run.Shown()); err != nil {
 			return 0, err
 		}
 	} else if run.Status == event.Succeeded {
@@ -285,10 +281,7 @@ func connect(ctx context.Context, f runFlags, stderr io.Writer) (*nats.Conn, *st
 		cleanup := func() { broker.Drain(nc, 5*time.Second) }
 		// The cluster's object store carries records too large for one
 		// message; without JetStream, large results cannot come back.
-		st, err := store.Open(ctx, nc, store.Config{Client: true})
-		if err != nil {
-			return nc, nil, cleanup, nil
-		}
+		st, _ := store.Open(ctx, nc, store.Config{Client: true})
 		return nc, st, cleanup, nil
 	}
 	var logger *slog.Logger // nil: no logs
@@ -446,8 +439,8 @@ func noWorkerNotice(ctx context.Context, nc *nats.Conn, st *store.Store, w io.Wr
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM (the run then ends
-// as cancelled) or after timeout; a second signal exits at once.
-func signalContext(timeout time.Duration) (context.Context, func()) {
+// as cancelled); a second signal exits at once.
+func signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -465,13 +458,7 @@ func signalContext(timeout time.Duration) (context.Context, func()) {
 		case <-done:
 		}
 	}()
-	var stopTimer func() bool = func() bool { return false }
-	if timeout > 0 {
-		t := time.AfterFunc(timeout, func() { cancel(fmt.Errorf("timed out after %v", timeout)) })
-		stopTimer = t.Stop
-	}
 	return ctx, func() {
-		stopTimer()
 		signal.Stop(sigs)
 		close(done)
 		cancel(nil)
