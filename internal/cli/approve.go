@@ -40,7 +40,7 @@ func (p *promptApprover) Approve(ctx context.Context, req policy.ApprovalRequest
 	if p.view != nil {
 		p.view.mu.Lock()
 		defer p.view.mu.Unlock()
-		p.view.clearLocked()
+		p.view.eraseLocked()
 	}
 	if req.InDoubt {
 		fmt.Fprintf(p.out, "\n%s: this %s call was cut by a failure before its result, and may or may not have taken effect: %s\nRun it again? [y/N] ",

@@ -50,7 +50,7 @@ func newTreeView(w io.Writer, tty bool) *treeView {
 	}
 	v := &treeView{w: w, tty: tty, color: tty && os.Getenv("NO_COLOR") == "", fd: fd,
 		stopCh: make(chan struct{}), done: make(chan struct{}), t0: time.Now()}
-	v.rec = record.NewRecorder(v.changed)
+	v.rec = record.NewRecorder(nil) // the ticker redraws
 	return v
 }
 
@@ -75,12 +75,10 @@ func (v *treeView) Emit(e event.Event) {
 		if e.Worker != "" {
 			line += " on " + printable(e.Worker)
 		}
-	case event.ThreadWaiting:
-		line = fmt.Sprintf("%s· %s (depth %d) %s", indent, name, e.Depth, printable(e.Reason))
-	case event.ModelWaiting:
+	case event.ThreadWaiting, event.ModelWaiting:
 		// A model call waits for its endpoint's quota or to retry a
 		// failed attempt; its going on prints nothing.
-		if e.Status != event.Waiting {
+		if e.Type == event.ModelWaiting && e.Status != event.Waiting {
 			return
 		}
 		line = fmt.Sprintf("%s· %s (depth %d) %s", indent, name, e.Depth, printable(e.Reason))
@@ -101,9 +99,6 @@ func (v *treeView) Emit(e event.Event) {
 	fmt.Fprintln(v.w, line)
 	v.mu.Unlock()
 }
-
-// changed is the recorder's hook; the ticker redraws anyway.
-func (v *treeView) changed() {}
 
 func (v *treeView) start() {
 	if !v.tty {
@@ -254,9 +249,6 @@ func (v *treeView) eraseLocked() {
 		v.drawn = 0
 	}
 }
-
-// clearLocked is eraseLocked, for the approval prompt.
-func (v *treeView) clearLocked() { v.eraseLocked() }
 
 // size is the terminal's width and height, or 80×24 when unknown.
 func (v *treeView) size() (int, int) {
