@@ -12,14 +12,7 @@ import (
 // clear the screen or retitle the terminal it is shown on. Newlines and
 // tabs are kept.
 func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if unsafeRune(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	if !strings.ContainsFunc(s, unsafeRune) {
 		return s
 	}
 	var b strings.Builder
