@@ -123,11 +123,8 @@ func (ss *sessions) revoke(nonce string, expiry time.Time) {
 
 // session returns the nonce of the request's valid session cookie.
 func (s *Server) session(r *http.Request) (nonce string, expiry time.Time, ok bool) {
-	if s.sess == nil {
-		return "", time.Time{}, false
-	}
 	c, err := r.Cookie(SessionCookie)
-	if err != nil {
+	if s.sess == nil || err != nil {
 		return "", time.Time{}, false
 	}
 	return s.sess.check(c.Value)
