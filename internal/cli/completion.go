@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -81,10 +83,7 @@ func usageLines() map[string]string {
 // command's flags from its own flag set.
 func newCompletionSpec() completionSpec {
 	about := usageLines()
-	var names []string
-	for name := range commands {
-		names = append(names, name)
-	}
+	names := slices.Collect(maps.Keys(commands))
 	for name, said := range builtins {
 		names = append(names, name)
 		if about[name] == "" {
