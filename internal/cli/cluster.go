@@ -178,8 +178,6 @@ func (f *clusterFlags) dialNATS(ctx context.Context, stderr io.Writer) (clusterO
 	return &natsOps{Service: svc, nc: nc, st: st}, nil
 }
 
-func (c *cluster) close() { c.ops.Close() }
-
 // runCluster parses a command's flags, connects, and runs fn, mapping errors
 // to exit codes.
 func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
@@ -203,7 +201,7 @@ func runCluster(name, usage string, args []string, stdio Stdio, withJSON bool,
 	// nothing on the workers.
 	c, err := f.connect(ctx, stdio.Err)
 	if err == nil {
-		defer c.close()
+		defer c.ops.Close()
 		var code int
 		code, err = fn(ctx, c, &f, positional)
 		if err == nil {
