@@ -340,39 +340,41 @@ func all(fns []func() error) error {
 // openStream creates or updates (a client: looks up, or creates) stream
 // sc, retrying while JetStream settles.
 func (s *Store) openStream(ctx context.Context, sc jetstream.StreamConfig) (jetstream.Stream, error) {
-	js, client := s.js, s.cfg.Client
-	if sc.Name == JournalStream && !client {
+	js := s.js
+	if sc.Name == JournalStream && !s.cfg.Client {
 		// Before its per-thread limit is lowered, what each thread holds
 		// is counted (keepStoredJournals), once.
 		if err := retry(ctx, s.log, "journal limits", func(ctx context.Context) error { return s.keepStoredJournals(ctx, &sc) }); err != nil {
 			return nil, err
 		}
 	}
-	var st jetstream.Stream
-	err := retry(ctx, s.log, "stream "+sc.Name, func(ctx context.Context) (err error) {
-		st, err = ensure(ctx, client, js.Stream, sc.Name, jetstream.ErrStreamNotFound,
-			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) },
-			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
-		return err
-	})
-	return st, err
+	return ensure(ctx, s, "stream ", js.Stream, sc.Name, jetstream.ErrStreamNotFound,
+		func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) },
+		func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
 }
 
 // openQueueConsumer creates or updates the coordinators' durable consumer
 // of the queue.
-func (s *Store) openQueueConsumer(ctx context.Context) error {
-	cfg := &s.cfg
-	return retry(ctx, s.log, "consumer "+QueueConsumer, func(ctx context.Context) (err error) {
-		s.queue, err = s.js.CreateOrUpdateConsumer(ctx, QueueStream, jetstream.ConsumerConfig{
-			Durable:       QueueConsumer,
-			Description:   "Formica coordinators",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       cfg.AckWait,
-			MaxDeliver:    cfg.MaxDeliver,
-			MaxAckPending: cfg.MaxRunSlots,
-		})
+func (s *Store) openQueueConsumer(ctx context.Context) (err error) {
+	s.queue, err = s.openConsumer(ctx, QueueStream, jetstream.ConsumerConfig{
+		Durable:       QueueConsumer,
+		Description:   "Formica coordinators",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxDeliver:    s.cfg.MaxDeliver,
+		MaxAckPending: s.cfg.MaxRunSlots,
+	})
+	return err
+}
+
+// openConsumer creates or updates the durable consumer cc of stream,
+// retrying while JetStream settles.
+func (s *Store) openConsumer(ctx context.Context, stream string, cc jetstream.ConsumerConfig) (c jetstream.Consumer, err error) {
+	err = retry(ctx, s.log, "consumer "+cc.Durable, func(ctx context.Context) (err error) {
+		c, err = s.js.CreateOrUpdateConsumer(ctx, stream, cc)
 		return err
 	})
+	return c, err
 }
 
 // bucketOpeners returns the openers of the KV buckets and the object
@@ -380,49 +382,37 @@ func (s *Store) openQueueConsumer(ctx context.Context) error {
 // creates it).
 func (s *Store) bucketOpeners(ctx context.Context) []func() error {
 	js, r, client := s.js, s.cfg.Replicas, s.cfg.Client
-	var opens []func() error
-	for _, kv := range []struct {
-		dst  *jetstream.KeyValue
-		name string
-		desc string
-		tree string // where it republishes (see watch)
-	}{{&s.runs, RunsBucket, "Formica run records", storedRuns}, {&s.approvals, ApprovalsBucket, "Formica approvals", storedApprovals}} {
-		kc := jetstream.KeyValueConfig{
-			Bucket: kv.name, Description: kv.desc, History: 1, TTL: s.cfg.Retention,
-			Storage: jetstream.FileStorage, Replicas: r, RePublish: republish(kvSubject(kv.name, ">"), kv.tree),
-		}
-		opens = append(opens, func() error {
-			return retry(ctx, s.log, "bucket "+kv.name, func(ctx context.Context) (err error) {
-				*kv.dst, err = ensure(ctx, client, js.KeyValue, kv.name, jetstream.ErrBucketNotFound,
-					func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, kc) },
-					func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kc) })
-				return err
-			})
-		})
+	// The records and approvals buckets republish each write into a tree
+	// of their own (see watch).
+	kv := func(name, desc, tree string) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{Bucket: name, Description: desc, History: 1, TTL: s.cfg.Retention,
+			Storage: jetstream.FileStorage, Replicas: r, RePublish: republish(kvSubject(name, ">"), tree)}
 	}
+	type bucket struct {
+		dst *jetstream.KeyValue
+		kc  jetstream.KeyValueConfig
+	}
+	buckets := []bucket{{&s.runs, kv(RunsBucket, "Formica run records", storedRuns)},
+		{&s.approvals, kv(ApprovalsBucket, "Formica approvals", storedApprovals)}}
 	if !client {
-		lc, kc := leasesConfig(s.cfg), keysConfig(s.cfg)
-		opens = append(opens, func() error {
-			return retry(ctx, s.log, "bucket "+LeasesBucket, func(ctx context.Context) (err error) {
-				s.leases, err = js.CreateOrUpdateKeyValue(ctx, lc)
-				return err
-			})
-		}, func() error {
-			return retry(ctx, s.log, "bucket "+KeysBucket, func(ctx context.Context) (err error) {
-				s.pkeys.kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
-				return err
-			})
+		buckets = append(buckets, bucket{&s.leases, leasesConfig(s.cfg)}, bucket{&s.pkeys.kv, keysConfig(s.cfg)})
+	}
+	var opens []func() error
+	for _, b := range buckets {
+		opens = append(opens, func() (err error) {
+			*b.dst, err = ensure(ctx, s, "bucket ", js.KeyValue, b.kc.Bucket, jetstream.ErrBucketNotFound,
+				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, b.kc) },
+				func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, b.kc) })
+			return err
 		})
 	}
 	oc := jetstream.ObjectStoreConfig{Bucket: PayloadsBucket, Description: "Formica large run records", TTL: s.cfg.Retention,
 		Storage: jetstream.FileStorage, Replicas: r}
-	opens = append(opens, func() error {
-		return retry(ctx, s.log, "object store "+PayloadsBucket, func(ctx context.Context) (err error) {
-			s.payloads, err = ensure(ctx, client, js.ObjectStore, PayloadsBucket, jetstream.ErrBucketNotFound,
-				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
-				func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
-			return err
-		})
+	opens = append(opens, func() (err error) {
+		s.payloads, err = ensure(ctx, s, "object store ", js.ObjectStore, PayloadsBucket, jetstream.ErrBucketNotFound,
+			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, oc) },
+			func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateOrUpdateObjectStore(ctx, oc) })
+		return err
 	})
 	return opens
 }
@@ -456,22 +446,27 @@ func OpenTransfers(ctx context.Context, nc *nats.Conn, worker string, cfg Config
 	return s, nil
 }
 
-// ensure returns the asset called name: for a client, the existing one as
-// it is (get), or else a new one (create); otherwise createOrUpdate's. A
-// client that loses the race to create it finds it on the next attempt.
-func ensure[T any](ctx context.Context, client bool, get func(context.Context, string) (T, error), name string, notFound error,
-	create, createOrUpdate func(context.Context) (T, error)) (T, error) {
-	if !client {
-		return createOrUpdate(ctx)
-	}
-	v, err := get(ctx, name)
-	if !errors.Is(err, notFound) {
-		return v, err
-	}
-	v, err = create(ctx)
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return get(ctx, name)
-	}
+// ensure returns the asset called name (kind, such as "bucket ", names
+// it in errors), retrying while JetStream settles: for a client, the
+// existing one as it is (get), or else a new one (create); otherwise
+// createOrUpdate's. A client that loses the race to create it finds it on
+// the next attempt.
+func ensure[T any](ctx context.Context, s *Store, kind string, get func(context.Context, string) (T, error), name string, notFound error,
+	create, createOrUpdate func(context.Context) (T, error)) (v T, err error) {
+	err = retry(ctx, s.log, kind+name, func(ctx context.Context) (err error) {
+		if !s.cfg.Client {
+			v, err = createOrUpdate(ctx)
+			return err
+		}
+		if v, err = get(ctx, name); !errors.Is(err, notFound) {
+			return err
+		}
+		v, err = create(ctx)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			v, err = get(ctx, name)
+		}
+		return err
+	})
 	return v, err
 }
 

@@ -141,12 +141,7 @@ func (s *Store) Next(ctx context.Context) (*Submission, error) {
 	}
 	wait := 100 * time.Millisecond
 	for {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		pctx, cancel := context.WithTimeout(ctx, pollWait)
-		msg, err := s.queue.Next(jetstream.FetchContext(pctx))
-		cancel()
+		msg, err := pull(ctx, s.queue)
 		switch {
 		case err == nil:
 			wait = 100 * time.Millisecond
@@ -156,8 +151,6 @@ func (s *Store) Next(ctx context.Context) (*Submission, error) {
 			continue
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
-		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-			continue // an empty pull: pull again
 		case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConsumerDeleted),
 			errors.Is(err, jetstream.ErrConsumerNotFound):
 			return nil, fmt.Errorf("store: next submission: %w", err)
@@ -169,6 +162,28 @@ func (s *Store) Next(ctx context.Context) (*Submission, error) {
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// pull waits for the next message of c, one pull of at most pollWait at a
+// time, until a pull fails (its error) or ctx ends (its cause).
+func pull(ctx context.Context, c jetstream.Consumer) (jetstream.Msg, error) {
+	for {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		pctx, cancel := context.WithTimeout(ctx, pollWait)
+		msg, err := c.Next(jetstream.FetchContext(pctx))
+		cancel()
+		switch {
+		case err == nil:
+			return msg, nil
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			continue // an empty pull: pull again
+		}
+		return nil, err
 	}
 }
 
@@ -232,18 +247,7 @@ func (s *Submission) InProgress(ctx context.Context) error {
 // Ack removes the submission from the queue, confirmed by the server.
 // Call it only when the run has finished and its record is stored.
 func (s *Submission) Ack(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.settled {
-		return ErrSettled
-	}
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	if err := s.msg.DoubleAck(ctx); err != nil {
-		return fmt.Errorf("store: ack run %s: %w", s.Sub.RunID, err)
-	}
-	s.settled = true
-	return nil
+	return s.send(ctx, "ack", true, s.msg.DoubleAck)
 }
 
 // Nak gives the submission back for delivery again after delay (0: at
@@ -270,6 +274,15 @@ func (s *Submission) Term(ctx context.Context, reason string) error {
 // jetstream.Msg has a confirmed form only for Ack (DoubleAck); the server
 // answers every kind of ack that carries a reply subject.
 func (s *Submission) reply(ctx context.Context, what string, body []byte, settles bool) error {
+	return s.send(ctx, what, settles, func(ctx context.Context) error {
+		_, err := s.nc.RequestWithContext(ctx, s.msg.Reply(), body)
+		return err
+	})
+}
+
+// send makes one confirmed ack-protocol exchange (what names it in
+// errors), unless the submission is settled; settles says it settles it.
+func (s *Submission) send(ctx context.Context, what string, settles bool, exchange func(context.Context) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.settled {
@@ -277,7 +290,7 @@ func (s *Submission) reply(ctx context.Context, what string, body []byte, settle
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	if _, err := s.nc.RequestWithContext(ctx, s.msg.Reply(), body); err != nil {
+	if err := exchange(ctx); err != nil {
 		return fmt.Errorf("store: %s run %s: %w", what, s.Sub.RunID, err)
 	}
 	s.settled = settles

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -57,18 +56,16 @@ func webhooksStreamConfig(cfg Config) jetstream.StreamConfig {
 // openWebhooksConsumer creates or updates the coordinators' consumer of
 // the webhooks stream. It redelivers without bound: the deliverer counts
 // attempts and gives a message up itself.
-func (s *Store) openWebhooksConsumer(ctx context.Context) error {
-	return retry(ctx, s.log, "consumer "+WebhooksConsumer, func(ctx context.Context) (err error) {
-		s.webhooks, err = s.js.CreateOrUpdateConsumer(ctx, WebhooksStream, jetstream.ConsumerConfig{
-			Durable:       WebhooksConsumer,
-			Description:   "Formica coordinators delivering webhooks",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       webhooksAckWait,
-			MaxDeliver:    -1,
-			MaxAckPending: 1024,
-		})
-		return err
+func (s *Store) openWebhooksConsumer(ctx context.Context) (err error) {
+	s.webhooks, err = s.openConsumer(ctx, WebhooksStream, jetstream.ConsumerConfig{
+		Durable:       WebhooksConsumer,
+		Description:   "Formica coordinators delivering webhooks",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       webhooksAckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 1024,
 	})
+	return err
 }
 
 // PutWebhook keeps data, one webhook call, under id (the stream keeps one
@@ -93,28 +90,20 @@ func (s *Store) NextWebhook(ctx context.Context) (*WebhookJob, error) {
 		return nil, ErrClient
 	}
 	for {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		pctx, cancel := context.WithTimeout(ctx, pollWait)
-		msg, err := s.webhooks.Next(jetstream.FetchContext(pctx))
-		cancel()
+		msg, err := pull(ctx, s.webhooks)
 		switch {
-		case err == nil:
-			meta, err := msg.Metadata()
-			if err != nil {
-				s.log.Warn("store: webhook message without metadata", "err", err)
-				msg.Term()
-				continue
-			}
-			return &WebhookJob{msg: msg, attempt: int(meta.NumDelivered)}, nil
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && err != nil:
 			return nil, context.Cause(ctx)
-		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-			continue // an empty pull: pull again
-		default:
+		case err != nil:
 			return nil, fmt.Errorf("store: next webhook: %w", err)
 		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			s.log.Warn("store: webhook message without metadata", "err", err)
+			msg.Term()
+			continue
+		}
+		return &WebhookJob{msg: msg, attempt: int(meta.NumDelivered)}, nil
 	}
 }
 
