@@ -59,19 +59,27 @@ var errNoDirect = errors.New("store: stream does not answer direct gets")
 // until nothing is pending). It stops at each's first error and returns it
 // as it is.
 func (s *Store) readDirect(ctx context.Context, stream, filter string, from uint64, batch int, each func(*storedMsg) error) error {
+	return s.directGets(ctx, stream, batch, max(from, 1), func(seq uint64) any {
+		return struct {
+			Seq      uint64 `json:"seq"`
+			NextFor  string `json:"next_by_subj"`
+			Batch    int    `json:"batch"`
+			MaxBytes int    `json:"max_bytes"`
+		}{seq, filter, batch, directBytes}
+	}, each)
+}
+
+// directGets asks stream for batches of at most batch messages, the first
+// from seq on (request is the body asking from a sequence), and calls each
+// with every message, until nothing is left (see readBatch).
+func (s *Store) directGets(ctx context.Context, stream string, batch int, seq uint64, request func(seq uint64) any, each func(*storedMsg) error) error {
 	d, err := s.directInbox(batch)
 	if err != nil {
 		return fmt.Errorf("store: read %s: %w", stream, err)
 	}
 	defer d.close()
-	seq := max(from, 1)
 	for {
-		req, _ := json.Marshal(struct {
-			Seq      uint64 `json:"seq"`
-			NextFor  string `json:"next_by_subj"`
-			Batch    int    `json:"batch"`
-			MaxBytes int    `json:"max_bytes"`
-		}{seq, filter, batch, directBytes})
+		req, _ := json.Marshal(request(seq))
 		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, d.inbox, req); err != nil {
 			return fmt.Errorf("store: read %s: %w", stream, err)
 		}
@@ -132,28 +140,15 @@ func (s *Store) readLast(ctx context.Context, stream string, subjects []string, 
 	if len(subjects) > maxLastSubjects {
 		return fmt.Errorf("store: read %s: %d subjects at once, past %d", stream, len(subjects), maxLastSubjects)
 	}
-	d, err := s.directInbox(len(subjects))
-	if err != nil {
-		return fmt.Errorf("store: read %s: %w", stream, err)
-	}
-	defer d.close()
-	var seq uint64 // where a batch cut by its bytes goes on
-	for {
-		req, _ := json.Marshal(struct {
+	// A batch cut by its bytes goes on from the sequence its end names.
+	return s.directGets(ctx, stream, len(subjects), 0, func(seq uint64) any {
+		return struct {
 			Seq      uint64   `json:"seq,omitempty"`
 			Last     []string `json:"multi_last"`
 			Batch    int      `json:"batch"`
 			MaxBytes int      `json:"max_bytes"`
-		}{seq, subjects, len(subjects), directBytes})
-		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, d.inbox, req); err != nil {
-			return fmt.Errorf("store: read %s: %w", stream, err)
-		}
-		next, done, err := d.readBatch(ctx, stream, each)
-		if err != nil || done {
-			return err
-		}
-		seq = next
-	}
+		}{seq, subjects, len(subjects), directBytes}
+	}, each)
 }
 
 // maxLastSubjects bounds the subjects of one multi_last direct get (the
