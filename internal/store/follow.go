@@ -89,10 +89,7 @@ func (f *follower) run(ctx context.Context, sub *nats.Subscription) error {
 			done, err = f.copy(ctx, m)
 		}
 	}
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return context.Cause(ctx)
-	}
-	return err
+	return withCause(ctx, err)
 }
 
 // catchUp delivers what is stored after the last message delivered, read
