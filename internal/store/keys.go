@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -126,10 +125,9 @@ func (s *Store) cacheKey(id string, value []byte) (ed25519.PublicKey, bool) {
 func (s *Store) loadPlacementKeys(ctx context.Context) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	prefix := "$KV." + KeysBucket + "."
-	return s.readDirect(ctx, "KV_"+KeysBucket, prefix+">", 1, directBatch, func(m *storedMsg) error {
-		if op := m.hdr.Get("KV-Operation"); op == "" {
-			s.cacheKey(strings.TrimPrefix(m.subject, prefix), m.data)
+	return s.readDirect(ctx, kvStream(KeysBucket), kvSubject(KeysBucket, ">"), 1, directBatch, func(m *storedMsg) error {
+		if !deleted(m) {
+			s.cacheKey(kvKey(KeysBucket, m), m.data)
 		}
 		return nil
 	})
