@@ -204,12 +204,12 @@ func (w *JournalWriter) Proven(proof string) *JournalWriter {
 // transfers stream first and journaled by reference.
 func (w *JournalWriter) Append(e journal.Entry) {
 	data, err := w.s.encodeEntry(e)
-	if err != nil {
-		w.fail(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err != nil {
+		w.setErr(fmt.Errorf("store: journal %s/%s: %w", w.run, w.thread, err))
+		return
+	}
 	if w.batched > 0 {
 		w.held = append(w.held, data)
 		if len(w.held) == 1 {
@@ -315,12 +315,6 @@ func (s *Store) publishEntry(subject, run, thread, placement string, data []byte
 		s.journalFailed(msg, err)
 	}
 	return f, err
-}
-
-func (w *JournalWriter) fail(err error) {
-	w.mu.Lock()
-	w.setErr(err)
-	w.mu.Unlock()
 }
 
 func (w *JournalWriter) setErr(err error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/formica-run/formica/internal/journal"
@@ -38,10 +39,7 @@ func (j *RunJournal) Append(thread, placement string, e journal.Entry) {
 	data, err := j.s.encodeEntry(e)
 	subject := SubjectJournal(j.run, thread, true)
 	if err != nil {
-		j.s.log.Warn("store: journal write failed", "run_id", j.run, "thread_id", thread, "err", err)
-		if j.s.cfg.JournalFailed != nil {
-			j.s.cfg.JournalFailed()
-		}
+		j.s.journalFailed(&nats.Msg{Subject: subject}, err)
 		return
 	}
 	digest := journal.Digest(placement)
