@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -197,14 +198,6 @@ func mergeBySeq(a, b []journal.Entry) []journal.Entry {
 	}
 	out := make([]journal.Entry, 0, len(a)+len(b))
 	out = append(append(out, a...), b...)
-	slices.SortStableFunc(out, func(x, y journal.Entry) int {
-		switch {
-		case x.Seq < y.Seq:
-			return -1
-		case x.Seq > y.Seq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, func(x, y journal.Entry) int { return cmp.Compare(x.Seq, y.Seq) })
 	return out
 }
