@@ -1,11 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,11 +98,8 @@ func (s *Store) ListApprovals(ctx context.Context, pendingOnly bool) ([]Approval
 			out = append(out, a)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].RequestedAt.Equal(out[j].RequestedAt) {
-			return out[i].RequestedAt.Before(out[j].RequestedAt)
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b Approval) int {
+		return cmp.Or(a.RequestedAt.Compare(b.RequestedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
