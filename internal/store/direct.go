@@ -77,7 +77,7 @@ func (s *Store) directGets(ctx context.Context, stream string, batch int, seq ui
 	if err != nil {
 		return fmt.Errorf("store: read %s: %w", stream, err)
 	}
-	defer d.close()
+	defer d.sub.Unsubscribe()
 	for {
 		req, _ := json.Marshal(request(seq))
 		if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, d.inbox, req); err != nil {
@@ -118,8 +118,6 @@ func (s *Store) directInbox(batch int) (*directInbox, error) {
 	d.sub = sub
 	return d, nil
 }
-
-func (d *directInbox) close() { d.sub.Unsubscribe() }
 
 // next is the inbox's next message.
 func (d *directInbox) next(ctx context.Context) (*nats.Msg, error) {
