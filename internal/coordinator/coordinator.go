@@ -279,7 +279,7 @@ func New(cfg Config) (*Coordinator, error) {
 		runs:      map[string]*run{},
 		decisions: map[string]chan store.Approval{},
 		alive:     keepalive{repliers: map[*alivePing]struct{}{}},
-		quotas:    newQuotas(nil),
+		quotas:    newQuotas(),
 		stop:      make(chan struct{}),
 	}
 	if cfg.Store != nil {
@@ -450,7 +450,7 @@ func (c *Coordinator) tick() {
 		c.heartbeat()
 		c.republish()
 		for _, id := range c.registry.sweep(MissedHeartbeats) {
-			c.workerLost(id, "no heartbeat")
+			c.workerGone(id, "no heartbeat", true)
 		}
 	})
 }
@@ -532,8 +532,6 @@ func (c *Coordinator) joined(hb wire.WorkerHeartbeat) {
 
 // uptime is the coordinator's age on the monotonic clock.
 func (c *Coordinator) uptime() time.Duration { return time.Since(c.born) }
-
-func (c *Coordinator) workerLost(id, reason string) { c.workerGone(id, reason, true) }
 
 // workerGone settles worker id, gone: lost (silent, not answering), or
 // stopped cleanly (its last heartbeat said it was leaving), which is no

@@ -82,8 +82,16 @@ func (e *execution) place() {
 	}
 }
 
-// waiting tells the run's watchers that the thread waits for a slot.
-func (e *execution) waiting(workers int) { e.c.waiting(e.r, e.t, workers) }
+// waiting tells the run's watchers that the thread waits for a worker
+// slot, and whether any worker is registered at all.
+func (e *execution) waiting(workers int) {
+	ev := threadEvent(event.ThreadWaiting, &e.t.thread)
+	ev.Reason = event.WaitingForWorker
+	if workers == 0 {
+		ev.Reason += " (none is registered)"
+	}
+	e.c.emit(e.r, ev)
+}
 
 // placed sends the thread's request to worker wid, reserved for it; err
 // says why no worker was.
@@ -147,7 +155,7 @@ func (e *execution) ended(p *placement, res thread.Result, out outcome) {
 		e.reread = true
 		r.endAttempt(t, errors.New("worker gone"))
 		if c.registry.forget(wid) {
-			c.workerLost(wid, "no responders")
+			c.workerGone(wid, "no responders", true)
 		}
 		c.replaced(t, wid, "worker "+wid+" not answering")
 	case lost:
@@ -157,7 +165,7 @@ func (e *execution) ended(p *placement, res thread.Result, out outcome) {
 		e.reread = true
 		r.endAttempt(t, fmt.Errorf("worker %s lost", wid))
 		if c.registry.forget(wid) {
-			c.workerLost(wid, "silent during a thread")
+			c.workerGone(wid, "silent during a thread", true)
 		}
 		if e.attempts >= c.cfg.MaxAttempts {
 			e.done(thread.Failed("worker lost"), false)
@@ -174,17 +182,6 @@ func (c *Coordinator) replaced(t *threadRec, wid, reason string) {
 	e := threadEvent(event.ThreadReplaced, &t.thread)
 	e.Worker, e.Reason = wid, reason
 	c.publish(e)
-}
-
-// waiting tells the run's watchers that t waits for a worker slot, and
-// whether any worker is registered at all.
-func (c *Coordinator) waiting(r *run, t *threadRec, workers int) {
-	e := threadEvent(event.ThreadWaiting, &t.thread)
-	e.Reason = event.WaitingForWorker
-	if workers == 0 {
-		e.Reason += " (none is registered)"
-	}
-	c.emit(r, e)
 }
 
 // placement is one attempt of a thread on worker wid, until its outcome:

@@ -50,7 +50,7 @@ func newExecRig(t *testing.T, cfg Config) *execRig {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	c := &Coordinator{cfg: cfg, tr: tr, execTr: execTr, epoch: "e1", born: time.Now(), registry: newRegistry(time.Now),
-		runs: map[string]*run{}, quotas: newQuotas(nil), stop: make(chan struct{}),
+		runs: map[string]*run{}, quotas: newQuotas(), stop: make(chan struct{}),
 		alive: keepalive{repliers: map[*alivePing]struct{}{}}}
 	c.events = newPublisher(maxQueuedEvents, publishDelay, func(*event.Event) {}, nil)
 	c.loops.Add(1)

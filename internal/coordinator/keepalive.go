@@ -44,14 +44,10 @@ func (k *keepalive) remove(p *alivePing) {
 }
 
 func (k *keepalive) ping() {
-	type due struct {
-		r      transport.Replier
-		thread string
-	}
 	k.mu.Lock()
-	ds := make([]due, 0, len(k.repliers))
+	ds := make([]alivePing, 0, len(k.repliers))
 	for p := range k.repliers {
-		ds = append(ds, due{p.r, p.thread})
+		ds = append(ds, *p)
 	}
 	k.mu.Unlock()
 	for _, d := range ds {

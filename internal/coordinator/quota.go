@@ -73,11 +73,8 @@ var errWithdrawn = errors.New("quota ask withdrawn by its worker")
 // overKeep is how long the end of an ask not yet seen is kept for it.
 const overKeep = time.Minute
 
-func newQuotas(reg *quota.Registry) *quotas {
-	if reg == nil {
-		reg = quota.NewRegistry()
-	}
-	return &quotas{reg: reg, asks: map[string]*quotaAsk{}, owned: map[string]int{}, names: map[string]string{}}
+func newQuotas() *quotas {
+	return &quotas{reg: quota.NewRegistry(), asks: map[string]*quotaAsk{}, owned: map[string]int{}, names: map[string]string{}}
 }
 
 // handleQuotaTake queues a worker's ask for an endpoint's quota and answers

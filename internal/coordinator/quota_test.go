@@ -37,7 +37,7 @@ func (r replies) next(t *testing.T, want wire.Type) wire.Msg {
 }
 
 func quotaCoordinator() *Coordinator {
-	return &Coordinator{quotas: newQuotas(nil), alive: keepalive{repliers: map[*alivePing]struct{}{}},
+	return &Coordinator{quotas: newQuotas(), alive: keepalive{repliers: map[*alivePing]struct{}{}},
 		cfg: Config{ID: "c1", Logger: slog.New(slog.DiscardHandler)}}
 }
 

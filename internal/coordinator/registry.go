@@ -128,14 +128,6 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 	return !ok
 }
 
-// has reports whether worker id is live.
-func (g *registry) has(id string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, ok := g.workers[id]
-	return ok
-}
-
 // incarnation is worker id's start time, as its heartbeats give it.
 func (g *registry) incarnation(id string) time.Time {
 	g.mu.Lock()
@@ -363,7 +355,7 @@ func (g *registry) busy(id string) {
 }
 
 // park and unpark move a thread's slot out of and back into its worker's load
-// while the thread waits on helpers.
+// while the thread waits on helpers; "" names no worker, and does nothing.
 func (g *registry) park(id string) {
 	g.mu.Lock()
 	var served []*waiter

@@ -71,10 +71,7 @@ func (c *Coordinator) giveBackWhenIdle(id string, s *slot) (stop func()) {
 				return
 			case <-t.C:
 			}
-			c.mu.Lock()
-			rn := c.runs[id]
-			c.mu.Unlock()
-			if rn != nil {
+			if rn := c.run(id); rn != nil {
 				since = later(since, rn.lastActive())
 			}
 			if time.Since(since) >= idle {

@@ -32,9 +32,7 @@ func (c *Coordinator) handleSpawn(_ context.Context, m wire.Msg, r transport.Rep
 		c.alive.remove(ping)
 		return
 	}
-	if w := sp.rn.parkParent(sp.parent); w != "" {
-		c.registry.park(w)
-	}
+	c.registry.park(sp.rn.parkParent(sp.parent))
 	c.startThread(sp.rn, sp.t, sp.ended)
 }
 
@@ -165,16 +163,12 @@ func (c *Coordinator) attachSpawn(rn *run, parent, t *threadRec, r transport.Rep
 	r.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: t.thread.ID}))
 	ping := c.alive.add(r, t.thread.ID)
 	defer c.alive.remove(ping)
-	if w := rn.parkParent(parent); w != "" {
-		c.registry.park(w)
-	}
+	c.registry.park(rn.parkParent(parent))
 	select {
 	case <-t.ended:
 	case <-parent.ctx.Done():
 	}
-	if w := rn.unparkParent(parent); w != "" {
-		c.registry.unpark(w)
-	}
+	c.registry.unpark(rn.unparkParent(parent))
 	rn.mu.Lock()
 	res, done, worker := t.result, t.done, t.worker
 	rn.mu.Unlock()
@@ -213,9 +207,7 @@ func (sp *admittedSpawn) ended(res thread.Result, reported bool) {
 	if !reported {
 		c.journalEnd(rn, t, res)
 	}
-	if w := rn.unparkParent(sp.parent); w != "" {
-		c.registry.unpark(w)
-	}
+	c.registry.unpark(rn.unparkParent(sp.parent))
 	// Progress goes on while the reply is sent: a result over the NATS max
 	// payload is uploaded first, which may outlast the parent's patience.
 	rn.mu.Lock()
