@@ -21,9 +21,8 @@ func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r transport.
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	rn, t, err := c.placedThread(wreq.RunID, wreq.ThreadID, wire.SenderOf(m.Subject), wreq.Token)
+	rn, t, err := c.placedThread(wreq.RunID, wreq.ThreadID, m.Subject, wreq.Token)
 	if err != nil {
-		c.refuse(m.Subject, err)
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
@@ -188,29 +187,15 @@ const deniedByUser = "denied by a user"
 // coordinator holds it (that one's watch hands it to the waiting thread).
 // It is the only way a decision enters: the HTTP API and the CLI both ask
 // here, and clients have no write access to the approvals bucket.
-func (c *Coordinator) handleDecide(_ context.Context, m wire.Msg, r transport.Replier) {
-	var d wire.ApprovalDecide
-	if err := wire.DecodeAs(m.Data, wire.TypeApprovalDecide, &d); err != nil {
-		r.Reply(wire.ErrorReply(err))
-		return
-	}
+func (c *Coordinator) handleDecide(_ wire.Msg, d *wire.ApprovalDecide) (wire.Msg, error) {
 	reason := deniedByUser
 	if d.Allow {
 		reason = ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := c.cfg.Store.Decide(ctx, d.ID, d.Allow, reason)
-	switch {
-	case err == nil:
-		r.Reply(wire.Message(wire.TypeOK, struct{}{}))
-		return
-	case errors.Is(err, store.ErrNotFound):
-		err = &wire.Error{Code: wire.CodeNotFound, Message: err.Error()}
-	case errors.Is(err, store.ErrDecided):
-		err = &wire.Error{Code: wire.CodeConflict, Message: err.Error()}
-	case errors.Is(err, store.ErrInvalidID):
-		err = &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	if _, err := c.cfg.Store.Decide(ctx, d.ID, d.Allow, reason); err != nil {
+		return wire.Msg{}, storeError(err)
 	}
-	r.Reply(wire.ErrorReply(err))
+	return okReply, nil
 }

@@ -325,21 +325,21 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		{wire.SubjectSubmit, wire.QueueCoordinators, c.handleSubmit},
 		{wire.SubjectSpawn(c.cfg.ID, wire.AnyWorker), "", c.handleSpawn},
 		{wire.SubjectApproval(c.cfg.ID, wire.AnyWorker), "", c.handleApproval},
-		{wire.SubjectBudget(c.cfg.ID, wire.AnyWorker), "", c.handleBudget},
-		{wire.SubjectPlacement(c.cfg.ID, wire.AnyWorker), "", c.handlePlacementCheck},
+		{wire.SubjectBudget(c.cfg.ID, wire.AnyWorker), "", answer(wire.TypeBudgetRenew, c.handleBudget)},
+		{wire.SubjectPlacement(c.cfg.ID, wire.AnyWorker), "", answer(wire.TypePlacementCheck, c.handlePlacementCheck)},
 		{wire.SubjectQuota(c.cfg.ID, wire.AnyWorker), "", c.handleQuota},
-		{wire.SubjectThreadCancel(c.cfg.ID, wire.AnyWorker), "", c.handleThreadCancel},
-		{wire.SubjectRunCancel, "", c.handleRunCancel},
+		{wire.SubjectThreadCancel(c.cfg.ID, wire.AnyWorker), "", answer(wire.TypeCancel, c.handleThreadCancel)},
+		{wire.SubjectRunCancel, "", answer(wire.TypeCancel, c.handleRunCancel)},
 		{wire.SubjectWorkers, wire.QueueCoordinators, c.handleWorkers},
 	}
 	if c.cfg.Store != nil {
 		// What clients ask of the durable state: this coordinator writes it
 		// (decisions on held approvals, queued runs, cancels, resumes).
 		serve = append(serve,
-			served{wire.SubjectApprovalDecide, wire.QueueCoordinators, c.handleDecide},
-			served{wire.SubjectEnqueue, wire.QueueCoordinators, c.handleEnqueue},
-			served{wire.SubjectCancelRequest, wire.QueueCoordinators, c.handleCancelRequest},
-			served{wire.SubjectResume, wire.QueueCoordinators, c.handleResume},
+			served{wire.SubjectApprovalDecide, wire.QueueCoordinators, answer(wire.TypeApprovalDecide, c.handleDecide)},
+			served{wire.SubjectEnqueue, wire.QueueCoordinators, answer(wire.TypeRunSubmit, c.handleEnqueue)},
+			served{wire.SubjectCancelRequest, wire.QueueCoordinators, answer(wire.TypeRunCancel, c.handleCancelRequest)},
+			served{wire.SubjectResume, wire.QueueCoordinators, answer(wire.TypeRunResume, c.handleResume)},
 			served{wire.SubjectAssets, wire.QueueCoordinators, c.handleAssets},
 		)
 	}

@@ -69,7 +69,7 @@ func TestCancelledRunEndsCancelledWhateverItsRoot(t *testing.T) {
 		g.cancels("w1", func(wire.Cancel) {})
 		go keepBeating(t.Context(), g, "w1")
 		time.AfterFunc(time.Second, func() {
-			g.c.handleRunCancel(t.Context(), wire.Message(wire.TypeCancel, wire.Cancel{RunID: rn.id, Reason: CancelledByUser}), make(replies, 1))
+			answer(wire.TypeCancel, g.c.handleRunCancel)(t.Context(), wire.Message(wire.TypeCancel, wire.Cancel{RunID: rn.id, Reason: CancelledByUser}), make(replies, 1))
 		})
 		rec := g.c.execute(rn, wire.RunSubmit{RunID: rn.id, Task: "t", Agent: spec.Agent{Name: "root", Model: "sim"}}, false)
 		g.c.close(rn)

@@ -16,6 +16,30 @@ import (
 	"github.com/formica-run/formica/internal/wire"
 )
 
+// answer serves requests of type typ: each decoded into a T (one that does
+// not decode is answered with its error) and answered with what h returns,
+// its message or its error. A zero message is no answer: the request is
+// another coordinator's to answer.
+func answer[T any](typ wire.Type, h func(m wire.Msg, req *T) (wire.Msg, error)) transport.Handler {
+	return func(_ context.Context, m wire.Msg, r transport.Replier) {
+		var req T
+		reply, err := wire.Msg{}, wire.DecodeAs(m.Data, typ, &req)
+		if err == nil {
+			reply, err = h(m, &req)
+		}
+		switch {
+		case err != nil:
+			r.Reply(wire.ErrorReply(err))
+		case reply.Type != "":
+			r.Reply(reply)
+		}
+	}
+}
+
+// okReply answers a request done. Messages are never changed once built,
+// so one serves all.
+var okReply = wire.Message(wire.TypeOK, struct{}{})
+
 // handleSubmit runs a submitted run to its end: accepted at once, progress
 // while it runs, the run's record as the final reply.
 func (c *Coordinator) handleSubmit(_ context.Context, m wire.Msg, r transport.Replier) {
@@ -91,55 +115,35 @@ func (c *Coordinator) finishDirect(sub wire.RunSubmit, rec record.Run) {
 
 // handleBudget settles what a thread spent since its last grant and
 // answers with its next one.
-func (c *Coordinator) handleBudget(_ context.Context, m wire.Msg, r transport.Replier) {
-	var req wire.BudgetRenew
-	if err := wire.DecodeAs(m.Data, wire.TypeBudgetRenew, &req); err != nil {
-		r.Reply(wire.ErrorReply(err))
-		return
-	}
-	_, t, err := c.placedThread(req.RunID, req.ThreadID, wire.SenderOf(m.Subject), req.Token)
+func (c *Coordinator) handleBudget(m wire.Msg, req *wire.BudgetRenew) (wire.Msg, error) {
+	_, t, err := c.placedThread(req.RunID, req.ThreadID, m.Subject, req.Token)
 	if err != nil {
-		c.refuse(m.Subject, err)
-		r.Reply(wire.ErrorReply(err))
-		return
+		return wire.Msg{}, err
 	}
-	r.Reply(wire.Message(wire.TypeBudgetGrant, t.lease.Renew(limits.Spend{In: req.InputTokens, Out: req.OutputTokens, Micros: req.CostMicros}, req.NeedMicros)))
+	return wire.Message(wire.TypeBudgetGrant, t.lease.Renew(limits.Spend{In: req.InputTokens, Out: req.OutputTokens, Micros: req.CostMicros}, req.NeedMicros)), nil
 }
 
 // handlePlacementCheck answers a worker that asks, before a tool call,
 // whether its placement of a thread is still current: ok, which keeps the
 // placement from being given up for a loss window, or fenced.
-func (c *Coordinator) handlePlacementCheck(_ context.Context, m wire.Msg, r transport.Replier) {
-	var req wire.PlacementCheck
-	if err := wire.DecodeAs(m.Data, wire.TypePlacementCheck, &req); err != nil {
-		r.Reply(wire.ErrorReply(err))
-		return
-	}
+func (c *Coordinator) handlePlacementCheck(m wire.Msg, req *wire.PlacementCheck) (wire.Msg, error) {
 	rn, err := c.ownedRun(req.RunID)
 	if err == nil {
 		err = rn.vouch(req.ThreadID, wire.SenderOf(m.Subject), req.Token, time.Now())
 	}
 	if err != nil {
 		c.refuse(m.Subject, err)
-		r.Reply(wire.ErrorReply(err))
-		return
+		return wire.Msg{}, err
 	}
-	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+	return okReply, nil
 }
 
 // handleThreadCancel cancels a helper (and its subtree) at the request of
 // its parent's current placement.
-func (c *Coordinator) handleThreadCancel(_ context.Context, m wire.Msg, r transport.Replier) {
-	var cn wire.ThreadCancel
-	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
-		r.Reply(wire.ErrorReply(err))
-		return
-	}
-	rn, parent, err := c.placedThread(cn.RunID, cn.ParentID, wire.SenderOf(m.Subject), cn.Token)
+func (c *Coordinator) handleThreadCancel(m wire.Msg, cn *wire.ThreadCancel) (wire.Msg, error) {
+	rn, parent, err := c.placedThread(cn.RunID, cn.ParentID, m.Subject, cn.Token)
 	if err != nil {
-		c.refuse(m.Subject, err)
-		r.Reply(wire.ErrorReply(err))
-		return
+		return wire.Msg{}, err
 	}
 	if t := rn.thread(cn.ThreadID); t != nil && t.thread.ParentID == cn.ParentID {
 		// A parent cancelled here (its run's cancel, a budget's cut) may
@@ -151,17 +155,21 @@ func (c *Coordinator) handleThreadCancel(_ context.Context, m wire.Msg, r transp
 		}
 		t.cancel(cause)
 	}
-	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+	return okReply, nil
 }
 
-// placedThread finds thread id of run runID as placed on worker sender
-// under token, or says why the message does not count.
-func (c *Coordinator) placedThread(runID, id, sender, token string) (*run, *threadRec, error) {
+// placedThread finds thread id of run runID as placed, under token, on the
+// worker that sent a message on subject, or says (and logs) why the
+// message does not count.
+func (c *Coordinator) placedThread(runID, id, subject, token string) (*run, *threadRec, error) {
 	rn, err := c.ownedRun(runID)
-	if err != nil {
-		return nil, nil, err
+	var t *threadRec
+	if err == nil {
+		t, err = rn.placedOn(id, wire.SenderOf(subject), token)
 	}
-	t, err := rn.placedOn(id, sender, token)
+	if err != nil {
+		c.refuse(subject, err)
+	}
 	return rn, t, err
 }
 
@@ -178,38 +186,31 @@ func (c *Coordinator) ownedRun(runID string) (*run, error) {
 // when the message names threads, only those threads and their subtrees:
 // each cancelled helper's parent gets "Helper <name> failed: ..." and goes
 // on. An unknown thread is answered not_found.
-func (c *Coordinator) handleRunCancel(_ context.Context, m wire.Msg, r transport.Replier) {
-	var cn wire.Cancel
-	if err := wire.DecodeAs(m.Data, wire.TypeCancel, &cn); err != nil {
-		r.Reply(wire.ErrorReply(err))
-		return
-	}
+func (c *Coordinator) handleRunCancel(_ wire.Msg, cn *wire.Cancel) (wire.Msg, error) {
 	rn := c.run(cn.RunID)
 	if rn == nil {
-		return // another coordinator's run: its owner answers
+		return wire.Msg{}, nil // another coordinator's run: its owner answers
 	}
 	reason := cn.Reason
 	if reason == "" {
 		reason = "run cancelled"
 	}
-	if len(cn.ThreadIDs) > 0 {
-		var found []*threadRec
-		for _, id := range cn.ThreadIDs {
-			t := rn.thread(id)
-			if t == nil {
-				r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeNotFound, Message: "thread " + id + " is not in run " + cn.RunID}))
-				return
-			}
-			found = append(found, t)
-		}
-		for _, t := range found {
-			t.cancel(&cancelAsked{reason})
-		}
-		r.Reply(wire.Message(wire.TypeOK, struct{}{}))
-		return
+	if len(cn.ThreadIDs) == 0 {
+		rn.cancel(&cancelAsked{reason})
+		return okReply, nil
 	}
-	rn.cancel(&cancelAsked{reason})
-	r.Reply(wire.Message(wire.TypeOK, struct{}{}))
+	var found []*threadRec
+	for _, id := range cn.ThreadIDs {
+		t := rn.thread(id)
+		if t == nil {
+			return wire.Msg{}, &wire.Error{Code: wire.CodeNotFound, Message: "thread " + id + " is not in run " + cn.RunID}
+		}
+		found = append(found, t)
+	}
+	for _, t := range found {
+		t.cancel(&cancelAsked{reason})
+	}
+	return okReply, nil
 }
 
 // cancelAsked is the cause of a run or a thread cancelled at someone's

@@ -164,12 +164,7 @@ func (w *takeWaiting) stop() {
 
 // handleQuotaDone ends an ask: the attempt's answer goes to its ticket, or
 // a waiting ask is withdrawn.
-func (c *Coordinator) handleQuotaDone(_ context.Context, m wire.Msg, r transport.Replier) {
-	var req wire.QuotaDone
-	if err := wire.DecodeAs(m.Data, wire.TypeQuotaDone, &req); err != nil {
-		r.Reply(wire.ErrorReply(err))
-		return
-	}
+func (c *Coordinator) handleQuotaDone(m wire.Msg, req *wire.QuotaDone) (wire.Msg, error) {
 	owner := wire.SenderOf(m.Subject)
 	q := c.quotas
 	now := time.Now()
@@ -180,8 +175,7 @@ func (c *Coordinator) handleQuotaDone(_ context.Context, m wire.Msg, r transport
 	case a == nil:
 		if q.owned[owner] >= maxAsksPerWorker {
 			q.mu.Unlock()
-			r.Reply(wire.ErrorReply(&wire.Error{Code: wire.CodeOverloaded, Message: "quota: too many asks open"}))
-			return
+			return wire.Msg{}, &wire.Error{Code: wire.CodeOverloaded, Message: "quota: too many asks open"}
 		}
 		q.add(req.ID, &quotaAsk{owner: owner, over: true, expires: now.Add(overKeep)})
 		q.mu.Unlock()
@@ -191,13 +185,13 @@ func (c *Coordinator) handleQuotaDone(_ context.Context, m wire.Msg, r transport
 	case a.ticket != nil:
 		q.remove(req.ID)
 		q.mu.Unlock()
-		a.ticket.Done(outcomeOf(req, now))
+		a.ticket.Done(outcomeOf(*req, now))
 	default:
 		a.over = true
 		q.mu.Unlock()
 		a.withdraw(errWithdrawn)
 	}
-	r.Reply(wire.Message(wire.TypeOK, nil))
+	return wire.Message(wire.TypeOK, nil), nil
 }
 
 // quotaWorkerLost gives back every share a lost worker held.
@@ -269,7 +263,7 @@ func (c *Coordinator) handleQuota(ctx context.Context, m wire.Msg, r transport.R
 	case wire.TypeQuotaTake:
 		c.handleQuotaTake(ctx, m, r)
 	case wire.TypeQuotaDone:
-		c.handleQuotaDone(ctx, m, r)
+		answer(wire.TypeQuotaDone, c.handleQuotaDone)(ctx, m, r)
 	default:
 		r.Reply(wire.ErrorMsg(wire.CodeBadMessage, "unexpected message "+m.Type+" on the quota subject"))
 	}

@@ -64,9 +64,8 @@ func (c *Coordinator) admitSpawn(m wire.Msg, r transport.Replier, ping *alivePin
 		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
-	rn, parent, err := c.placedThread(req.RunID, req.ParentID, wire.SenderOf(m.Subject), req.Token)
+	rn, parent, err := c.placedThread(req.RunID, req.ParentID, m.Subject, req.Token)
 	if err != nil {
-		c.refuse(m.Subject, err)
 		r.Reply(wire.ErrorReply(err))
 		return nil
 	}
