@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,8 +30,7 @@ type runLease struct {
 	sub     *store.Submission
 	renewed atomic.Int64 // time since c.born of the last renewal
 	lost    atomic.Bool
-	stop    chan struct{}
-	done    sync.WaitGroup
+	stop    func() // ends the renewals
 }
 
 // holdLease takes the lease on queued run rn, started as attempt, and
@@ -43,48 +41,36 @@ func (c *Coordinator) holdLease(ctx context.Context, s *store.Submission, rn *ru
 	if err != nil {
 		return nil, err
 	}
-	l := &runLease{c: c, held: held, sub: s, stop: make(chan struct{})}
+	l := &runLease{c: c, held: held, sub: s}
 	l.renewed.Store(int64(c.uptime()))
-	l.done.Go(func() { l.keep(ctx, rn) })
+	l.stop = repeat(ctx, c.cfg.LeaseTTL/4, func() bool { return l.renew(ctx, rn) })
 	return l, nil
 }
 
-// keep renews the lease until it is released or lost.
-func (l *runLease) keep(ctx context.Context, rn *run) {
+// renew renews the lease once; false means it is lost, or ctx ended.
+func (l *runLease) renew(ctx context.Context, rn *run) bool {
 	c := l.c
-	every := c.cfg.LeaseTTL / 4
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	err := l.held.Renew(ctx)
+	if err == nil {
+		l.renewed.Store(int64(c.uptime()))
+		if err := l.sub.InProgress(ctx); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Warn("keep queued run in progress", "run_id", rn.id, "err", err)
 		}
-		err := l.held.Renew(ctx)
-		if err == nil {
-			l.renewed.Store(int64(c.uptime()))
-			if err := l.sub.InProgress(ctx); err != nil && ctx.Err() == nil {
-				c.cfg.Logger.Warn("keep queued run in progress", "run_id", rn.id, "err", err)
-			}
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		stale := c.uptime() - time.Duration(l.renewed.Load())
-		if !errors.Is(err, store.ErrLeaseLost) && stale <= c.cfg.LeaseTTL/2 {
-			c.cfg.Logger.Warn("renew run lease", "run_id", rn.id, "err", err)
-			continue
-		}
-		if !errors.Is(err, store.ErrLeaseLost) {
-			err = fmt.Errorf("lease not renewed for %v: %w", stale.Round(time.Millisecond), err)
-		}
-		l.lose(rn, err)
-		return
+		return true
 	}
+	if ctx.Err() != nil {
+		return false
+	}
+	stale := c.uptime() - time.Duration(l.renewed.Load())
+	if !errors.Is(err, store.ErrLeaseLost) && stale <= c.cfg.LeaseTTL/2 {
+		c.cfg.Logger.Warn("renew run lease", "run_id", rn.id, "err", err)
+		return true
+	}
+	if !errors.Is(err, store.ErrLeaseLost) {
+		err = fmt.Errorf("lease not renewed for %v: %w", stale.Round(time.Millisecond), err)
+	}
+	l.lose(rn, err)
+	return false
 }
 
 // lose gives the run up here: it is cancelled with errFenced, and the
@@ -121,8 +107,7 @@ func (l *runLease) fresh() bool {
 // release stops renewing and, unless the lease was lost, removes it: the
 // run ended here or went back to the queue.
 func (l *runLease) release(ctx context.Context) {
-	close(l.stop)
-	l.done.Wait()
+	l.stop()
 	if l.lost.Load() {
 		return
 	}

@@ -246,38 +246,25 @@ const budgetEvery = 2 * time.Second
 // liveBudget keeps the budget use in the record of a running run up to
 // date, every budgetEvery while it changes, until stop is called.
 func (c *Coordinator) liveBudget(ctx context.Context, id string, rn *run, attempt int) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(budgetEvery)
-		defer t.Stop()
-		last := rn.budget.Root().Use()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			use := rn.budget.Root().Use()
-			if maps.Equal(use, last) {
-				continue
-			}
-			last = use
-			_, err := c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
-				if r.Status != event.Running || r.Attempts != attempt {
-					return errNotRunning
-				}
-				r.Budget = use
-				return nil
-			})
-			if err != nil && !errors.Is(err, errNotRunning) {
-				c.cfg.Logger.Warn("budget use in the run record", "run_id", id, "err", err)
-			}
+	last := rn.budget.Root().Use()
+	return repeat(ctx, budgetEvery, func() bool {
+		use := rn.budget.Root().Use()
+		if maps.Equal(use, last) {
+			return true
 		}
+		last = use
+		_, err := c.cfg.Store.UpdateRecord(ctx, id, func(r *record.Run) error {
+			if r.Status != event.Running || r.Attempts != attempt {
+				return errNotRunning
+			}
+			r.Budget = use
+			return nil
+		})
+		if err != nil && !errors.Is(err, errNotRunning) {
+			c.cfg.Logger.Warn("budget use in the run record", "run_id", id, "err", err)
+		}
+		return true
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 var errNotRunning = errors.New("run no longer running")
@@ -323,6 +310,30 @@ func (c *Coordinator) finishRecord(ctx context.Context, id string, attempt int, 
 		sleep(ctx, time.Duration(try+1)*200*time.Millisecond)
 	}
 	return err
+}
+
+// repeat calls f every d, on a goroutine of its own, until f returns
+// false, ctx ends or stop is called; stop returns once it is over.
+func repeat(ctx context.Context, d time.Duration, f func() bool) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !f() {
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 func sleep(ctx context.Context, d time.Duration) {

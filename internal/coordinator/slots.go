@@ -59,29 +59,18 @@ func (c *Coordinator) giveBackWhenIdle(id string, s *slot) (stop func()) {
 	if idle < 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		since := time.Now() // before the run is registered, nothing reports
-		t := time.NewTicker(max(idle/4, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			if rn := c.run(id); rn != nil {
-				since = later(since, rn.lastActive())
-			}
-			if time.Since(since) >= idle {
-				s.give()
-				c.cfg.Logger.Info("run idle: its run slot is free for another run", "run_id", id, "idle", time.Since(since).Round(time.Millisecond))
-				return
-			}
+	since := time.Now() // before the run is registered, nothing reports
+	return repeat(context.Background(), max(idle/4, 10*time.Millisecond), func() bool {
+		if rn := c.run(id); rn != nil {
+			since = later(since, rn.lastActive())
 		}
+		if time.Since(since) < idle {
+			return true
+		}
+		s.give()
+		c.cfg.Logger.Info("run idle: its run slot is free for another run", "run_id", id, "idle", time.Since(since).Round(time.Millisecond))
+		return false
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 // activity is the clock reading of the latest report about a run or one
