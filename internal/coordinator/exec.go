@@ -137,13 +137,9 @@ func (e *execution) ended(p *placement, res thread.Result, out outcome) {
 	r.unplace(t)
 	c.registry.release(wid)
 	switch out {
-	case ended:
+	case ended, aborted:
 		r.endAttempt(t, nil)
-		e.done(res, true)
-		return
-	case aborted:
-		r.endAttempt(t, nil)
-		e.done(res, false)
+		e.done(res, out == ended)
 		return
 	case busy:
 		c.cfg.Metrics.Placement(metrics.OutcomeBusy)
@@ -212,9 +208,8 @@ type placement struct {
 // the thread counts as cancelled.
 func (p *placement) start() {
 	c, t := p.e.c, p.e.t
-	p.withSetup = !c.registry.holdsSetup(p.wid, t.setup.hash)
-	p.interval = c.registry.interval(p.wid)
-	p.incarnation = c.registry.incarnation(p.wid)
+	held, interval, incarnation := c.registry.placing(p.wid, t.setup.hash)
+	p.withSetup, p.interval, p.incarnation = !held, interval, incarnation
 	idle := MissedHeartbeats * p.interval
 	p.long = transport.Long{
 		Subject:  wire.SubjectExec(p.wid),
@@ -278,11 +273,7 @@ func (p *placement) end(err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, transport.ErrCancelled):
-		reason := "cancelled"
-		if cause := context.Cause(p.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-			reason = cause.Error()
-		}
-		p.res, p.out = thread.Result{Status: event.Cancelled, Error: reason}, aborted
+		p.res, p.out = thread.Result{Status: event.Cancelled, Error: cancelReason(context.Cause(p.ctx))}, aborted
 	case errors.Is(err, transport.ErrNoResponders):
 		p.res, p.out = thread.Result{}, gone
 	case errors.Is(err, transport.ErrSilent):
@@ -313,12 +304,17 @@ func (p *placement) tolerate(heard, now time.Time) time.Time {
 // cancel tells the worker to cancel the thread.
 func (p *placement) cancel(cause error) {
 	t := p.e.t
-	reason := "cancelled"
-	if cause != nil && !errors.Is(cause, context.Canceled) {
-		reason = cause.Error()
-	}
-	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: reason}
+	cancel := wire.Cancel{RunID: t.thread.RunID, ThreadIDs: []string{t.thread.ID}, Reason: cancelReason(cause)}
 	p.e.c.tr.Publish(context.Background(), wire.SubjectCancel(p.wid), wire.Message(wire.TypeCancel, cancel))
+}
+
+// cancelReason is what a cancel with cause is said to be: the cause's
+// words, or "cancelled" for a plain cancel.
+func cancelReason(cause error) string {
+	if cause == nil || errors.Is(cause, context.Canceled) {
+		return "cancelled"
+	}
+	return cause.Error()
 }
 
 // execRequest is the message placing t on a worker, with its setup or only
@@ -354,9 +350,7 @@ func (c *Coordinator) recordStarted(r *run, t *threadRec, wid string) {
 	e := threadEvent(event.ThreadStarted, &t.thread)
 	e.Worker, e.Time = wid, c.cfg.Now()
 	first := r.markStarted(t, e.Time)
-	r.rec.Emit(e)
-	r.active.touch()
-	c.publish(e) // the only thread.started: the worker reports none
+	c.emit(r, e) // the only thread.started: the worker reports none
 	c.cfg.Metrics.Placement(metrics.OutcomePlaced)
 	if first && !t.admitted.IsZero() {
 		c.cfg.Metrics.SpawnStarted(time.Since(t.admitted))

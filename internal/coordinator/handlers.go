@@ -225,9 +225,12 @@ func (c *Coordinator) run(id string) *run {
 	return c.runs[id]
 }
 
-// emit records an event in the run's record and publishes it.
+// emit records an event in the run's record and publishes it; its time is
+// now when it has none.
 func (c *Coordinator) emit(rn *run, e event.Event) {
-	e.Time = c.cfg.Now()
+	if e.Time.IsZero() {
+		e.Time = c.cfg.Now()
+	}
 	rn.rec.Emit(e)
 	rn.active.touch()
 	c.publish(e)

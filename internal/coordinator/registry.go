@@ -37,16 +37,18 @@ type workerState struct {
 // maxHeldSetups bounds what is remembered of one worker's setups.
 const maxHeldSetups = 1024
 
-// holdsSetup says whether worker id took the setup of hash hash.
-func (g *registry) holdsSetup(id, hash string) bool {
+// placing is what a placement on worker id needs to know of it: whether
+// it took the setup of hash hash, its heartbeat period (a second if
+// unknown) and its incarnation (its heartbeats' Started).
+func (g *registry) placing(id, hash string) (held bool, interval time.Duration, started time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w, ok := g.workers[id]
 	if !ok {
-		return false
+		return false, time.Second, time.Time{}
 	}
-	_, held := w.setups[hash]
-	return held
+	_, held = w.setups[hash]
+	return held, w.interval, w.started
 }
 
 // heldSetup notes that worker id took the setup of hash hash, or, held
@@ -128,16 +130,6 @@ func (g *registry) heartbeat(hb wire.WorkerHeartbeat) (joined bool) {
 	return !ok
 }
 
-// incarnation is worker id's start time, as its heartbeats give it.
-func (g *registry) incarnation(id string) time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if w, ok := g.workers[id]; ok {
-		return w.started
-	}
-	return time.Time{}
-}
-
 // alive reports whether worker id, in the incarnation started, was heard
 // from within missed heartbeat intervals.
 func (g *registry) alive(id string, started time.Time, missed int) bool {
@@ -169,16 +161,6 @@ func (g *registry) forget(id string) bool {
 	_, ok := g.workers[id]
 	delete(g.workers, id)
 	return ok
-}
-
-// interval is a worker's heartbeat period (a second if unknown).
-func (g *registry) interval(id string) time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if w, ok := g.workers[id]; ok {
-		return w.interval
-	}
-	return time.Second
 }
 
 // pickLocked returns the usable worker with the lowest load per slot
