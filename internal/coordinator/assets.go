@@ -18,19 +18,12 @@ const AssetsTimeout = 8 * time.Second
 // start, then once per Config.AssetsCount. A count that fails leaves the
 // last one in place.
 func (c *Coordinator) countAssets() {
-	defer c.loops.Done()
-	t := time.NewTicker(c.cfg.AssetsCount)
-	defer t.Stop()
-	for {
+	c.every(c.cfg.AssetsCount, true, func() bool {
 		if _, err := c.assets(c.background); err != nil && c.background.Err() == nil {
 			c.cfg.Logger.Warn("count the JetStream assets", "err", err)
 		}
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
-	}
+		return true
+	})
 }
 
 // assets counts the cluster's JetStream assets now, and sets the metrics

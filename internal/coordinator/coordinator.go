@@ -409,12 +409,7 @@ func (c *Coordinator) Stop() error {
 	if c.stopBg != nil {
 		c.stopBg()
 	}
-	t := time.NewTimer(10 * time.Second)
-	select {
-	case <-c.idleSignal():
-	case <-t.C:
-	}
-	t.Stop()
+	c.waitIdle(10 * time.Second)
 	close(c.stop)
 	c.loops.Wait()
 	c.events.flush(flushTimeout)
@@ -446,12 +441,13 @@ func (c *Coordinator) Workers() []wire.WorkerInfo { return c.registry.list() }
 
 // tick heartbeats and sweeps lost workers.
 func (c *Coordinator) tick() {
-	c.every(func() {
+	c.every(c.cfg.HeartbeatInterval, false, func() bool {
 		c.heartbeat()
 		c.republish()
 		for _, id := range c.registry.sweep(MissedHeartbeats) {
 			c.workerGone(id, "no heartbeat", true)
 		}
+		return true
 	})
 }
 
@@ -460,20 +456,28 @@ func (c *Coordinator) tick() {
 // round of progress can outlast an interval on a busy machine, and the
 // heartbeat, which every worker's lease hangs on, must not wait for it (a
 // late round only delays the next one).
-func (c *Coordinator) keepAlive() { c.every(c.alive.ping) }
+func (c *Coordinator) keepAlive() {
+	c.every(c.cfg.HeartbeatInterval, false, func() bool { c.alive.ping(); return true })
+}
 
-// every runs f once per heartbeat interval until the coordinator stops.
-func (c *Coordinator) every(f func()) {
+// every calls f once per d, and first at once when now, until the
+// coordinator stops or f returns false.
+func (c *Coordinator) every(d time.Duration, now bool, f func() bool) {
 	defer c.loops.Done()
-	t := time.NewTicker(c.cfg.HeartbeatInterval)
+	t := time.NewTicker(d)
 	defer t.Stop()
+	if now && !f() {
+		return
+	}
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-t.C:
 		}
-		f()
+		if !f() {
+			return
+		}
 	}
 }
 
@@ -520,13 +524,8 @@ func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
 func (c *Coordinator) joined(hb wire.WorkerHeartbeat) {
 	if c.registry.heartbeat(hb) {
 		c.cfg.Logger.Info("worker joined", "worker", hb.ID, "host", hb.Host, "slots", hb.Slots)
-		e := event.Event{Type: event.WorkerJoined, Worker: hb.ID, Reason: hb.Host}
-		c.publish(e)
 		// Every live run may place its next helpers there.
-		for _, rn := range c.liveRunList() {
-			e.RunID = rn.id
-			c.publish(e)
-		}
+		c.publishToRuns(event.Event{Type: event.WorkerJoined, Worker: hb.ID, Reason: hb.Host}, func(*run) bool { return true })
 	}
 }
 
@@ -546,11 +545,16 @@ func (c *Coordinator) workerGone(id, reason string, lost bool) {
 		c.cfg.Metrics.WorkerLeft()
 	}
 	c.quotaWorkerLost(id)
-	e := event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}
-	c.publish(e)
 	// The runs with a thread there see it in their own stream.
+	c.publishToRuns(event.Event{Type: event.WorkerLost, Worker: id, Reason: reason}, func(rn *run) bool { return rn.onWorker(id) })
+}
+
+// publishToRuns publishes e, an event of the cluster, and a copy of it in
+// the stream of each live run it concerns.
+func (c *Coordinator) publishToRuns(e event.Event, concerns func(*run) bool) {
+	c.publish(e)
 	for _, rn := range c.liveRunList() {
-		if rn.onWorker(id) {
+		if concerns(rn) {
 			e.RunID = rn.id
 			c.publish(e)
 		}

@@ -25,32 +25,37 @@ func (c *Coordinator) Drain(grace time.Duration) error {
 	}
 	n := c.liveRuns()
 	c.cfg.Logger.Info("coordinator draining", "id", c.cfg.ID, "runs", n, "grace", grace)
-	if n > 0 {
-		t := time.NewTimer(grace)
-		select {
-		case <-c.idleSignal():
-			c.cfg.Logger.Info("drained: every run finished", "id", c.cfg.ID)
-		case <-t.C:
-			c.cfg.Logger.Warn("drain grace over: handing the remaining runs back to the queue", "id", c.cfg.ID, "runs", c.liveRuns())
-		}
-		t.Stop()
+	switch {
+	case n == 0:
+	case c.waitIdle(grace):
+		c.cfg.Logger.Info("drained: every run finished", "id", c.cfg.ID)
+	default:
+		c.cfg.Logger.Warn("drain grace over: handing the remaining runs back to the queue", "id", c.cfg.ID, "runs", c.liveRuns())
 	}
 	return c.Stop()
 }
 
-// idleSignal is closed once the coordinator holds no run.
-func (c *Coordinator) idleSignal() <-chan struct{} {
+// waitIdle waits, at most d, until the coordinator holds no run; false
+// means d passed first.
+func (c *Coordinator) waitIdle(d time.Duration) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if len(c.runs) == 0 {
-		done := make(chan struct{})
-		close(done)
-		return done
+		c.mu.Unlock()
+		return true
 	}
 	if c.idle == nil {
 		c.idle = make(chan struct{})
 	}
-	return c.idle
+	idle := c.idle
+	c.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // Draining reports whether Drain has begun: the coordinator takes no new

@@ -61,10 +61,7 @@ const transfersSweepTimeout = time.Minute
 // stream per worker) once nothing is left in them: at start, then once per
 // Config.TransfersSweep until none is left.
 func (c *Coordinator) sweepTransfers() {
-	defer c.loops.Done()
-	t := time.NewTicker(c.cfg.TransfersSweep)
-	defer t.Stop()
-	for {
+	c.every(c.cfg.TransfersSweep, true, func() bool {
 		ctx, cancel := context.WithTimeout(c.background, transfersSweepTimeout)
 		removed, left, err := c.cfg.Store.RemoveDrainedTransfers(ctx)
 		cancel()
@@ -73,13 +70,7 @@ func (c *Coordinator) sweepTransfers() {
 		}
 		if err != nil {
 			c.cfg.Logger.Warn("sweep the transfers buckets of an earlier version", "err", err)
-		} else if left == 0 {
-			return
 		}
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
-	}
+		return err != nil || left != 0
+	})
 }
