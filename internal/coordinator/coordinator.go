@@ -203,24 +203,12 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.Webhooks.check(cfg.Store != nil); err != nil {
 		return nil, err
 	}
-	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if cfg.PlacementTimeout <= 0 {
-		cfg.PlacementTimeout = DefaultPlacementTimeout
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.ApprovalTimeout <= 0 {
-		cfg.ApprovalTimeout = DefaultApprovalTimeout
-	}
-	if cfg.MaxRuns <= 0 {
-		cfg.MaxRuns = DefaultMaxRuns
-	}
-	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = DefaultLeaseTTL
-	}
+	orDefault(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	orDefault(&cfg.PlacementTimeout, DefaultPlacementTimeout)
+	orDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
+	orDefault(&cfg.ApprovalTimeout, DefaultApprovalTimeout)
+	orDefault(&cfg.MaxRuns, DefaultMaxRuns)
+	orDefault(&cfg.LeaseTTL, DefaultLeaseTTL)
 	if cfg.RunIdle == 0 {
 		cfg.RunIdle = DefaultRunIdle
 	}
@@ -230,19 +218,11 @@ func New(cfg Config) (*Coordinator, error) {
 	case cfg.MaxIdleRuns < 0:
 		cfg.MaxIdleRuns = 0
 	}
-	if cfg.TransfersSweep <= 0 {
-		cfg.TransfersSweep = DefaultTransfersSweep
-	}
-	if cfg.AssetsCount <= 0 {
-		cfg.AssetsCount = DefaultAssetsCount
-	}
-	if cfg.MaxWorkerSlots <= 0 {
-		cfg.MaxWorkerSlots = DefaultMaxWorkerSlots
-	}
+	orDefault(&cfg.TransfersSweep, DefaultTransfersSweep)
+	orDefault(&cfg.AssetsCount, DefaultAssetsCount)
+	orDefault(&cfg.MaxWorkerSlots, DefaultMaxWorkerSlots)
 	cfg.Ceilings = cfg.Ceilings.WithDefaults()
-	if cfg.RunTimeout <= 0 {
-		cfg.RunTimeout = min(DefaultRunTimeout, cfg.Ceilings.MaxRunTimeout)
-	}
+	orDefault(&cfg.RunTimeout, min(DefaultRunTimeout, cfg.Ceilings.MaxRunTimeout))
 	if cfg.RunTimeout > cfg.Ceilings.MaxRunTimeout {
 		return nil, fmt.Errorf("%w: run timeout %v is above the max run timeout %v", ErrBadConfig, cfg.RunTimeout, cfg.Ceilings.MaxRunTimeout)
 	}
@@ -300,6 +280,13 @@ func New(cfg Config) (*Coordinator, error) {
 		})
 	}
 	return c, nil
+}
+
+// orDefault sets *v to def when it is not positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // ID returns the coordinator's id.

@@ -381,7 +381,7 @@ func (c *Coordinator) placeCwd(sub *wire.RunSubmit) error {
 	if err != nil {
 		return err
 	}
-	if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if outside(root, dir) {
 		if sub.Cwd != "" && sub.Agent.Harness.Cwd == "" {
 			return fmt.Errorf("cwd %s is outside the coordinator's --cwd %s", dir, root)
 		}
@@ -389,11 +389,16 @@ func (c *Coordinator) placeCwd(sub *wire.RunSubmit) error {
 	}
 	// Through symlinks too, where the directory exists already.
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		realRoot, rerr := filepath.EvalSymlinks(root)
-		if rel, err := filepath.Rel(realRoot, real); rerr == nil && (err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))) {
+		if realRoot, err := filepath.EvalSymlinks(root); err == nil && outside(realRoot, real) {
 			return fmt.Errorf("harness.cwd %q leads outside the coordinator's --cwd %s", sub.Agent.Harness.Cwd, root)
 		}
 	}
 	sub.Cwd = dir
 	return nil
+}
+
+// outside says whether dir is outside root.
+func outside(root, dir string) bool {
+	rel, err := filepath.Rel(root, dir)
+	return err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
