@@ -63,12 +63,13 @@ func (w *WebhookConfig) check(withStore bool) error {
 	return nil
 }
 
-// on says whether calls are made for events of type t.
-func (w *WebhookConfig) on(t string) bool {
-	if w.Events == nil {
-		return t == webhook.RunFinished
+// urls are the URLs called for an event of type t: the configured ones and
+// own, or none when no calls are made for events of type t.
+func (w *WebhookConfig) urls(t string, own []string) []string {
+	if w.Events == nil && t != webhook.RunFinished || w.Events != nil && !slices.Contains(w.Events, t) {
+		return nil
 	}
-	return slices.Contains(w.Events, t)
+	return append(slices.Clone(w.URLs), own...)
 }
 
 // checkSubmittedWebhooks refuses a submission naming a webhook URL this
@@ -89,9 +90,8 @@ func (c *Coordinator) checkSubmittedWebhooks(sub wire.RunSubmit) error {
 // between loses none: the next one to get the submission keeps them again
 // (the store drops copies by message id).
 func (c *Coordinator) keepWebhooks(ctx context.Context, sub wire.RunSubmit) error {
-	w := &c.cfg.Webhooks
-	urls := append(slices.Clone(w.URLs), sub.Webhooks...)
-	if len(urls) == 0 || c.cfg.Store == nil || !w.on(webhook.RunFinished) {
+	urls := c.cfg.Webhooks.urls(webhook.RunFinished, sub.Webhooks)
+	if len(urls) == 0 || c.cfg.Store == nil {
 		return nil
 	}
 	rec, _, err := c.cfg.Store.GetRecord(ctx, sub.RunID)
@@ -108,9 +108,8 @@ func (c *Coordinator) keepWebhooks(ctx context.Context, sub wire.RunSubmit) erro
 // keepApprovalWebhooks keeps the approval.waiting calls of a, an approval
 // held for a person: to the configured URLs and to webhooks, its run's.
 func (c *Coordinator) keepApprovalWebhooks(ctx context.Context, a store.Approval, webhooks []string) error {
-	w := &c.cfg.Webhooks
-	urls := append(slices.Clone(w.URLs), webhooks...)
-	if len(urls) == 0 || !w.on(webhook.ApprovalWaiting) {
+	urls := c.cfg.Webhooks.urls(webhook.ApprovalWaiting, webhooks)
+	if len(urls) == 0 {
 		return nil
 	}
 	msgs, err := webhook.ForApproval(webhook.ApprovalData{ID: a.ID, RunID: a.RunID, ThreadID: a.ThreadID,
