@@ -61,7 +61,7 @@ func (c *Coordinator) approval(rn *run, req policy.ApprovalRequest) policy.Appro
 func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 	asked := time.Now()
 	c.cfg.Metrics.ApprovalAsked()
-	decideAs := func(a policy.Approval, timedOut bool) policy.Approval {
+	decide := func(a policy.Approval, timedOut bool) policy.Approval {
 		decision := metrics.DecisionDeny
 		switch {
 		case a.Allow:
@@ -72,12 +72,11 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 		c.cfg.Metrics.ApprovalAnswered(decision, time.Since(asked))
 		return a
 	}
-	decide := func(a policy.Approval) policy.Approval { return decideAs(a, false) }
 	switch {
 	case rn.approver == "" && c.cfg.Store != nil:
-		return decideAs(c.holdApproval(rn.ctx, req, rn.webhooks))
+		return decide(c.holdApproval(rn.ctx, req, rn.webhooks))
 	case rn.approver == "":
-		return decide(policy.Approval{Reason: "no approver for this run"})
+		return decide(policy.Approval{Reason: "no approver for this run"}, false)
 	}
 	msg := wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID)
 	a := policy.Approval{Reason: "unexpected answer from the approver"}
@@ -99,11 +98,11 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 	}
 	switch err := long.Ask(rn.ctx, c.tr); {
 	case errors.Is(err, transport.ErrSilent):
-		return decideAs(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
+		return decide(policy.Approval{Reason: fmt.Sprintf("no answer within %v", c.cfg.ApprovalTimeout)}, true)
 	case err != nil:
-		return decide(policy.Approval{Reason: "approver: " + err.Error()})
+		return decide(policy.Approval{Reason: "approver: " + err.Error()}, false)
 	}
-	return decide(a)
+	return decide(a, false)
 }
 
 // holdApproval keeps an `ask` of a queued run (nobody is attached to answer
