@@ -61,13 +61,18 @@ func TestApprovalAskedOncePerCall(t *testing.T) {
 	other := req
 	other.CallID = "1/call_b"
 	var wg sync.WaitGroup
+	var announced atomic.Int32
+	announce := func() { announced.Add(1) }
 	got := make([]policy.Approval, 4)
 	for i, r := range []policy.ApprovalRequest{req, req, req, other} {
-		wg.Go(func() { got[i] = c.approval(rn, r) })
+		wg.Go(func() { got[i] = c.approval(rn, r, announce) })
 	}
 	waitUntil(t, "both calls asked about", func() bool { return questions.Load() == 2 })
 	close(release)
 	wg.Wait()
+	if n := announced.Load(); n != 4 {
+		t.Errorf("%d requests announced, want each of the 4 once", n)
+	}
 	for i, a := range got[:3] {
 		if !a.Allow || a.Reason != "1/call_a" {
 			t.Errorf("request %d for call a: %+v, want the one decision for call a", i, a)
@@ -76,7 +81,7 @@ func TestApprovalAskedOncePerCall(t *testing.T) {
 	if got[3].Allow || got[3].Reason != "1/call_b" {
 		t.Errorf("call b: %+v, want its own decision", got[3])
 	}
-	if late := c.approval(rn, req); !late.Allow || late.Reason != "1/call_a" {
+	if late := c.approval(rn, req, func() {}); !late.Allow || late.Reason != "1/call_a" {
 		t.Errorf("call a asked again after its decision: %+v", late)
 	}
 	if n := questions.Load(); n != 2 {
@@ -93,10 +98,10 @@ func TestApprovalAskedOncePerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hold.Unsubscribe()
-	go c.approval(rn, pending)
+	go c.approval(rn, pending, func() {})
 	waitUntil(t, "call c asked about", func() bool { return held.Load() > 0 })
 	done := make(chan policy.Approval, 1)
-	go func() { done <- c.approval(rn, pending) }()
+	go func() { done <- c.approval(rn, pending, func() {}) }()
 	rn.cancel(errors.New("test over"))
 	select {
 	case a := <-done:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/formica-run/formica/internal/metrics"
@@ -26,28 +27,34 @@ func (c *Coordinator) handleApproval(_ context.Context, m wire.Msg, r transport.
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	c.relay(rn, t, wreq.Events, m.Subject)
+	// The worker's events, its approval.requested among them, are published
+	// once the approval is held: whoever sees one can list the approval.
+	announce := sync.OnceFunc(func() { c.relay(rn, t, wreq.Events, m.Subject) })
+	defer announce()
 	req := wreq.ApprovalRequest
 	req.ThreadPath = t.thread.Path // the tree here names the caller, not the request
 	ping := c.alive.add(r, req.ThreadID)
 	defer c.alive.remove(ping)
-	r.Reply(wire.Message(wire.TypeApprovalDecision, c.approval(rn, req)))
+	r.Reply(wire.Message(wire.TypeApprovalDecision, c.approval(rn, req, announce)))
 }
 
 // approval is the decision of req, asked once per tool call: a request
 // for a call already asked about (sent again after its worker's connection
 // moved, its first or its answer maybe lost) waits for the same decision,
 // or has it at once.
-func (c *Coordinator) approval(rn *run, req policy.ApprovalRequest) policy.Approval {
+//
+// announce is called once the request is held or about to be asked.
+func (c *Coordinator) approval(rn *run, req policy.ApprovalRequest, announce func()) policy.Approval {
 	if req.CallID == "" {
-		return c.ask(rn, req)
+		return c.ask(rn, req, announce)
 	}
 	d, first := rn.decisionOf(req.ThreadID, req.CallID)
 	if first {
-		d.a = c.ask(rn, req)
+		d.a = c.ask(rn, req, announce)
 		close(d.done)
 		return d.a
 	}
+	announce()
 	select {
 	case <-d.done:
 		return d.a
@@ -58,7 +65,7 @@ func (c *Coordinator) approval(rn *run, req policy.ApprovalRequest) policy.Appro
 
 // ask asks the run's approver, or holds the approval for a person to
 // decide, denying when nobody answers in time.
-func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
+func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest, announce func()) policy.Approval {
 	asked := time.Now()
 	c.cfg.Metrics.ApprovalAsked()
 	decide := func(a policy.Approval, timedOut bool) policy.Approval {
@@ -74,8 +81,10 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 	}
 	switch {
 	case rn.approver == "" && c.cfg.Store != nil:
-		return decide(c.holdApproval(rn.ctx, req, rn.webhooks))
-	case rn.approver == "":
+		return decide(c.holdApproval(rn.ctx, req, rn.webhooks, announce))
+	}
+	announce()
+	if rn.approver == "" {
 		return decide(policy.Approval{Reason: "no approver for this run"}, false)
 	}
 	msg := wire.WithIDs(wire.Message(wire.TypeApprovalRequest, req), req.RunID, req.ThreadID)
@@ -112,7 +121,7 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest) policy.Approval {
 // timedOut says the denial came from the timeout, not a person. Once the
 // approval is held, its approval.waiting webhook calls (to the
 // coordinator's URLs and to webhooks, the run's own) are kept.
-func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalRequest, webhooks []string) (_ policy.Approval, timedOut bool) {
+func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalRequest, webhooks []string, held func()) (_ policy.Approval, timedOut bool) {
 	a := store.Approval{
 		ID: c.cfg.NewID(), RunID: req.RunID, ThreadID: req.ThreadID, ThreadPath: req.ThreadPath,
 		Tool: req.Tool, Arguments: req.Arguments, InDoubt: req.InDoubt, Coordinator: c.cfg.ID, RequestedAt: c.cfg.Now(),
@@ -126,7 +135,9 @@ func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalReque
 		delete(c.decisions, a.ID)
 		c.mu.Unlock()
 	}()
-	if err := c.cfg.Store.PutApproval(ctx, a); err != nil {
+	err := c.cfg.Store.PutApproval(ctx, a)
+	held()
+	if err != nil {
 		return policy.Approval{Reason: "could not hold the approval: " + err.Error()}, false
 	}
 	if err := c.keepApprovalWebhooks(ctx, a, webhooks); err != nil {
