@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -54,8 +53,7 @@ type helperCall struct {
 
 // agentCall is an agent call while its helper runs (the SpawnCall the
 // Spawner answers): its request, its place in its turn (i), its start (cs)
-// and how its helper ended. A call of a parallel turn is sent on ended; a
-// call made alone is waited for (wait).
+// and how its helper ended, sent on ended.
 type agentCall struct {
 	st     *threadState
 	turn   int
@@ -67,7 +65,6 @@ type agentCall struct {
 	i      int
 	cs     callStart
 	ended  chan<- *agentCall
-	wait   sync.WaitGroup
 	bad    string // the call's result when its arguments were bad
 }
 
@@ -81,11 +78,7 @@ func (ac *agentCall) Admitted(child string) {
 // Ended takes the helper's end.
 func (ac *agentCall) Ended(res thread.Result, err error) {
 	ac.res, ac.err = res, err
-	if ac.ended != nil {
-		ac.ended <- ac
-		return
-	}
-	ac.wait.Done()
+	ac.ended <- ac
 }
 
 // startSpawn asks the Spawner for agent call callID's helper, to end in
@@ -113,7 +106,7 @@ func (st *threadState) startSpawn(ctx context.Context, turn int, callID string, 
 		Name:        args.Name,
 		Task:        args.Task,
 	}
-	st.r.spawner.Spawn(ctx, &ac.req, ac)
+	st.r.cfg.Spawner.Spawn(ctx, &ac.req, ac)
 	return "", true
 }
 

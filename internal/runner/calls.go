@@ -35,7 +35,10 @@ const maxEventArguments = 64 << 10
 // callTools runs one response's tool calls, all at once when the agent allows
 // parallel calls and one by one otherwise, and returns their outputs in call
 // order. target is the agent a transfer_to_<name> call handed off to, if any:
-// the first such call wins.
+// the first such call wins. Every failure is a result text, never an error.
+// A call whose result is journaled is not run again; one that is run is
+// journaled once it answers (unless the thread is being cancelled: that
+// answer is an artefact of the cancel, to be redone).
 func (st *threadState) callTools(ctx context.Context, turn int, calls []model.ToolCall) (outputs []string, target string) {
 	outputs = make([]string, len(calls))
 	for i, c := range calls {
@@ -54,40 +57,14 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 				Result: outputs[i], ToolStatus: journal.ToolOK})
 		}
 	}
-	pending := func(i int) bool { _, isHandoff := st.tools.handoffs[calls[i].Name]; return !isHandoff }
 	over := st.overCalls(calls)
-
-	if !st.agent.ParallelCalls() {
-		for i, c := range calls {
-			if pending(i) {
-				outputs[i] = st.call(ctx, turn, c, over[i])
-			}
-		}
-		return outputs, target
-	}
-	// Journaled results are taken first; the calls left are announced in
-	// order before any runs, so watchers know the order the model asked for
-	// them in (siblings show in call order).
-	run := make([]bool, len(calls))
-	for i, c := range calls {
-		if !pending(i) {
-			continue
-		}
-		if out, ok := st.journaledResult(turn, c); ok {
-			outputs[i] = out
-			continue
-		}
-		run[i] = true
-		st.announce(c)
-	}
 	// An agent call waits on its helper as data (the Spawner's); any other
 	// call runs on a goroutine of its own.
 	ended := make(chan *agentCall, len(calls))
 	helpers := 0
 	var wg sync.WaitGroup
-	for i, c := range calls {
-		switch {
-		case !run[i]:
+	start := func(i int) {
+		switch c := calls[i]; {
 		case st.spawns(c):
 			st.startAgentCall(ctx, turn, i, c, ended, over[i])
 			helpers++
@@ -97,11 +74,39 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 			wg.Go(func() { outputs[i] = st.perform(ctx, turn, c) })
 		}
 	}
-	for range helpers {
-		ac := <-ended
-		outputs[ac.i] = st.endAgentCall(turn, calls[ac.i], ac)
+	wait := func() {
+		for ; helpers > 0; helpers-- {
+			ac := <-ended
+			outputs[ac.i] = st.endAgentCall(turn, calls[ac.i], ac)
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	// Journaled results are taken first. Calls one by one are announced as
+	// each runs; parallel calls are announced in order before any runs, so
+	// watchers know the order the model asked for them in (siblings show in
+	// call order).
+	parallel := st.agent.ParallelCalls()
+	var run []int
+	for i, c := range calls {
+		if _, isHandoff := st.tools.handoffs[c.Name]; isHandoff {
+			continue
+		}
+		if out, ok := st.journaledResult(turn, c); ok {
+			outputs[i] = out
+			continue
+		}
+		st.announce(c)
+		if parallel {
+			run = append(run, i)
+			continue
+		}
+		start(i)
+		wait()
+	}
+	for _, i := range run {
+		start(i)
+	}
+	wait()
 	return outputs, target
 }
 
@@ -113,36 +118,24 @@ func (st *threadState) spawns(c model.ToolCall) bool {
 
 // startAgentCall starts agent call c, the i-th of its turn; it is sent on
 // ended once its helper has ended (at once, with bad arguments or past the
-// turn's cap: over), or, with no ended, waited for (callAgent).
-func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall, over bool) *agentCall {
+// turn's cap: over).
+func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall, over bool) {
 	ac := &agentCall{i: i, cs: st.startCall(ctx, c), ended: ended}
-	if ended == nil {
-		ac.wait.Add(1)
-	}
 	if over {
-		ac.bad = st.overCapText()
-		ac.Ended(thread.Result{}, nil)
-		return ac
-	}
-	if out, ok := st.startSpawn(ac.cs.ctx, turn, c.ID, toolArgs(c), ac); !ok {
+		ac.bad = OverCapText(st.r.cfg.MaxToolCalls)
+	} else if out, ok := st.startSpawn(ac.cs.ctx, turn, c.ID, toolArgs(c), ac); !ok {
 		ac.bad = out
+	}
+	if ac.bad != "" {
 		ac.Ended(thread.Result{}, nil)
 	}
-	return ac
-}
-
-// callAgent runs agent call c of a turn whose calls go one by one.
-func (st *threadState) callAgent(ctx context.Context, turn int, c model.ToolCall, over bool) string {
-	ac := st.startAgentCall(ctx, turn, 0, c, nil, over)
-	ac.wait.Wait()
-	return st.endAgentCall(turn, c, ac)
 }
 
 // overCalls marks the tool calls of one model response past the runner's
 // MaxToolCalls (handoffs, which run nothing, are not counted): they run
 // nothing, an agent call among them starts no helper (DESIGN: a bad call
 // spawns nothing and uses no slot), and each one's result says why
-// (overCapText), so the model can ask again for fewer. What a turn's
+// (OverCapText), so the model can ask again for fewer. What a turn's
 // calls hold on the worker and, for helpers, on its coordinator (a
 // goroutine or a spawn request in flight, a helper's record, a journal
 // entry) is thus bounded by the cap, whatever the model asked.
@@ -165,17 +158,12 @@ func OverCapText(max int) string {
 		"Make this call in a later turn, or do without it.", max)
 }
 
-// overCapText is the result of a tool call past the turn's cap.
-func (st *threadState) overCapText() string {
-	return OverCapText(st.r.cfg.MaxToolCalls)
-}
-
 // refuseCall answers call c of turn, past the turn's cap, without running
 // it.
 func (st *threadState) refuseCall(ctx context.Context, turn int, c model.ToolCall) string {
 	cs := st.startCall(ctx, c)
 	cs.hc.unrun = true
-	return st.endCall(&cs, turn, c, st.overCapText(), journal.ToolError)
+	return st.endCall(&cs, turn, c, OverCapText(st.r.cfg.MaxToolCalls), journal.ToolError)
 }
 
 // endAgentCall ends agent call c as perform ends any call.
@@ -186,25 +174,6 @@ func (st *threadState) endAgentCall(turn int, c model.ToolCall, ac *agentCall) s
 	}
 	out, status := st.spawnEnded(ac)
 	return st.endCall(&ac.cs, turn, c, out, status)
-}
-
-// call runs one tool call through the permission gate and returns what the
-// model sees. Every failure is a result text, never an error. A call whose
-// result is journaled is not run again; one that is run is journaled once it
-// answers (unless the thread is being cancelled: that answer is an artefact
-// of the cancel, to be redone).
-func (st *threadState) call(ctx context.Context, turn int, c model.ToolCall, over bool) string {
-	if out, ok := st.journaledResult(turn, c); ok {
-		return out
-	}
-	st.announce(c)
-	switch {
-	case st.spawns(c):
-		return st.callAgent(ctx, turn, c, over)
-	case over:
-		return st.refuseCall(ctx, turn, c)
-	}
-	return st.perform(ctx, turn, c)
 }
 
 // journaledResult returns the journaled result of call c of turn while the thread
@@ -342,17 +311,16 @@ func (st *threadState) gate(ctx context.Context, turn int, callID string, t tool
 }
 
 func (st *threadState) ask(ctx context.Context, turn int, callID, name string, args json.RawMessage) (string, bool) {
-	if d, ok := st.replay.Approval(turn, callID); ok {
-		// Decided before the thread ran again: nobody is asked twice.
-		if !d.Allow {
-			return tools.NotApprovedText(name, d.Reason), false
-		}
-		return "", true
+	// Decided before the thread ran again: nobody is asked twice.
+	d, decided := st.replay.Approval(turn, callID)
+	allow, reason := d.Allow, d.Reason
+	if !decided {
+		ap := st.approve(ctx, turn, callID, policy.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path,
+			Tool: name, Arguments: string(args), CallID: journal.CallKey(turn, callID)})
+		allow, reason = ap.Allow, ap.Reason
 	}
-	ap := st.approve(ctx, turn, callID, policy.ApprovalRequest{RunID: st.th.RunID, ThreadID: st.th.ID, ThreadPath: st.th.Path,
-		Tool: name, Arguments: string(args), CallID: journal.CallKey(turn, callID)})
-	if !ap.Allow {
-		return tools.NotApprovedText(name, ap.Reason), false
+	if !allow {
+		return tools.NotApprovedText(name, reason), false
 	}
 	return "", true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,10 +148,10 @@ func (st *threadState) makeRoom(ctx context.Context, turn int) (res thread.Resul
 	}
 	low := int64(roomTo * float64(window))
 	last := lastTurn(st.messages)
-	if !contains(done, journal.KindElision) {
+	if !slices.Contains(done, journal.KindElision) {
 		bytes = st.elide(turn, last, bytes, low, window, before)
 	}
-	if st.estimate(bytes) > low && !contains(done, journal.KindSummary) && last > 2 {
+	if st.estimate(bytes) > low && !slices.Contains(done, journal.KindSummary) && last > 2 {
 		var err error
 		if bytes, err = st.summarize(ctx, turn, last, bytes, low, window); err != nil {
 			if ctx.Err() != nil {
@@ -311,13 +312,4 @@ func describeMessage(msgs []model.Message, i int) string {
 		return fmt.Sprintf("the result of %s call %s", m.ToolName, m.ToolCallID)
 	}
 	return fmt.Sprintf("message %d (%s)", i, m.Role)
-}
-
-func contains(kinds []journal.Kind, k journal.Kind) bool {
-	for _, o := range kinds {
-		if o == k {
-			return true
-		}
-	}
-	return false
 }

@@ -73,7 +73,7 @@ type RunResult struct {
 // Run runs a root agent and its helpers in this process and returns when
 // the root thread ends.
 func (r *Runner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
-	l := r.spawner.(*local)
+	l := r.cfg.Spawner.(*local)
 	if strings.TrimSpace(req.Task) == "" {
 		return RunResult{}, fmt.Errorf("%w: empty task", ErrBadRequest)
 	}

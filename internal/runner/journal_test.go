@@ -295,7 +295,7 @@ func (r *Runner) runAgain(t *testing.T, th thread.Thread, lim limits.Config) thr
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := r.spawner.(*local)
+	l := r.cfg.Spawner.(*local)
 	l.ledgers.Store(th.RunID, ledger)
 	defer l.ledgers.Delete(th.RunID)
 	l.threads.Store(th.ID, &th)

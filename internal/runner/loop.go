@@ -264,15 +264,10 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 		CacheKey:          st.th.ID,
 	})
 	if err == nil {
-		st.journalModel(turn, &resp, latency)
+		st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: st.ref.String(), Usage: resp.Usage, LatencyMS: ms(latency),
+			Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
 	}
 	return resp, err
-}
-
-// journalModel journals the answer of turn's model call.
-func (st *threadState) journalModel(turn int, resp *model.Response, latency time.Duration) {
-	st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: st.ref.String(), Usage: resp.Usage, LatencyMS: ms(latency),
-		Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
 }
 
 // callModel makes one model call of the thread, its turn's or a summary's: it

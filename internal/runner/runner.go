@@ -117,7 +117,6 @@ const (
 // Runner runs agent threads. It is safe for concurrent use by many runs.
 type Runner struct {
 	cfg     Config
-	spawner Spawner
 	models  sync.Map // ref -> model.Model
 	schemas sync.Map // schema text -> *compiledSchema
 	// harnesses caches base tool sets by directory (see baseTools).
@@ -156,7 +155,6 @@ func New(cfg Config) (*Runner, error) {
 	for _, t := range cfg.Tools {
 		r.registry[t.Name()] = t
 	}
-	r.spawner = cfg.Spawner
 	return r, nil
 }
 
