@@ -52,7 +52,8 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 	t := Transcript{RunID: run, ThreadID: thread, Status: event.Running, Messages: []model.Message{}, Entries: []Entry{}}
 	seenTurn := map[int]bool{}
 	compactions := map[int][]Entry{}
-	results := map[string]Entry{}
+	// Each call's result, kept as a replay keeps it (NewReplay).
+	results := NewReplay(entries).tools
 	// The conversation is laid out once every result is known: a turn
 	// redone after a crash journals its results after entries (an end,
 	// a placement) of the execution that died.
@@ -86,12 +87,6 @@ func BuildTranscript(run, thread string, entries []Entry) Transcript {
 			seenTurn[e.Turn] = true
 			t.Usage = t.Usage.Add(e.Usage)
 			steps = append(steps, e)
-		case KindTool:
-			k := CallKey(e.Turn, e.CallID)
-			if old, ok := results[k]; !ok || !reusable(old) {
-				results[k] = e
-			}
-
 		case KindCorrection, KindHandoff:
 			steps = append(steps, e)
 		case KindElision, KindSummary:
