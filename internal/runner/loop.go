@@ -32,7 +32,10 @@ func (r *Runner) RunThread(ctx context.Context, th *thread.Thread) thread.Result
 		defer r.cfg.MCP.Hold(th.RunID)()
 	}
 	st := &threadState{r: r, th: th, ctx: ctx}
-	res, fromJournal := st.run(ctx)
+	res, fromJournal, over := st.begin()
+	if !over {
+		res = st.loop(ctx)
+	}
 	return st.finish(ctx, res, fromJournal)
 }
 
@@ -100,15 +103,6 @@ func (st *threadState) usages() (total, own model.Usage) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.own.Add(st.helpers), st.own
-}
-
-// run runs the loop; fromJournal says the thread had finished before and
-// its journaled end is the result.
-func (st *threadState) run(ctx context.Context) (res thread.Result, fromJournal bool) {
-	if res, fromJournal, over := st.begin(); over {
-		return res, fromJournal
-	}
-	return st.loop(ctx), false
 }
 
 // begin replays the journal and becomes the thread's agent; over says the
@@ -282,7 +276,7 @@ func (st *threadState) callModel(ctx context.Context, req model.Request) (model.
 		}
 	}
 	start := st.r.cfg.Now()
-	notice := &callNotice{st: st, obs: st.r.cfg.Observer, inner: model.QuotaNoticeFrom(ctx)}
+	notice := &callNotice{st: st, inner: model.QuotaNoticeFrom(ctx)}
 	ctx = model.WithRetryNotice(ctx, notice)
 	ctx = model.WithCaller(ctx, model.Caller{Run: st.th.RunID, Thread: st.th.ID})
 	ctx = model.WithQuotaNotice(ctx, notice)

@@ -31,7 +31,6 @@ import (
 // thread's row never keeps a wait past its call.
 type callNotice struct {
 	st    *threadState
-	obs   Observer
 	inner model.QuotaNotice
 
 	mu       sync.Mutex
@@ -49,8 +48,8 @@ func (n *callNotice) Retrying(ctx context.Context, err error, retry int, wait ti
 		slog.String("provider", provider), slog.String("model", n.st.ref.Name), slog.Int("status", model.StatusOf(err)),
 		slog.Int("attempt", retry+1), slog.Duration("wait", wait), slog.String("reason", model.RetryReason(err)),
 		slog.String("error", err.Error()))
-	if n.obs != nil {
-		n.obs.ModelRetry(provider, model.RetryReason(err))
+	if obs := n.st.r.cfg.Observer; obs != nil {
+		obs.ModelRetry(provider, model.RetryReason(err))
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/formica-run/formica/internal/sandbox"
 	"path"
 	"slices"
 	"strings"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
+	"github.com/formica-run/formica/internal/sandbox"
 	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/thread"
 	"github.com/formica-run/formica/internal/tools"
@@ -101,9 +101,6 @@ func (r *Runner) buildTools(ctx context.Context, th *thread.Thread, a *spec.Agen
 		if r.cfg.MCP == nil {
 			return nil, nil, fmt.Errorf("%w: harness.mcp names %s, but this worker has no MCP servers (see --mcp-config)", ErrNoMCP, strings.Join(a.Harness.MCP, ", "))
 		}
-		if ctx == nil {
-			ctx = context.Background()
-		}
 		mcpTools, err := r.cfg.MCP.Tools(ctx, th.RunID, th.ID, th.Cwd, a.Harness.MCP)
 		if err != nil {
 			return nil, nil, err
@@ -151,10 +148,7 @@ func harnessOffers(list []string, name string) bool {
 		return true
 	}
 	for _, p := range list {
-		if p == name {
-			return true
-		}
-		if ok, _ := path.Match(p, name); ok {
+		if ok, _ := path.Match(p, name); ok || p == name {
 			return true
 		}
 	}
