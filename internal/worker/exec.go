@@ -190,14 +190,9 @@ func (w *Worker) handleExec(_ context.Context, m wire.Msg, r transport.Replier) 
 	w.threads[th.ID] = h
 	// A placement is a sign of life: a coordinator restarted under the same
 	// id places threads before its first heartbeat reaches this worker.
-	c := w.coords[req.Coordinator]
-	if c == nil {
-		c = &coordSeen{}
-		w.coords[req.Coordinator] = c
-	}
 	now := time.Now()
 	w.noteAliveLocked(now)
-	h.current = c.see(req.Epoch, req.Uptime, 0, now)
+	h.current = w.coordLocked(req.Coordinator).see(req.Epoch, req.Uptime, 0, now)
 	w.mu.Unlock()
 
 	r.Reply(w.accepted)

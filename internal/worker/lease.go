@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/thread"
-	"github.com/formica-run/formica/internal/wire"
 )
 
 // A thread's lease: it lives while its coordinator was heard from within
@@ -190,23 +189,23 @@ func (w *Worker) refuseCall(th *thread.Thread, err error) {
 // until it ends, and each of its spawns in flight may be refused: it is
 // logged once, with the helpers it leaves to its current placement.
 func (w *Worker) fenceThread(id string, attempt int, reason string) {
+	if h := w.hostedThread(id); h != nil && (attempt == 0 || h.attempt <= attempt) {
+		w.fence(h, fmt.Errorf("%w: %s", errLapsed, reason), "placement superseded: cancelling thread", "reason", reason)
+	}
+}
+
+// fence marks hosted thread h's placement superseded or lapsed and cancels
+// the thread for cause. It logs msg (with attrs) once per placement, with
+// the helpers the thread waits on.
+func (w *Worker) fence(h *hosted, cause error, msg string, attrs ...any) {
 	w.mu.Lock()
-	h := w.threads[id]
-	var cancel context.CancelCauseFunc
-	first, helpers, run := false, 0, ""
-	if h != nil && (attempt == 0 || h.attempt <= attempt) {
-		first, helpers, run = !h.fenced, h.spawning, h.thread.RunID
-		h.fenced = true
-		cancel = h.cancel
-	}
+	first, helpers := !h.fenced, h.spawning
+	h.fenced = true
 	w.mu.Unlock()
-	if cancel == nil {
-		return
-	}
 	if first {
-		w.cfg.Logger.Warn("placement superseded: cancelling thread", "run_id", run, "thread_id", id, "helpers", helpers, "reason", reason)
+		w.cfg.Logger.Warn(msg, append([]any{"run_id", h.thread.RunID, "thread_id", h.thread.ID, "helpers", helpers}, attrs...)...)
 	}
-	cancel(fmt.Errorf("%w: %s", errLapsed, reason))
+	h.cancel(cause)
 }
 
 // superseded says whether thread id's placement here is known to be
@@ -216,12 +215,6 @@ func (w *Worker) superseded(id string) bool {
 	defer w.mu.Unlock()
 	h := w.threads[id]
 	return h != nil && h.fenced
-}
-
-// fencedReply reports whether err is a coordinator's refusal of a
-// superseded placement.
-func fencedReply(err error) bool {
-	return errors.Is(err, wire.ErrFenced)
 }
 
 // placement returns the coordinator and token of hosted thread id.

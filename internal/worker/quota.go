@@ -218,25 +218,8 @@ func (l slotLender) Waiting(context.Context, string, string) {
 }
 
 func (l slotLender) Resumed(ctx context.Context) error {
-	w := l.w
-	w.mu.Lock()
-	h, ok := w.threads[l.thread]
-	if !ok || h.hasSlot {
-		w.mu.Unlock()
-		return nil
+	if h := l.w.hostedThread(l.thread); h != nil {
+		return l.w.retakeSlot(ctx, h)
 	}
-	w.mu.Unlock()
-	select {
-	case w.slots <- struct{}{}:
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.threads[l.thread] != h { // ended meanwhile: finish freed no slot
-		<-w.slots
-		return nil
-	}
-	h.hasSlot = true
 	return nil
 }

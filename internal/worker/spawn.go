@@ -182,31 +182,44 @@ func (w *Worker) park(id string) bool {
 }
 
 // unpark counts a spawn of thread id ended and takes the thread's slot
-// back when its last one ends. A cancelled thread (ctx) gives up waiting:
-// it is about to end and needs no slot.
+// back when its last one ends (retakeSlot).
 func (w *Worker) unpark(ctx context.Context, id string) {
 	w.mu.Lock()
-	h, ok := w.threads[id]
-	if ok {
+	h := w.threads[id]
+	if h != nil {
 		h.spawning--
 	}
-	if !ok || h.spawning > 0 || h.hasSlot {
-		w.mu.Unlock()
-		return
-	}
 	w.mu.Unlock()
+	if h != nil {
+		_ = w.retakeSlot(ctx, h)
+	}
+}
+
+// retakeSlot gives hosted thread h its slot back, waiting for a free one,
+// unless it holds one, waits on helpers or has ended. A cancelled thread
+// (ctx) gives up waiting, with the cancel's cause: it is about to end and
+// needs no slot.
+func (w *Worker) retakeSlot(ctx context.Context, h *hosted) error {
+	needs := func() bool { return w.threads[h.thread.ID] == h && h.spawning == 0 && !h.hasSlot }
+	w.mu.Lock()
+	need := needs()
+	w.mu.Unlock()
+	if !need {
+		return nil
+	}
 	select {
 	case w.slots <- struct{}{}:
 	case <-ctx.Done():
-		return
+		return context.Cause(ctx)
 	}
 	w.mu.Lock()
-	if h.spawning > 0 { // parked again meanwhile
-		<-w.slots
-	} else {
+	defer w.mu.Unlock()
+	if needs() {
 		h.hasSlot = true
+	} else { // parked again or ended meanwhile: finish freed no slot
+		<-w.slots
 	}
-	w.mu.Unlock()
+	return nil
 }
 
 // SpawnPatience bounds how long a spawn call may hear nothing while its
@@ -307,12 +320,9 @@ func (a *approver) Approve(ctx context.Context, req policy.ApprovalRequest) (pol
 func (w *Worker) coordinatorFailed(thread, coord string, err error) error {
 	err = peerError("coordinator "+coord, err)
 	disowned := errors.Is(err, wire.ErrNotFound) // a coordinator that restarted
-	fenced := fencedReply(err)
+	fenced := errors.Is(err, wire.ErrFenced)     // the placement is superseded
 	if fenced || disowned || errors.Is(err, transport.ErrSilent) || errors.Is(err, transport.ErrNoResponders) {
-		w.mu.Lock()
-		h := w.threads[thread]
-		w.mu.Unlock()
-		if h != nil && h.cancel != nil {
+		if h := w.hostedThread(thread); h != nil {
 			h.cancel(err)
 		}
 	}

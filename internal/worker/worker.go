@@ -365,46 +365,32 @@ func (w *Worker) tick() {
 		w.mu.Lock()
 		now := time.Now()
 		live := make([]*hosted, 0, len(w.threads))
-		type orphan struct {
-			h       *hosted
-			first   bool
-			helpers int
-		}
-		var orphans []orphan
+		var orphans []*hosted
 		for _, h := range w.threads {
 			live = append(live, h)
 			if c := w.coords[h.coord]; c != nil && !c.fresh(now) {
-				orphans = append(orphans, orphan{h: h, first: !h.fenced, helpers: h.spawning})
-				h.fenced = true
+				orphans = append(orphans, h)
 			}
 		}
 		w.mu.Unlock()
 		for _, h := range live {
 			h.progress()
 		}
-		for _, o := range orphans {
-			// Logged once per placement, with the helpers it waits on.
-			if o.first {
-				w.cfg.Logger.Warn("placement lapsed: cancelling thread", "run_id", o.h.thread.RunID, "thread_id", o.h.thread.ID,
-					"helpers", o.helpers, "coordinator", o.h.coord)
-			}
-			o.h.cancel(fmt.Errorf("%w: coordinator %s went silent", errLapsed, o.h.coord))
+		for _, h := range orphans {
+			w.fence(h, fmt.Errorf("%w: coordinator %s went silent", errLapsed, h.coord), "placement lapsed: cancelling thread",
+				"coordinator", h.coord)
 		}
 	}
 }
 
 func (w *Worker) heartbeat(ctx context.Context) {
-	w.mu.Lock()
-	hosted := len(w.threads)
-	w.mu.Unlock()
-	running := len(w.slots)
+	hosted, running := w.Hosted(), w.Running()
 	hb := wire.WorkerHeartbeat{
 		ID: w.cfg.ID, Host: w.host, Slots: w.cfg.Slots, Running: running, Parked: max(0, hosted-running),
 		Draining: w.draining.Load(), Leaving: w.leaving.Load(), Started: w.started, Interval: w.cfg.HeartbeatInterval,
 		Sandbox: w.sandboxState(), MCP: w.cfg.MCP.Names(),
 	}
-	data := wire.MustEncode(wire.TypeWorkerHeartbeat, hb)
-	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeat(w.cfg.ID), wire.Msg{Type: string(wire.TypeWorkerHeartbeat), Data: data}); err != nil {
+	if err := w.tr.Publish(ctx, wire.SubjectWorkerHeartbeat(w.cfg.ID), wire.Message(wire.TypeWorkerHeartbeat, hb)); err != nil {
 		w.cfg.Logger.Warn("heartbeat", "err", err)
 	}
 }
@@ -441,13 +427,19 @@ func (w *Worker) handleCoordHeartbeat(m *nats.Msg) {
 // seeCoordinator records a message coordinator id sent at age uptime.
 func (w *Worker) seeCoordinator(id, epoch string, uptime, interval time.Duration) {
 	w.mu.Lock()
+	w.coordLocked(id).see(epoch, uptime, interval, time.Now())
+	w.mu.Unlock()
+}
+
+// coordLocked returns what this worker knows of coordinator id, adding it
+// if it knew nothing. w.mu is held.
+func (w *Worker) coordLocked(id string) *coordSeen {
 	c := w.coords[id]
 	if c == nil {
 		c = &coordSeen{}
 		w.coords[id] = c
 	}
-	c.see(epoch, uptime, interval, time.Now())
-	w.mu.Unlock()
+	return c
 }
 
 func (w *Worker) cancelAll(cause error) {
