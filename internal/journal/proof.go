@@ -122,13 +122,5 @@ func (s *Signer) PublicKey() ed25519.PublicKey { return s.pub }
 func (s *Signer) Sign(run, thread, worker string, attempt int, token string) string {
 	digest := Digest(token)
 	sig := ed25519.Sign(s.priv, proofMessage(run, thread, worker, attempt, digest))
-	a := strconv.Itoa(attempt)
-	var b strings.Builder
-	b.Grow(len(proofVersion) + len(s.id) + len(worker) + len(a) + len(digest) + base64.RawURLEncoding.EncodedLen(len(sig)) + 5)
-	for _, f := range []string{proofVersion, s.id, worker, a, digest} {
-		b.WriteString(f)
-		b.WriteByte('.')
-	}
-	b.WriteString(base64.RawURLEncoding.EncodeToString(sig))
-	return b.String()
+	return strings.Join([]string{proofVersion, s.id, worker, strconv.Itoa(attempt), digest, base64.RawURLEncoding.EncodeToString(sig)}, ".")
 }
