@@ -117,7 +117,7 @@ func (st *threadState) spawnEnded(ac *agentCall) (out, status string) {
 	var refusal *limits.Refusal
 	switch {
 	case errors.As(ac.err, &refusal):
-		return st.refused(ac.cs.ctx, ac.turn, ac.callID, ac.args, refusal), journal.ToolOK
+		return st.refused(ac, refusal), journal.ToolOK
 	case ac.err != nil:
 		return helperFailed(ac.args.Name, ac.err.Error()), journal.ToolHelperFailed
 	}
@@ -135,11 +135,12 @@ func (st *threadState) spawnEnded(ac *agentCall) (out, status string) {
 	return res.Output, journal.ToolOK
 }
 
-// refused journals agent call callID of turn as refused and returns what
-// the model sees.
-func (st *threadState) refused(ctx context.Context, turn int, callID string, args tools.AgentArgs, refusal *limits.Refusal) string {
-	st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: turn, CallID: callID, Name: args.Name, Task: args.Task, Reason: string(refusal.Reason)})
-	tracing.AddEvent(ctx, tracing.EventSpawnRefused, attribute.String("reason", string(refusal.Reason)))
+// refused journals agent call ac as refused and returns what the model
+// sees.
+func (st *threadState) refused(ac *agentCall, refusal *limits.Refusal) string {
+	st.recordLazy(journal.Entry{Kind: journal.KindRefusal, Turn: ac.turn, CallID: ac.callID, Name: ac.args.Name, Task: ac.args.Task,
+		Reason: string(refusal.Reason)})
+	tracing.AddEvent(ac.cs.ctx, tracing.EventSpawnRefused, attribute.String("reason", string(refusal.Reason)))
 	return refusal.Error()
 }
 

@@ -65,11 +65,11 @@ func (st *threadState) callTools(ctx context.Context, turn int, calls []model.To
 	var wg sync.WaitGroup
 	start := func(i int) {
 		switch c := calls[i]; {
-		case st.spawns(c):
-			st.startAgentCall(ctx, turn, i, c, ended, over[i])
-			helpers++
 		case over[i]:
 			outputs[i] = st.refuseCall(ctx, turn, c)
+		case st.spawns(c):
+			st.startAgentCall(ctx, turn, i, c, ended)
+			helpers++
 		default:
 			wg.Go(func() { outputs[i] = st.perform(ctx, turn, c) })
 		}
@@ -117,16 +117,11 @@ func (st *threadState) spawns(c model.ToolCall) bool {
 }
 
 // startAgentCall starts agent call c, the i-th of its turn; it is sent on
-// ended once its helper has ended (at once, with bad arguments or past the
-// turn's cap: over).
-func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall, over bool) {
+// ended once its helper has ended (at once, with bad arguments).
+func (st *threadState) startAgentCall(ctx context.Context, turn, i int, c model.ToolCall, ended chan<- *agentCall) {
 	ac := &agentCall{i: i, cs: st.startCall(ctx, c), ended: ended}
-	if over {
-		ac.bad = OverCapText(st.r.cfg.MaxToolCalls)
-	} else if out, ok := st.startSpawn(ac.cs.ctx, turn, c.ID, toolArgs(c), ac); !ok {
+	if out, ok := st.startSpawn(ac.cs.ctx, turn, c.ID, toolArgs(c), ac); !ok {
 		ac.bad = out
-	}
-	if ac.bad != "" {
 		ac.Ended(thread.Result{}, nil)
 	}
 }
@@ -159,7 +154,7 @@ func OverCapText(max int) string {
 }
 
 // refuseCall answers call c of turn, past the turn's cap, without running
-// it.
+// it (an agent call starts no helper).
 func (st *threadState) refuseCall(ctx context.Context, turn int, c model.ToolCall) string {
 	cs := st.startCall(ctx, c)
 	cs.hc.unrun = true
