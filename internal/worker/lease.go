@@ -171,16 +171,12 @@ func (w *Worker) leaseLocked(th *thread.Thread, now time.Time) (*coordSeen, erro
 
 // refuseCall stops thread th, whose tool call the guard refused for err.
 func (w *Worker) refuseCall(th *thread.Thread, err error) {
-	w.mu.Lock()
-	var cancel context.CancelCauseFunc
-	if h := w.threads[th.ID]; h != nil {
-		h.fenced = true
-		cancel = h.cancel
-	}
-	w.mu.Unlock()
 	w.cfg.Logger.Warn("tool call refused", "thread", th.ID, "reason", err)
-	if cancel != nil {
-		cancel(err)
+	if h := w.hostedThread(th.ID); h != nil {
+		w.mu.Lock()
+		h.fenced = true
+		w.mu.Unlock()
+		h.cancel(err)
 	}
 }
 
