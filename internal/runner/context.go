@@ -109,9 +109,6 @@ func (st *threadState) contextWindow() int64 {
 // reused: those of a turn replayed, and of the turn in flight when the
 // thread stopped (unless replay stopped earlier, when they may not fit).
 func (st *threadState) roomFromJournal(turn int) bool {
-	if st.replay == nil {
-		return false
-	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return turn < st.replayTurns || (turn == st.replayTurns && st.replayTurns == st.replay.Turns())
