@@ -66,7 +66,9 @@ type outgoing struct {
 	Body    any  `msgpack:"b"`
 }
 
-// Encode wraps body in an envelope of type t.
+// Encode wraps body in an envelope of type t. The type and version are
+// written first, so a receiver can refuse a message before reading its
+// body (see DecodeAs).
 func Encode(t Type, body any) ([]byte, error) {
 	data, err := msgpack.Marshal(outgoing{t, Version, body})
 	if err != nil {
@@ -86,7 +88,7 @@ func MustEncode(t Type, body any) []byte {
 
 // Decode reads an envelope and checks its version.
 func Decode(data []byte) (Envelope, error) {
-	env := Envelope{Version: -1} // unless the message names one
+	var env Envelope
 	if len(data) == 0 {
 		return env, &Error{Code: CodeBadMessage, Message: "empty message"}
 	}
@@ -95,9 +97,6 @@ func Decode(data []byte) (Envelope, error) {
 	}
 	if err := msgpack.Unmarshal(data, &env); err != nil {
 		return env, &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
-	}
-	if env.Version == -1 {
-		return env, &Error{Code: CodeBadMessage, Message: "message has no version"}
 	}
 	if env.Version != Version {
 		return env, &Error{Code: CodeUnsupportedVersion, Message: fmt.Sprintf("protocol version %d, this peer speaks %d", env.Version, Version)}
@@ -127,11 +126,71 @@ func (e Envelope) Into(want Type, v any) error {
 	return nil
 }
 
-// DecodeAs decodes data as a message of type want into v: Decode, then Into.
+// DecodeAs decodes data as a message of type want into v, after Check has
+// bounded what it may allocate. It reads the
+// envelope and the body in one pass when, as Encode writes them, the type and
+// version come before the body; any other key order still decodes.
 func DecodeAs(data []byte, want Type, v any) error {
-	env, err := Decode(data)
-	if err != nil {
+	if len(data) == 0 {
+		return &Error{Code: CodeBadMessage, Message: "empty message"}
+	}
+	if err := Check(data); err != nil {
 		return err
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	bad := func(err error) error {
+		return &Error{Code: CodeBadMessage, Message: "not a msgpack envelope: " + err.Error()}
+	}
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return bad(err)
+	}
+	env := Envelope{Version: -1}
+	decoded := false
+	for range n {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return bad(err)
+		}
+		switch key {
+		case "t":
+			var t string
+			if t, err = dec.DecodeString(); err != nil {
+				return bad(err)
+			}
+			env.Type = Type(t)
+		case "v":
+			if env.Version, err = dec.DecodeInt(); err != nil {
+				return bad(err)
+			}
+		case "b":
+			if env.Version == Version && env.Type == want {
+				if err := dec.Decode(v); err != nil {
+					return &Error{Code: CodeBadMessage, Message: fmt.Sprintf("bad %s body: %v", want, err)}
+				}
+				decoded = true
+				continue
+			}
+			if env.Body, err = dec.DecodeRaw(); err != nil {
+				return bad(err)
+			}
+		default:
+			if err := dec.Skip(); err != nil {
+				return bad(err)
+			}
+		}
+	}
+	if env.Version != Version {
+		if env.Version == -1 {
+			return &Error{Code: CodeBadMessage, Message: "message has no version"}
+		}
+		return &Error{Code: CodeUnsupportedVersion, Message: fmt.Sprintf("protocol version %d, this peer speaks %d", env.Version, Version)}
+	}
+	if env.Type == "" {
+		return &Error{Code: CodeBadMessage, Message: "message has no type"}
+	}
+	if decoded {
+		return nil
 	}
 	return env.Into(want, v)
 }
