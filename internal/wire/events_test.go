@@ -16,7 +16,7 @@ func TestEventsRoundTrip(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	in := Progress{ThreadID: "t1", Token: "tok", Events: Events{
 		{Type: event.ModelCall, Time: at, Model: "sim", Usage: model.Usage{InputTokens: 12, OutputTokens: 7},
-			Latency: event.Duration(1500 * time.Millisecond)},
+			Latency: event.Duration(1500 * time.Microsecond)},
 		{Type: event.ModelCall, Time: at, Model: "openai:gpt-4o", Usage: model.Usage{InputTokens: 5000, OutputTokens: 7,
 			CacheReadTokens: 4096, CacheWriteTokens: 12, CostUSD: 0.0036275, Priced: 1}},
 		{Type: event.ModelCall, Time: at, Model: "sim", Usage: model.Usage{InputTokens: 3, OutputTokens: 1, Unpriced: 1}},
