@@ -71,18 +71,19 @@ type Limiter struct {
 	declared Limits
 
 	// What the answers taught. hdr holds the per-minute limits the
-	// headers gave (0: none); hdrBurst the most requests a header proved
-	// the provider held at once; aimd the request rate (a second) learned
-	// from refusals without headers, aimdBurst the largest burst of
-	// accepted calls. learned is set by the first header or refusal.
-	hdr       struct{ requests, tokens, input, output int64 }
+	// headers gave, by bucket (0: none); hdrBurst the most requests a
+	// header proved the provider held at once; aimd the request rate (a
+	// second) learned from refusals without headers, aimdBurst the largest
+	// burst of accepted calls. learned is set by the first header or
+	// refusal.
+	hdr       [nBuckets]int64
 	hdrBurst  float64
 	aimd      float64
 	aimdBurst float64
 	learned   bool
 	window    float64 // calls under way while nothing is known
 
-	req, tok, in, out bucket
+	b [nBuckets]bucket // by the indexes below
 
 	inFlight    int
 	pausedUntil time.Time
@@ -99,6 +100,23 @@ type Limiter struct {
 
 	grants, refusals, waits uint64
 	waited                  time.Duration
+}
+
+// The indexes of a limiter's buckets, of a ticket's charges and marks and
+// of an answer's signals.
+const (
+	reqB = iota // requests
+	tokB        // input plus output tokens
+	inB         // input tokens
+	outB        // output tokens
+	nBuckets
+)
+
+// charge is what a call of in input and out output tokens takes from each
+// bucket; negative counts are none.
+func charge(in, out int64) [nBuckets]float64 {
+	i, o := float64(max(in, 0)), float64(max(out, 0))
+	return [nBuckets]float64{1, i + o, i, o}
 }
 
 var _ model.Gate = (*Limiter)(nil)
@@ -254,24 +272,24 @@ func (l *Limiter) recompute(now time.Time) {
 		}
 		lower(float64(d.RequestsPerMinute)/60, float64(burst))
 	}
-	if l.hdr.requests > 0 {
-		lower(float64(l.hdr.requests)/60, max(1, min(l.hdrBurst, float64(l.hdr.requests))))
+	if l.hdr[reqB] > 0 {
+		lower(float64(l.hdr[reqB])/60, max(1, min(l.hdrBurst, float64(l.hdr[reqB]))))
 	} else if l.aimd > 0 {
 		lower(l.aimd, max(1, l.aimdBurst))
 	}
-	setBucket(&l.req, now, rate, capacity)
+	setBucket(&l.b[reqB], now, rate, capacity)
 
 	// Tokens: the providers' token buckets hold a minute's worth.
-	tokens := func(b *bucket, declared, learned int64) {
+	tokens := func(i int, declared int64) {
 		limit := declared
-		if learned > 0 && (limit == 0 || learned < limit) {
+		if learned := l.hdr[i]; learned > 0 && (limit == 0 || learned < limit) {
 			limit = learned
 		}
-		setBucket(b, now, float64(limit)/60, float64(limit))
+		setBucket(&l.b[i], now, float64(limit)/60, float64(limit))
 	}
-	tokens(&l.tok, d.TokensPerMinute, l.hdr.tokens)
-	tokens(&l.in, d.InputTokensPerMinute, l.hdr.input)
-	tokens(&l.out, d.OutputTokensPerMinute, l.hdr.output)
+	tokens(tokB, d.TokensPerMinute)
+	tokens(inB, d.InputTokensPerMinute)
+	tokens(outB, d.OutputTokensPerMinute)
 }
 
 // setBucket paces b a hair inside a provider bucket of that rate (a
@@ -310,23 +328,15 @@ func (l *Limiter) check(now time.Time, ask model.Ask) (wait time.Duration, why s
 		return 0, "calls in flight while learning the provider's limit"
 	}
 	reqWhy := "requests per minute"
-	if l.hdr.requests == 0 && l.aimd > 0 && (l.declared.RequestsPerMinute == 0 || l.aimd*60 < float64(l.declared.RequestsPerMinute)) {
+	if l.hdr[reqB] == 0 && l.aimd > 0 && (l.declared.RequestsPerMinute == 0 || l.aimd*60 < float64(l.declared.RequestsPerMinute)) {
 		reqWhy = "learning the provider's limit after a refusal"
 	}
-	in, out := max(ask.InputTokens, 0), max(ask.OutputTokens, 0)
-	for _, c := range []struct {
-		b   *bucket
-		n   int64
-		why string
-	}{
-		{&l.req, 1, reqWhy},
-		{&l.tok, in + out, "tokens per minute"},
-		{&l.in, in, "input tokens per minute"},
-		{&l.out, out, "output tokens per minute"},
-	} {
-		c.b.refill(now)
-		if d := c.b.wait(float64(c.n)); d > 0 && (why == "" || d > wait) {
-			wait, why = d, c.why
+	need := charge(ask.InputTokens, ask.OutputTokens)
+	whys := [nBuckets]string{reqWhy, "tokens per minute", "input tokens per minute", "output tokens per minute"}
+	for i := range l.b {
+		l.b[i].refill(now)
+		if d := l.b[i].wait(need[i]); d > 0 && (why == "" || d > wait) {
+			wait, why = d, whys[i]
 		}
 	}
 	return wait, why
@@ -334,16 +344,14 @@ func (l *Limiter) check(now time.Time, ask model.Ask) (wait time.Duration, why s
 
 // grant charges ask and hands out its ticket.
 func (l *Limiter) grant(now time.Time, ask model.Ask, owner string) *Ticket {
-	in, out := float64(max(ask.InputTokens, 0)), float64(max(ask.OutputTokens, 0))
-	l.req.take(1)
-	l.tok.take(in + out)
-	l.in.take(in)
-	l.out.take(out)
 	l.nextID++
 	t := &Ticket{
 		l: l, id: l.nextID, owner: owner, grantedAt: now, seq: l.log.add(now),
-		in: in, out: out,
-		marks: [4]float64{l.req.spent, l.tok.spent, l.in.spent, l.out.spent},
+		charged: charge(ask.InputTokens, ask.OutputTokens),
+	}
+	for i := range l.b {
+		l.b[i].take(t.charged[i])
+		t.marks[i] = l.b[i].spent
 	}
 	l.inFlight++
 	l.grants++
@@ -372,7 +380,7 @@ func (l *Limiter) dispatch(now time.Time) {
 		}
 		wait, why := l.check(now, w.ask)
 		if why == "" {
-			l.queue.pop()
+			l.queue.pop(w)
 			w.ticket = l.grant(now, w.ask, w.owner)
 			l.waited += now.Sub(w.since)
 			close(w.ready)
@@ -443,10 +451,10 @@ func (l *Limiter) finish(t *Ticket, o model.Outcome) {
 		l.refusals++
 	}
 	if u := o.Usage; u != (model.Usage{}) && !isRefused {
-		in, out := float64(max(u.InputTokens, 0)), float64(max(u.OutputTokens, 0))
-		l.tok.give(t.in + t.out - in - out)
-		l.in.give(t.in - in)
-		l.out.give(t.out - out)
+		used := charge(u.InputTokens, u.OutputTokens)
+		for i := range l.b {
+			l.b[i].give(t.charged[i] - used[i])
+		}
 	}
 	l.learn(now, at, t, o, isRefused)
 	l.dispatch(now)
@@ -472,18 +480,21 @@ func (l *Limiter) learn(now, at time.Time, t *Ticket, o model.Outcome, isRefused
 		l.learned, changed = true, true
 	}
 
-	// Requests: a limit header gives the rate; remaining after an
-	// accepted call proves the provider held remaining+1 at once.
-	r := sig.requests
-	if r.hasLimit && r.limit != l.hdr.requests {
-		l.hdr.requests, changed = r.limit, true
+	// A limit header gives the rate of its bucket; remaining after an
+	// accepted call proves the provider held remaining+1 requests at once.
+	sigs := [nBuckets]limitSignal{sig.requests, sig.tokens, sig.input, sig.output}
+	for i, s := range sigs {
+		if s.hasLimit && s.limit != l.hdr[i] {
+			l.hdr[i], changed = s.limit, true
+		}
 	}
+	r := sig.requests
 	if r.hasRemaining && !isRefused {
 		if b := float64(r.remaining + 1); b > l.hdrBurst {
 			l.hdrBurst, changed = b, true
 		}
 	}
-	if l.hdr.requests == 0 {
+	if l.hdr[reqB] == 0 {
 		switch {
 		case isRefused && !r.any():
 			l.cut(t)
@@ -499,18 +510,6 @@ func (l *Limiter) learn(now, at time.Time, t *Ticket, o model.Outcome, isRefused
 			}
 		}
 	}
-	for _, c := range []struct {
-		s   limitSignal
-		hdr *int64
-	}{
-		{sig.tokens, &l.hdr.tokens},
-		{sig.input, &l.hdr.input},
-		{sig.output, &l.hdr.output},
-	} {
-		if c.s.hasLimit && c.s.limit != *c.hdr {
-			*c.hdr, changed = c.s.limit, true
-		}
-	}
 	if changed {
 		l.recompute(now)
 	}
@@ -518,30 +517,20 @@ func (l *Limiter) learn(now, at time.Time, t *Ticket, o model.Outcome, isRefused
 	// Levels: what remained when the call arrived, less what went after it.
 	// A refused call took nothing from the provider, so it gives back what
 	// it was charged (and no longer counts as going after the others).
+	// A refused call that said nothing of the requests left proves the
+	// request bucket was empty.
 	marks := t.marks
-	if isRefused {
-		for i, c := range []struct {
-			b *bucket
-			n float64
-		}{{&l.req, 1}, {&l.tok, t.in + t.out}, {&l.in, t.in}, {&l.out, t.out}} {
-			c.b.give(c.n)
-			marks[i] -= c.n
+	for i, s := range sigs {
+		if isRefused {
+			l.b[i].give(t.charged[i])
+			marks[i] -= t.charged[i]
 		}
-	}
-	switch {
-	case r.hasRemaining:
-		l.req.correct(now, t.grantedAt, float64(r.remaining), marks[0])
-	case isRefused:
-		l.req.correct(now, t.grantedAt, 0, marks[0])
-	}
-	if sig.tokens.hasRemaining {
-		l.tok.correct(now, t.grantedAt, float64(sig.tokens.remaining), marks[1])
-	}
-	if sig.input.hasRemaining {
-		l.in.correct(now, t.grantedAt, float64(sig.input.remaining), marks[2])
-	}
-	if sig.output.hasRemaining {
-		l.out.correct(now, t.grantedAt, float64(sig.output.remaining), marks[3])
+		switch {
+		case s.hasRemaining:
+			l.b[i].correct(now, t.grantedAt, float64(s.remaining), marks[i])
+		case i == reqB && isRefused:
+			l.b[i].correct(now, t.grantedAt, 0, marks[i])
+		}
 	}
 
 	// A provider asking to retry later pauses everyone until then.
@@ -586,9 +575,9 @@ type Ticket struct {
 	owner     string
 	seq       uint64
 	grantedAt time.Time
-	in, out   float64    // tokens reserved
-	marks     [4]float64 // the buckets' spent after this grant
-	done      bool       // guarded by l.mu
+	charged   [nBuckets]float64 // what the grant took from each bucket
+	marks     [nBuckets]float64 // the buckets' spent after this grant
+	done      bool              // guarded by l.mu
 }
 
 // Done gives back the ticket's place in flight and teaches the limiter
@@ -606,10 +595,9 @@ func (t *Ticket) Cancel() {
 		return
 	}
 	l.end(t)
-	l.req.give(1)
-	l.tok.give(t.in + t.out)
-	l.in.give(t.in)
-	l.out.give(t.out)
+	for i := range l.b {
+		l.b[i].give(t.charged[i])
+	}
 	if e := l.log.get(t.seq); e != nil {
 		e.state = void
 	}

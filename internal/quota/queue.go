@@ -2,6 +2,7 @@ package quota
 
 import (
 	"container/list"
+	"slices"
 	"time"
 
 	"github.com/formica-run/formica/internal/model"
@@ -92,41 +93,31 @@ func (q *fairQueue) head() *waiter {
 	return r.turn.Value.(*threadQueue).waiters[0]
 }
 
-// pop removes the head and passes the turn on, in its run and among runs.
-func (q *fairQueue) pop() *waiter {
-	w := q.head()
-	if w == nil {
-		return nil
-	}
+// pop removes the head, w, and passes the turn on, in its run and among
+// runs.
+func (q *fairQueue) pop(w *waiter) {
 	t := w.thread
 	r := t.run
 	r.turn = next(&r.threads, t.elem)
 	q.turn = next(&q.runs, r.elem)
 	q.remove(w)
-	return w
 }
 
 // remove takes w out wherever it is (its caller gave up).
-func (q *fairQueue) remove(w *waiter) bool {
+func (q *fairQueue) remove(w *waiter) {
 	t := w.thread
 	if t == nil {
-		return false
+		return
 	}
-	i := -1
-	for j, x := range t.waiters {
-		if x == w {
-			i = j
-			break
-		}
-	}
+	i := slices.Index(t.waiters, w)
 	if i < 0 {
-		return false
+		return
 	}
-	t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
+	t.waiters = slices.Delete(t.waiters, i, i+1)
 	w.thread = nil
 	q.n--
 	if len(t.waiters) > 0 {
-		return true
+		return
 	}
 	r := t.run
 	if r.turn == t.elem {
@@ -135,7 +126,7 @@ func (q *fairQueue) remove(w *waiter) bool {
 	r.threads.Remove(t.elem)
 	delete(r.byThread, t.name)
 	if r.threads.Len() > 0 {
-		return true
+		return
 	}
 	r.turn = nil
 	if q.turn == r.elem {
@@ -146,7 +137,6 @@ func (q *fairQueue) remove(w *waiter) bool {
 	if q.runs.Len() == 0 {
 		q.turn = nil
 	}
-	return true
 }
 
 // next is e's successor in the ring l, wrapping round; e itself when alone.

@@ -37,22 +37,17 @@ func (r *Registry) SetOnWait(f func(key string, waited time.Duration)) {
 // (Limits.Lower); declaring nothing changes nothing.
 func (r *Registry) Limiter(key string, declared Limits) *Limiter {
 	r.mu.Lock()
-	l := r.limiters[key]
-	if l == nil {
+	l, ok := r.limiters[key]
+	if !ok {
 		l = New(Config{Name: key, Limits: declared, OnWait: func(d time.Duration) {
 			if f := r.onWait.Load(); f != nil {
 				(*f)(key, d)
 			}
 		}})
-		if r.limiters == nil {
-			r.limiters = map[string]*Limiter{}
-		}
 		r.limiters[key] = l
-		r.mu.Unlock()
-		return l
 	}
 	r.mu.Unlock()
-	if !declared.IsZero() {
+	if ok && !declared.IsZero() {
 		l.Declare(declared)
 	}
 	return l

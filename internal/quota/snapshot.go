@@ -45,19 +45,15 @@ func (l *Limiter) Snapshot() Snapshot {
 		PausedUntil: l.pausedUntil, Waiting: l.blocked,
 		Grants: l.grants, Refusals: l.refusals, Waits: l.waits, WaitTime: l.waited,
 		Learned: Learned{
-			TokensPerMinute: l.hdr.tokens, InputTokensPerMinute: l.hdr.input, OutputTokensPerMinute: l.hdr.output,
+			Burst:           l.aimdBurst,
+			TokensPerMinute: l.hdr[tokB], InputTokensPerMinute: l.hdr[inB], OutputTokensPerMinute: l.hdr[outB],
 		},
 	}
 	switch {
-	case l.hdr.requests > 0:
-		s.Learned.RequestsPerMinute = float64(l.hdr.requests)
-		s.Learned.Burst = l.hdrBurst
+	case l.hdr[reqB] > 0:
+		s.Learned.RequestsPerMinute, s.Learned.Burst = float64(l.hdr[reqB]), l.hdrBurst
 	case l.aimd > 0:
-		s.Learned.RequestsPerMinute = l.aimd * 60
-		s.Learned.FromRefusals = true
-		s.Learned.Burst = l.aimdBurst
-	default:
-		s.Learned.Burst = l.aimdBurst
+		s.Learned.RequestsPerMinute, s.Learned.FromRefusals = l.aimd*60, true
 	}
 	return s
 }
