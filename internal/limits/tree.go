@@ -246,10 +246,8 @@ func (l *Lease) Renew(s Spend, need int64) Grant {
 	t := l.node.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s = s.clamp()
 	need = max(need, 0)
 	l.settle(s)
-	l.reported = l.reported.add(s)
 	now := t.now()
 	g := Grant{}
 	rem := [nTokenKinds]int64{Unlimited, Unlimited, Unlimited, Unlimited}
@@ -259,7 +257,10 @@ func (l *Lease) Renew(s Spend, need int64) Grant {
 			return Grant{Spent: e}
 		}
 		for i, lim := range m.tokenLimits() {
-			if lim > 0 && i == iUSD {
+			if lim <= 0 {
+				continue
+			}
+			if i == iUSD {
 				if m.used[i]+need > lim {
 					e := &Exhausted{Kind: KindUSD, Used: m.used[i], Limit: lim}
 					m.mark(e)
@@ -272,14 +273,12 @@ func (l *Lease) Renew(s Spend, need int64) Grant {
 				rem[i] = need
 				continue
 			}
-			if lim > 0 {
-				left := lim - m.used[i] - m.reserved[i]
-				if left <= 0 {
-					// What is left is leased to other threads.
-					return Grant{Spent: &Exhausted{Kind: tokenKinds[i], Used: m.used[i] + m.reserved[i], Limit: lim}}
-				}
-				rem[i] = min(rem[i], left)
+			left := lim - m.used[i] - m.reserved[i]
+			if left <= 0 {
+				// What is left is leased to other threads.
+				return Grant{Spent: &Exhausted{Kind: tokenKinds[i], Used: m.used[i] + m.reserved[i], Limit: lim}}
 			}
+			rem[i] = min(rem[i], left)
 		}
 		if d := m.limit.Duration; d > 0 {
 			left := d - now.Sub(m.start)
@@ -312,9 +311,7 @@ func (l *Lease) Release(s Spend) {
 	t := l.node.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s = s.clamp()
 	l.settle(s)
-	l.reported = l.reported.add(s)
 }
 
 // Close settles the thread's whole own spending (the tokens and cost of all
@@ -330,14 +327,15 @@ func (l *Lease) Account(s Spend) {
 	t := l.node.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := l.reported
-	l.settle(Spend{In: max(s.In-r.In, 0), Out: max(s.Out-r.Out, 0), Micros: max(s.Micros-r.Micros, 0)})
-	l.reported = Spend{In: max(s.In, r.In), Out: max(s.Out, r.Out), Micros: max(s.Micros, r.Micros)}
+	l.settle(s.Less(l.reported))
 }
 
-// settle adds spending to every node up the chain and releases the held
-// reservation. t.mu is held.
+// settle adds spending (negative counts are none) to every node up the
+// chain and to what the lease reported, and releases the held reservation.
+// t.mu is held.
 func (l *Lease) settle(s Spend) {
+	s = s.clamp()
+	l.reported = l.reported.add(s)
 	spent := s.kinds()
 	for m := l.node; m != nil; m = m.parent {
 		lims := m.tokenLimits()
