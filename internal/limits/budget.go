@@ -202,23 +202,19 @@ func (u *Use) UnmarshalJSON(data []byte) error {
 // Override returns b with every amount o sets replacing b's: a
 // submission's budget flags over the budget of its spec.
 func (b Budget) Override(o Budget) Budget {
-	if o.Tokens != 0 {
-		b.Tokens = o.Tokens
-	}
-	if o.InputTokens != 0 {
-		b.InputTokens = o.InputTokens
-	}
-	if o.OutputTokens != 0 {
-		b.OutputTokens = o.OutputTokens
-	}
-	if o.Duration != 0 {
-		b.Duration = o.Duration
-	}
-	if o.Spawns != 0 {
-		b.Spawns = o.Spawns
-	}
-	if o.USD != 0 {
-		b.USD = o.USD
-	}
+	setNonZero(&b.Tokens, o.Tokens)
+	setNonZero(&b.InputTokens, o.InputTokens)
+	setNonZero(&b.OutputTokens, o.OutputTokens)
+	setNonZero(&b.Duration, o.Duration)
+	setNonZero(&b.Spawns, o.Spawns)
+	setNonZero(&b.USD, o.USD)
 	return b
+}
+
+// setNonZero sets *dst to v unless v is zero.
+func setNonZero[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }

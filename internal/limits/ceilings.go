@@ -29,22 +29,19 @@ type Ceilings struct {
 
 // WithDefaults fills in the zero fields.
 func (c Ceilings) WithDefaults() Ceilings {
-	if c.MaxThreads <= 0 {
-		c.MaxThreads = DefaultCeilingThreads
-	}
-	if c.MaxDepth <= 0 {
-		c.MaxDepth = DefaultCeilingDepth
-	}
-	if c.MaxSpawns <= 0 {
-		c.MaxSpawns = DefaultCeilingSpawns
-	}
-	if c.MaxTaskBytes <= 0 {
-		c.MaxTaskBytes = DefaultCeilingTask
-	}
-	if c.MaxRunTimeout <= 0 {
-		c.MaxRunTimeout = DefaultMaxRunTimeout
-	}
+	orDefault(&c.MaxThreads, DefaultCeilingThreads)
+	orDefault(&c.MaxDepth, DefaultCeilingDepth)
+	orDefault(&c.MaxSpawns, DefaultCeilingSpawns)
+	orDefault(&c.MaxTaskBytes, DefaultCeilingTask)
+	orDefault(&c.MaxRunTimeout, DefaultMaxRunTimeout)
 	return c
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Ask is what one submission asks for.

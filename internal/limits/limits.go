@@ -70,13 +70,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// withDefaults fills in the zero fields of a valid c.
 func (c Config) withDefaults() Config {
-	if c.MaxDepth == 0 {
-		c.MaxDepth = DefaultMaxDepth
-	}
-	if c.MaxThreads == 0 {
-		c.MaxThreads = DefaultMaxThreads
-	}
+	orDefault(&c.MaxDepth, DefaultMaxDepth)
+	orDefault(&c.MaxThreads, DefaultMaxThreads)
 	return c
 }
 
