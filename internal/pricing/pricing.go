@@ -26,7 +26,7 @@ import (
 	"math"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -156,12 +156,8 @@ func Parse(data []byte) (*Table, error) {
 		return nil, fmt.Errorf("%w: %v", ErrPricesFile, err)
 	}
 	t := Defaults()
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // the first bad entry is reported the same each time
-	for _, k := range keys {
+	// Sorted, the first bad entry is reported the same each time.
+	for _, k := range slices.Sorted(maps.Keys(entries)) {
 		p := entries[k]
 		key := strings.TrimSpace(k)
 		if key == "" {
@@ -200,11 +196,8 @@ func (t *Table) Lookup(ref string) (p Price, ok bool) {
 	if p, ok := prices[r.Name]; ok {
 		return p, true
 	}
-	if base := dated.ReplaceAllString(r.Name, ""); base != r.Name {
-		p, ok := prices[base]
-		return p, ok
-	}
-	return Price{}, false
+	p, ok = prices[dated.ReplaceAllString(r.Name, "")]
+	return p, ok
 }
 
 // Priced returns u, one call of the model ref names, with its cost:
@@ -217,10 +210,9 @@ func (t *Table) Priced(ref string, u model.Usage) model.Usage {
 // Apply returns u, one call, with its cost at p, or marked unpriced when ok
 // is false.
 func Apply(p Price, ok bool, u model.Usage) model.Usage {
-	if !ok {
-		u.CostUSD, u.Priced, u.Unpriced = 0, 0, 1
-		return u
+	u.CostUSD, u.Priced, u.Unpriced = 0, 0, 1
+	if ok {
+		u.CostUSD, u.Priced, u.Unpriced = p.Cost(u), 1, 0
 	}
-	u.CostUSD, u.Priced, u.Unpriced = p.Cost(u), 1, 0
 	return u
 }
