@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 )
 
 // Decision is what a permission policy says about a tool call.
@@ -101,9 +102,7 @@ type Permissions []Permission
 
 // Narrow returns the stack with p added as the innermost layer.
 func (ps Permissions) Narrow(p Permission) Permissions {
-	out := make(Permissions, 0, len(ps)+1)
-	out = append(out, ps...)
-	return append(out, p)
+	return append(slices.Clip(ps), p)
 }
 
 // Decide returns the strictest decision of every layer; an empty stack allows.
