@@ -233,18 +233,14 @@ func (l *Limiter) ReleaseOwner(owner string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ts := l.owners[owner]
+	n := len(ts)
 	for t := range ts {
-		t.done = true
-		l.inFlight--
-		if e := l.log.get(t.seq); e != nil {
-			e.state = void
-		}
+		l.end(t, void)
 	}
-	delete(l.owners, owner)
-	if len(ts) > 0 {
+	if n > 0 {
 		l.dispatch(time.Now())
 	}
-	return len(ts)
+	return n
 }
 
 // recompute sets the buckets from what is declared and learned: the lower
@@ -430,22 +426,19 @@ func (l *Limiter) finish(t *Ticket, o model.Outcome) {
 	if t.done {
 		return
 	}
-	l.end(t)
+	isRefused := o.Refused()
+	switch {
+	case isRefused:
+		l.end(t, refused)
+	case o.Status == 0: // it may never have reached the provider
+		l.end(t, void)
+	default:
+		l.end(t, accepted)
+	}
 	now := time.Now()
 	at := o.At
 	if at.IsZero() || at.After(now) {
 		at = now
-	}
-	isRefused := o.Refused()
-	if e := l.log.get(t.seq); e != nil {
-		switch {
-		case isRefused:
-			e.state = refused
-		case o.Status == 0: // it may never have reached the provider
-			e.state = void
-		default:
-			e.state = accepted
-		}
 	}
 	if isRefused {
 		l.refusals++
@@ -460,10 +453,13 @@ func (l *Limiter) finish(t *Ticket, o model.Outcome) {
 	l.dispatch(now)
 }
 
-// end takes t out of flight.
-func (l *Limiter) end(t *Ticket) {
+// end takes t out of flight, leaving its grant in the log in state.
+func (l *Limiter) end(t *Ticket, state uint8) {
 	t.done = true
 	l.inFlight--
+	if e := l.log.get(t.seq); e != nil {
+		e.state = state
+	}
 	if t.owner != "" {
 		delete(l.owners[t.owner], t)
 		if len(l.owners[t.owner]) == 0 {
@@ -594,12 +590,9 @@ func (t *Ticket) Cancel() {
 	if t.done {
 		return
 	}
-	l.end(t)
+	l.end(t, void)
 	for i := range l.b {
 		l.b[i].give(t.charged[i])
-	}
-	if e := l.log.get(t.seq); e != nil {
-		e.state = void
 	}
 	l.dispatch(time.Now())
 }
