@@ -8,9 +8,13 @@
 package limits
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
+
+// ErrBadConfig wraps rejected limit settings.
+var ErrBadConfig = errors.New("bad limits config")
 
 // Defaults of DESIGN's agent tool rules.
 const (

@@ -1,10 +1,14 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
 )
+
+// ErrBadPolicy wraps every malformed permission or visibility policy.
+var ErrBadPolicy = errors.New("bad policy")
 
 // Decision is what a permission policy says about a tool call.
 type Decision string

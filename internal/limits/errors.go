@@ -1,6 +1,0 @@
-package limits
-
-import "errors"
-
-// ErrBadConfig wraps rejected limit settings.
-var ErrBadConfig = errors.New("bad limits config")
