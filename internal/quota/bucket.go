@@ -73,12 +73,21 @@ func (b *bucket) give(n float64) {
 	b.spent -= n
 }
 
-// set changes rate and capacity at now, keeping the level (within the new
-// capacity); a bucket coming into use starts at level.
-func (b *bucket) set(now time.Time, rate, capacity, start float64) {
+// set paces b, from now, a hair inside a provider bucket of that rate (a
+// second) and capacity, keeping the level (within the new capacity); a
+// bucket coming into use starts full, and rate 0 takes b out of use.
+func (b *bucket) set(now time.Time, rate, capacity float64) {
+	if rate > 0 {
+		if capacity > 1 {
+			capacity = max(1, capacity-max(1, rate*arrivalJitter.Seconds()))
+		}
+		rate *= rateMargin
+	} else {
+		rate, capacity = 0, 0
+	}
 	b.refill(now)
 	if !b.active() && rate > 0 {
-		b.level = start
+		b.level = capacity
 	}
 	b.rate, b.cap = rate, capacity
 	b.level = min(b.level, b.cap)

@@ -273,7 +273,7 @@ func (l *Limiter) recompute(now time.Time) {
 	} else if l.aimd > 0 {
 		lower(l.aimd, max(1, l.aimdBurst))
 	}
-	setBucket(&l.b[reqB], now, rate, capacity)
+	l.b[reqB].set(now, rate, capacity)
 
 	// Tokens: the providers' token buckets hold a minute's worth.
 	tokens := func(i int, declared int64) {
@@ -281,25 +281,11 @@ func (l *Limiter) recompute(now time.Time) {
 		if learned := l.hdr[i]; learned > 0 && (limit == 0 || learned < limit) {
 			limit = learned
 		}
-		setBucket(&l.b[i], now, float64(limit)/60, float64(limit))
+		l.b[i].set(now, float64(limit)/60, float64(limit))
 	}
 	tokens(tokB, d.TokensPerMinute)
 	tokens(inB, d.InputTokensPerMinute)
 	tokens(outB, d.OutputTokensPerMinute)
-}
-
-// setBucket paces b a hair inside a provider bucket of that rate (a
-// second) and capacity; rate 0 takes b out of use.
-func setBucket(b *bucket, now time.Time, rate, capacity float64) {
-	if rate <= 0 {
-		b.set(now, 0, 0, 0)
-		return
-	}
-	c := capacity
-	if c > 1 {
-		c = max(1, c-max(1, rate*arrivalJitter.Seconds()))
-	}
-	b.set(now, rate*rateMargin, c, c)
 }
 
 // known reports whether anything limits the pace: a declared rate, or a
