@@ -160,35 +160,38 @@ func New(cfg Config) ([]tools.Tool, error) {
 }
 
 func (h *harness) build(name string) tools.Tool {
+	t := func(desc string, ps []param) tool { return newTool(name, desc, ps, h) }
 	switch name {
 	case ReadFileName:
-		return &readFile{pathTool{newMeta(name, readFileDesc, readFileParams), h}}
+		return &readFile{pathTool{t(readFileDesc, readFileParams)}}
 	case WriteFileName:
-		return &writeFile{pathTool{newMeta(name, writeFileDesc, writeFileParams), h}}
+		return &writeFile{pathTool{t(writeFileDesc, writeFileParams)}}
 	case EditFileName:
-		return &editFile{pathTool{newMeta(name, editFileDesc, editFileParams), h}}
+		return &editFile{pathTool{t(editFileDesc, editFileParams)}}
 	case ListDirName:
-		return &listDir{pathTool{newMeta(name, listDirDesc, listDirParams), h}}
+		return &listDir{pathTool{t(listDirDesc, listDirParams)}}
 	case GlobName:
-		return &globTool{newMeta(name, globDesc, globParams), h}
+		return &globTool{t(globDesc, globParams)}
 	case GrepName:
-		return &grepTool{newMeta(name, grepDesc, grepParams), h}
+		return &grepTool{t(grepDesc, grepParams)}
 	case BashName:
-		return &bashTool{newMeta(name, bashDesc, bashParams), h}
+		return &bashTool{t(bashDesc, bashParams)}
 	}
 	panic("base: no tool " + name) // unreachable: names are checked by New
 }
 
-// meta holds what a model is told about a tool.
-type meta struct {
+// tool is one base tool: what a model is told about it, and the harness it
+// acts in.
+type tool struct {
 	name, desc string
 	params     []param
 	schema     json.RawMessage
+	h          *harness
 }
 
-// newMeta returns a tool's metadata; schemas are built once per process,
+// newTool returns a tool acting in h; schemas are built once per process,
 // since every thread of every run describes the same tools.
-func newMeta(name, desc string, ps []param) meta {
+func newTool(name, desc string, ps []param, h *harness) tool {
 	schemaMu.Lock()
 	defer schemaMu.Unlock()
 	s, ok := schemas[name]
@@ -196,7 +199,7 @@ func newMeta(name, desc string, ps []param) meta {
 		s = schemaOf(ps)
 		schemas[name] = s
 	}
-	return meta{name: name, desc: desc, params: ps, schema: s}
+	return tool{name: name, desc: desc, params: ps, schema: s, h: h}
 }
 
 var (
@@ -204,8 +207,8 @@ var (
 	schemas  = map[string]json.RawMessage{}
 )
 
-func (m *meta) Name() string        { return m.name }
-func (m *meta) Description() string { return m.desc }
+func (t *tool) Name() string        { return t.name }
+func (t *tool) Description() string { return t.desc }
 
 // Schema returns the JSON Schema of the arguments, shared: do not modify it.
-func (m *meta) Schema() json.RawMessage { return m.schema }
+func (t *tool) Schema() json.RawMessage { return t.schema }

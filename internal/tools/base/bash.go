@@ -38,10 +38,7 @@ const waitDelay = time.Second
 // defaultPath is bash's PATH when this process has none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-type bashTool struct {
-	meta
-	h *harness
-}
+type bashTool struct{ tool }
 
 func (t *bashTool) Subject(args json.RawMessage) string {
 	return strings.TrimSpace(stringField(args, "command"))

@@ -1,12 +1,10 @@
 package base
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,10 +14,7 @@ import (
 
 // pathTool is a tool on one path argument, "path", which is its permission
 // subject.
-type pathTool struct {
-	meta
-	h *harness
-}
+type pathTool struct{ tool }
 
 func (t *pathTool) Subject(args json.RawMessage) string {
 	return t.h.pathSubject(stringField(args, "path"))
@@ -69,27 +64,12 @@ func (t *readFile) Run(ctx context.Context, args json.RawMessage) (string, error
 	}
 	defer f.Close()
 
-	br := bufio.NewReaderSize(f, 64<<10)
-	if head, _ := br.Peek(sniffLen); looksBinary(head) {
-		return "", fmt.Errorf("%w: %s; read_file shows text files only", ErrBinaryFile, slash(rel))
-	}
-	lr := lineReader{br: br, max: maxLineBytes}
 	var out strings.Builder
 	n, last, full := 0, 0, false
-	for {
-		line, cut, err := lr.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", fsErr(rel, err)
-		}
-		n++
-		if n%4096 == 0 && ctx.Err() != nil {
-			return "", context.Cause(ctx)
-		}
+	binary, err := scanLines(ctx, f, rel, maxLineBytes, func(i int, line []byte, cut bool) bool {
+		n = i
 		if n < offset || n-offset >= limit || full {
-			continue
+			return true
 		}
 		s := fmt.Sprintf("%6d\t%s", n, text(line))
 		if cut {
@@ -97,11 +77,18 @@ func (t *readFile) Run(ctx context.Context, args json.RawMessage) (string, error
 		}
 		if last > 0 && out.Len()+len(s)+1 > t.h.outputCap {
 			full = true
-			continue
+			return true
 		}
 		out.WriteString(s)
 		out.WriteByte('\n')
 		last = n
+		return true
+	})
+	switch {
+	case binary:
+		return "", fmt.Errorf("%w: %s; read_file shows text files only", ErrBinaryFile, slash(rel))
+	case err != nil:
+		return "", err
 	}
 	switch {
 	case n == 0:

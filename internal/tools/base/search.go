@@ -1,12 +1,9 @@
 package base
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -30,10 +27,7 @@ var globParams = []param{
 		desc: "Glob pattern relative to the working directory, e.g. \"src/**/*_test.go\"."},
 }
 
-type globTool struct {
-	meta
-	h *harness
-}
+type globTool struct{ tool }
 
 func (t *globTool) Subject(args json.RawMessage) string { return stringField(args, "pattern") }
 
@@ -164,10 +158,7 @@ var grepParams = []param{
 	{name: "include_ignored", typ: "boolean", desc: "Also search files and directories that .gitignore files ignore (default false)."},
 }
 
-type grepTool struct {
-	meta
-	h *harness
-}
+type grepTool struct{ tool }
 
 func (t *grepTool) Subject(args json.RawMessage) string {
 	p := stringField(args, "path")
@@ -276,24 +267,9 @@ func (g *grepper) file(name string) (binary bool, err error) {
 		return false, err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	if head, _ := br.Peek(sniffLen); looksBinary(head) {
-		return true, nil
-	}
-	lr := lineReader{br: br, max: maxGrepLineBytes}
-	for n := 1; ; n++ {
-		line, cut, err := lr.next()
-		if errors.Is(err, io.EOF) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fsErr(name, err)
-		}
-		if n%4096 == 0 && g.ctx.Err() != nil {
-			return false, context.Cause(g.ctx)
-		}
+	return scanLines(g.ctx, f, name, maxGrepLineBytes, func(n int, line []byte, cut bool) bool {
 		if !g.re.Match(line) {
-			continue
+			return true
 		}
 		s := fmt.Sprintf("%s:%d:%s", name, n, text(line[:min(len(line), maxLineBytes)]))
 		if cut || len(line) > maxLineBytes {
@@ -301,10 +277,11 @@ func (g *grepper) file(name string) (binary bool, err error) {
 		}
 		if g.shown == maxGrepMatches || (g.shown > 0 && g.out.Len()+len(s)+1 > g.outputCap) {
 			g.full = true
-			return false, nil
+			return false
 		}
 		g.out.WriteString(s)
 		g.out.WriteByte('\n')
 		g.shown++
-	}
+		return true
+	})
 }

@@ -3,6 +3,7 @@ package base
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,33 @@ type causeError struct {
 
 func (e *causeError) Error() string { return e.msg }
 func (e *causeError) Unwrap() error { return e.cause }
+
+// scanLines calls line with each line of f (numbered from 1, kept to max
+// bytes, cut saying whether it was longer) until it returns false or f
+// ends, checking ctx every 4096 lines. A binary file is not read: binary
+// is true. rel names f in errors.
+func scanLines(ctx context.Context, f io.Reader, rel string, max int, line func(n int, line []byte, cut bool) bool) (binary bool, err error) {
+	br := bufio.NewReaderSize(f, 64<<10)
+	if head, _ := br.Peek(sniffLen); looksBinary(head) {
+		return true, nil
+	}
+	lr := lineReader{br: br, max: max}
+	for n := 1; ; n++ {
+		l, cut, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fsErr(rel, err)
+		}
+		if n%4096 == 0 && ctx.Err() != nil {
+			return false, context.Cause(ctx)
+		}
+		if !line(n, l, cut) {
+			return false, nil
+		}
+	}
+}
 
 // lineReader reads lines of any length, keeping at most max bytes of each.
 type lineReader struct {
