@@ -47,35 +47,31 @@ var DefaultCeiling = Limits{CPU: 10 * time.Minute, Memory: 8 << 30, Processes: 1
 
 // orDefault fills l's zero (or negative) fields from DefaultCeiling.
 func (l Limits) orDefault() Limits {
-	d := DefaultCeiling
-	if l.CPU > 0 {
-		d.CPU = l.CPU
-	}
-	if l.Memory > 0 {
-		d.Memory = l.Memory
-	}
-	if l.Processes > 0 {
-		d.Processes = l.Processes
-	}
-	if l.FileSize > 0 {
-		d.FileSize = l.FileSize
-	}
-	return d
+	return l.each(DefaultCeiling, func(v, d int64) int64 {
+		if v <= 0 {
+			return d
+		}
+		return v
+	})
 }
 
 // clamp fills l's zero fields from ceil and lowers the others to it.
 func (l Limits) clamp(ceil Limits) Limits {
-	pick := func(v, c int64) int64 {
+	return l.each(ceil, func(v, c int64) int64 {
 		if v <= 0 || v > c {
 			return c
 		}
 		return v
-	}
+	})
+}
+
+// each is the Limits whose every field is pick of l's and c's.
+func (l Limits) each(c Limits, pick func(v, c int64) int64) Limits {
 	return Limits{
-		CPU:       time.Duration(pick(int64(l.CPU), int64(ceil.CPU))),
-		Memory:    pick(l.Memory, ceil.Memory),
-		Processes: int(pick(int64(l.Processes), int64(ceil.Processes))),
-		FileSize:  pick(l.FileSize, ceil.FileSize),
+		CPU:       time.Duration(pick(int64(l.CPU), int64(c.CPU))),
+		Memory:    pick(l.Memory, c.Memory),
+		Processes: int(pick(int64(l.Processes), int64(c.Processes))),
+		FileSize:  pick(l.FileSize, c.FileSize),
 	}
 }
 

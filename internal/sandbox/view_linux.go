@@ -173,11 +173,11 @@ func showHost(src, dst string) error {
 		}
 		return os.Symlink(target, dst)
 	}
-	return bindHost(src, dst, fi.IsDir(), unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	return bindHost(src, dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
 // bindHost clones the mount tree at src onto a new mount point dst, with attrs.
-func bindHost(src, dst string, dir bool, attrs uint64) error {
+func bindHost(src, dst string, attrs uint64) error {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return fmt.Errorf("clone %s: %w", src, err)
@@ -186,18 +186,7 @@ func bindHost(src, dst string, dir bool, attrs uint64) error {
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attrs}); err != nil {
 		return fmt.Errorf("attributes of %s: %w", src, err)
 	}
-	if dir {
-		err = os.MkdirAll(dst, 0o755)
-	} else {
-		err = os.WriteFile(dst, nil, 0o644)
-	}
-	if err != nil {
-		return err
-	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("mount %s: %w", src, err)
-	}
-	return nil
+	return mountClone(fd, src, dst)
 }
 
 func memFS(dst, opts string, flags uintptr) error {
@@ -217,7 +206,7 @@ func buildDev(dev string) error {
 		return err
 	}
 	for _, d := range devices {
-		if err := bindHost("/dev/"+d, filepath.Join(dev, d), false, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		if err := bindHost("/dev/"+d, filepath.Join(dev, d), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
 			return err
 		}
 	}
