@@ -222,8 +222,7 @@ func parseServer(name string, raw json.RawMessage) (Server, error) {
 			}
 		}
 	} else {
-		switch {
-		case len(s.Args) > 0 || len(s.Env) > 0 || len(s.ReadOnly) > 0 || s.Network:
+		if len(s.Args) > 0 || len(s.Env) > 0 || len(s.ReadOnly) > 0 || s.Network {
 			bad("args, env, read_only and network are for stdio servers, not url")
 		}
 		u, err := url.Parse(s.URL)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,11 +82,7 @@ func (p *Pool) Version() uint64 { return p.version.Load() }
 // ends, closes the run's sessions once no thread of the run holds them.
 func (p *Pool) Hold(runID string) (release func()) {
 	p.mu.Lock()
-	rs := p.runs[runID]
-	if rs == nil {
-		rs = &runSessions{sessions: map[sessionKey]*session{}}
-		p.runs[runID] = rs
-	}
+	rs := p.runLocked(runID)
 	rs.holds++
 	p.mu.Unlock()
 	var once sync.Once
@@ -95,9 +93,7 @@ func (p *Pool) Hold(runID string) (release func()) {
 			var closing []*session
 			if rs.holds == 0 {
 				delete(p.runs, runID)
-				for _, s := range rs.sessions {
-					closing = append(closing, s)
-				}
+				closing = slices.AppendSeq(closing, maps.Values(rs.sessions))
 			}
 			p.mu.Unlock()
 			for _, s := range closing {
@@ -159,13 +155,7 @@ func (p *Pool) ScopeTools(ctx context.Context, sc Scope, servers []string) ([]to
 func (p *Pool) session(runID, name, cwd string, srv Server) *session {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	rs := p.runs[runID]
-	if rs == nil {
-		// Not held: a caller outside a thread. Such a session lives until
-		// Close.
-		rs = &runSessions{sessions: map[sessionKey]*session{}}
-		p.runs[runID] = rs
-	}
+	rs := p.runLocked(runID)
 	k := sessionKey{name, cwd}
 	s := rs.sessions[k]
 	if s == nil {
@@ -175,14 +165,23 @@ func (p *Pool) session(runID, name, cwd string, srv Server) *session {
 	return s
 }
 
+// runLocked returns the sessions of run runID, made when it has none. A run
+// not held (a caller outside a thread) keeps its sessions until Close.
+func (p *Pool) runLocked(runID string) *runSessions {
+	rs := p.runs[runID]
+	if rs == nil {
+		rs = &runSessions{sessions: map[sessionKey]*session{}}
+		p.runs[runID] = rs
+	}
+	return rs
+}
+
 // Close stops every server of every run. Safe to call twice.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	var all []*session
 	for id, rs := range p.runs {
-		for _, s := range rs.sessions {
-			all = append(all, s)
-		}
+		all = slices.AppendSeq(all, maps.Values(rs.sessions))
 		delete(p.runs, id)
 	}
 	p.mu.Unlock()
