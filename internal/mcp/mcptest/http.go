@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,7 @@ func (s Servers) EverythingHTTP(t testing.TB) string {
 	t.Helper()
 	port := FreePort(t)
 	cmd := exec.Command(s.Node, s.Everything, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+Itoa(port))
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
 	ready := &waitLine{want: "listening", ch: make(chan struct{})}
 	cmd.Stderr = ready
 	if err := cmd.Start(); err != nil {
@@ -30,7 +31,7 @@ func (s Servers) EverythingHTTP(t testing.TB) string {
 	case <-ctx.Done():
 		t.Fatalf("server-everything did not start listening: %s", ready.text())
 	}
-	return "http://127.0.0.1:" + Itoa(port) + "/mcp"
+	return "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
 }
 
 // waitLine closes ch once want has been written.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 )
 
@@ -89,6 +88,3 @@ func FreePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
-
-// Itoa is strconv.Itoa, for building configs.
-func Itoa(n int) string { return strconv.Itoa(n) }
