@@ -170,20 +170,15 @@ func yamlError(err error, filename string) error {
 
 // withFile prefixes every joined validation error with the file name.
 func withFile(err error, filename string) error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok && !isFieldError(err) {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if _, one := err.(*FieldError); !one {
+			list = j.Unwrap()
+		}
 	}
 	out := make([]error, len(list))
 	for i, e := range list {
 		out[i] = fmt.Errorf("%s: %w", filename, e)
 	}
 	return errors.Join(out...)
-}
-
-func isFieldError(err error) bool {
-	_, ok := err.(*FieldError)
-	return ok
 }

@@ -40,10 +40,6 @@ func (f *File) Validate() error {
 		}
 		seen[a.Name] = prefix + "name"
 	}
-	check("", &f.Agent)
-	for i := range f.Agents {
-		check(fmt.Sprintf("agents[%d].", i), &f.Agents[i])
-	}
 	handoffs := func(prefix string, a *Agent) {
 		dup := map[string]bool{}
 		for j, h := range a.Handoffs {
@@ -59,9 +55,12 @@ func (f *File) Validate() error {
 			dup[h] = true
 		}
 	}
-	handoffs("", &f.Agent)
-	for i := range f.Agents {
-		handoffs(fmt.Sprintf("agents[%d].", i), &f.Agents[i])
+	// Every name is known before any handoff is checked.
+	for _, pass := range []func(string, *Agent){check, handoffs} {
+		pass("", &f.Agent)
+		for i := range f.Agents {
+			pass(fmt.Sprintf("agents[%d].", i), &f.Agents[i])
+		}
 	}
 	return errors.Join(v.errs...)
 }
