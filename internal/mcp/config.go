@@ -156,9 +156,6 @@ func strict(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
-		return errors.New("data after the JSON object")
-	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("data after the JSON object")
 	}

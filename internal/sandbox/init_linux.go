@@ -138,9 +138,8 @@ func watchParent(stat *os.File) {
 	buf := make([]byte, 1024)
 	frozen := false
 	for range time.Tick(parentPoll) {
-		n, err := stat.ReadAt(buf, 0)
+		n, _ := stat.ReadAt(buf, 0)
 		if n == 0 {
-			_ = err
 			unix.Exit(137)
 		}
 		state := procState(buf[:n])
