@@ -87,13 +87,13 @@ func (t *bashTool) Run(ctx context.Context, args json.RawMessage) (string, error
 
 	var note string
 	switch {
-	case end.killed && runCtx.Err() != nil:
+	case end.Killed && runCtx.Err() != nil:
 		note = fmt.Sprintf("[timed out after %v; the command and its child processes were killed]", timeout)
-	case end.code > 0:
-		note = fmt.Sprintf("[exit code: %d]", end.code)
-	case end.signal != 0:
-		note = fmt.Sprintf("[terminated by signal: %v]", end.signal)
-	case end.code != 0:
+	case end.Code > 0:
+		note = fmt.Sprintf("[exit code: %d]", end.Code)
+	case end.Signal != 0:
+		note = fmt.Sprintf("[terminated by signal: %v]", end.Signal)
+	case end.Code != 0:
 		note = "[terminated by a signal]"
 	}
 	res := out.String()
@@ -108,32 +108,25 @@ func (t *bashTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	return res + note, nil
 }
 
-// ending is how a bash call ended.
-type ending struct {
-	code   int            // exit status; -1 when killed by a signal
-	signal syscall.Signal // the signal that killed the shell, or 0
-	killed bool           // killed from outside, when ctx ended
-}
-
 // runSandboxed runs the command in the sandbox: HOME and TMPDIR are its
 // private /tmp.
-func (h *harness) runSandboxed(ctx context.Context, shell, command string, out io.Writer) (ending, error) {
+func (h *harness) runSandboxed(ctx context.Context, shell, command string, out io.Writer) (sandbox.Exit, error) {
 	exit, err := h.sandbox.Run(ctx, sandbox.Request{
 		Dir: h.root, Argv: []string{shell, "-c", command}, Env: h.env("/tmp"),
 		Network: h.network, Limits: h.limits,
 	}, out)
 	if err != nil {
-		return ending{}, fmt.Errorf("bash: %w", err)
+		return sandbox.Exit{}, fmt.Errorf("bash: %w", err)
 	}
-	return ending{code: exit.Code, signal: exit.Signal, killed: exit.Killed}, nil
+	return exit, nil
 }
 
 // runPlain runs the command unconfined, in its own process group, with a
 // fresh temporary HOME.
-func (h *harness) runPlain(ctx context.Context, shell, command string, out io.Writer) (ending, error) {
+func (h *harness) runPlain(ctx context.Context, shell, command string, out io.Writer) (sandbox.Exit, error) {
 	home, err := os.MkdirTemp("", "formica-bash-")
 	if err != nil {
-		return ending{}, fmt.Errorf("bash: temporary HOME: %w", err)
+		return sandbox.Exit{}, fmt.Errorf("bash: temporary HOME: %w", err)
 	}
 	defer removeTree(home)
 	cmd := exec.CommandContext(ctx, shell, "-c", command)
@@ -144,22 +137,22 @@ func (h *harness) runPlain(ctx context.Context, shell, command string, out io.Wr
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
-		return ending{}, fmt.Errorf("bash: start %s: %w", shell, err)
+		return sandbox.Exit{}, fmt.Errorf("bash: start %s: %w", shell, err)
 	}
 	waitErr := cmd.Wait()
 	_ = killGroup(cmd.Process.Pid) // reap background children left behind
 	state := cmd.ProcessState
 	if state == nil {
-		return ending{}, fmt.Errorf("bash: %w", waitErr)
+		return sandbox.Exit{}, fmt.Errorf("bash: %w", waitErr)
 	}
 	timedOut := ctx.Err() != nil && !state.Exited()
 	var exitErr *exec.ExitError
 	if waitErr != nil && !timedOut && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
-		return ending{}, fmt.Errorf("bash: %w", waitErr)
+		return sandbox.Exit{}, fmt.Errorf("bash: %w", waitErr)
 	}
-	e := ending{code: state.ExitCode(), killed: timedOut}
+	e := sandbox.Exit{Code: state.ExitCode(), Killed: timedOut}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		e.signal = ws.Signal()
+		e.Signal = ws.Signal()
 	}
 	return e, nil
 }
