@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -374,9 +375,7 @@ func (s *session) env() []string {
 	if s.p.cfg.Sandbox == nil {
 		m["HOME"], m["TMPDIR"] = os.TempDir(), os.TempDir()
 	}
-	for k, v := range s.srv.Env {
-		m[k] = v
-	}
+	maps.Copy(m, s.srv.Env)
 	out := make([]string, 0, len(m))
 	for k, v := range m {
 		out = append(out, k+"="+v)

@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 
@@ -86,9 +87,7 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				for k, v := range yamlFields(ft) {
-					out[k] = v
-				}
+				maps.Copy(out, yamlFields(ft))
 			}
 			continue
 		}
