@@ -252,40 +252,34 @@ func (f factory) register(c prometheus.Collector) {
 	}
 }
 
-func (f factory) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+// registered is c, registered with f.
+func registered[C prometheus.Collector](f factory, c C) C {
 	f.register(c)
 	return c
+}
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	return registered(f, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	f.register(c)
-	return c
+	return registered(f, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	f.register(g)
-	return g
+	return registered(f, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	f.register(g)
-	return g
+	return registered(f, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-	f.register(h)
-	return h
+	return registered(f, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	f.register(h)
-	return h
+	return registered(f, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
 }
 
 // bind makes the children for every known value, so they show as 0 from the
@@ -296,4 +290,12 @@ func bind(v *prometheus.CounterVec, values []string) map[string]prometheus.Count
 		out[s] = v.WithLabelValues(s)
 	}
 	return out
+}
+
+// inc counts one under value in bound, children made by bind; a value
+// without one counts nowhere.
+func inc(bound map[string]prometheus.Counter, value string) {
+	if c := bound[value]; c != nil {
+		c.Inc()
+	}
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -36,9 +37,7 @@ func (m *Metrics) RunEnded(status string, ran time.Duration, final bool) {
 	if !final {
 		return
 	}
-	if c := m.runsFinished[status]; c != nil {
-		c.Inc()
-	}
+	inc(m.runsFinished, status)
 	m.runDuration.Observe(ran.Seconds())
 }
 
@@ -103,9 +102,7 @@ func (m *Metrics) ThreadEnded(status string, lived time.Duration, helper bool) {
 	if m == nil {
 		return
 	}
-	if c := m.threadsFinished[status]; c != nil {
-		c.Inc()
-	}
+	inc(m.threadsFinished, status)
 	if helper {
 		m.threadsLive.Dec()
 	}
@@ -128,11 +125,8 @@ func (m *Metrics) PlacementWaited(d time.Duration) {
 
 // Placement counts one placement's outcome.
 func (m *Metrics) Placement(outcome string) {
-	if m == nil {
-		return
-	}
-	if c := m.placements[outcome]; c != nil {
-		c.Inc()
+	if m != nil {
+		inc(m.placements, outcome)
 	}
 }
 
@@ -164,9 +158,7 @@ func (m *Metrics) ApprovalAnswered(decision string, d time.Duration) {
 		return
 	}
 	m.approvalsPending.Dec()
-	if c := m.approvals[decision]; c != nil {
-		c.Inc()
-	}
+	inc(m.approvals, decision)
 	m.approvalWait.Observe(d.Seconds())
 }
 
@@ -184,27 +176,18 @@ func (m *Metrics) SSEClient(delta int) {
 	}
 }
 
-// statusText avoids strconv's allocation for the common codes.
+// statusTexts are the label values of codes 100 to 599, made once: strconv
+// would allocate one at every request.
+var statusTexts = func() (t [500]string) {
+	for i := range t {
+		t[i] = strconv.Itoa(100 + i)
+	}
+	return t
+}()
+
 func statusText(code int) string {
-	switch code {
-	case 200:
-		return "200"
-	case 202:
-		return "202"
-	case 204:
-		return "204"
-	case 400:
-		return "400"
-	case 401:
-		return "401"
-	case 404:
-		return "404"
-	case 409:
-		return "409"
-	case 500:
-		return "500"
-	case 503:
-		return "503"
+	if code >= 100 && code < 600 {
+		return statusTexts[code-100]
 	}
 	b := [3]byte{byte('0' + code/100%10), byte('0' + code/10%10), byte('0' + code%10)}
 	return string(b[:])
@@ -213,10 +196,7 @@ func statusText(code int) string {
 // WebhookDelivery counts a webhook call by outcome (WebhookDelivered,
 // WebhookRetried, WebhookFailed).
 func (m *Metrics) WebhookDelivery(outcome string) {
-	if m == nil {
-		return
-	}
-	if c := m.webhookDeliveries[outcome]; c != nil {
-		c.Inc()
+	if m != nil {
+		inc(m.webhookDeliveries, outcome)
 	}
 }
