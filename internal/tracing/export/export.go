@@ -52,9 +52,7 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 	kind := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
 	endpoint := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	switch {
-	case kind == "none":
-		return noop, false, nil
-	case kind == "" && !endpoint:
+	case kind == "none", kind == "" && !endpoint:
 		return noop, false, nil
 	case kind == "":
 		kind = "otlp"
@@ -72,23 +70,9 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 		url, headers := endpointURL(getenv, proto), headersOf(getenv)
 		switch strings.ToLower(strings.TrimSpace(proto)) {
 		case "", "http/protobuf":
-			var opts []otlptracehttp.Option
-			if url != "" {
-				opts = append(opts, otlptracehttp.WithEndpointURL(url))
-			}
-			if len(headers) > 0 {
-				opts = append(opts, otlptracehttp.WithHeaders(headers))
-			}
-			exp, err = otlptracehttp.New(ctx, opts...)
+			exp, err = otlptracehttp.New(ctx, otlpOptions(url, headers, otlptracehttp.WithEndpointURL, otlptracehttp.WithHeaders)...)
 		case "grpc":
-			var opts []otlptracegrpc.Option
-			if url != "" {
-				opts = append(opts, otlptracegrpc.WithEndpointURL(url))
-			}
-			if len(headers) > 0 {
-				opts = append(opts, otlptracegrpc.WithHeaders(headers))
-			}
-			exp, err = otlptracegrpc.New(ctx, opts...)
+			exp, err = otlptracegrpc.New(ctx, otlpOptions(url, headers, otlptracegrpc.WithEndpointURL, otlptracegrpc.WithHeaders)...)
 		default:
 			return noop, false, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_PROTOCOL=%q (want http/protobuf or grpc)", ErrConfig, proto)
 		}
@@ -138,6 +122,19 @@ func endpointURL(getenv func(string) string, proto string) string {
 		return u
 	}
 	return strings.TrimRight(u, "/") + "/v1/traces"
+}
+
+// otlpOptions are an OTLP exporter's options setting url and headers, each
+// left to the exporter when empty.
+func otlpOptions[O any](url string, headers map[string]string, withURL func(string) O, withHeaders func(map[string]string) O) []O {
+	var opts []O
+	if url != "" {
+		opts = append(opts, withURL(url))
+	}
+	if len(headers) > 0 {
+		opts = append(opts, withHeaders(headers))
+	}
+	return opts
 }
 
 // headersOf reads OTEL_EXPORTER_OTLP_HEADERS and, over it,
