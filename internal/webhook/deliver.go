@@ -113,12 +113,8 @@ func New(cfg Config) (*Deliverer, error) {
 	def(&cfg.Backoff, DefaultBackoff)
 	def(&cfg.MaxBackoff, DefaultMaxBackoff)
 	def(&cfg.Workers, DefaultWorkers)
-	if cfg.Transport == nil {
-		cfg.Transport = http.DefaultTransport
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	def(&cfg.Transport, http.DefaultTransport)
+	def(&cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -27,10 +28,8 @@ var EventTypes = []string{RunFinished, ApprovalWaiting}
 
 // CheckEventType refuses a type no webhook is sent for.
 func CheckEventType(t string) error {
-	for _, k := range EventTypes {
-		if t == k {
-			return nil
-		}
+	if slices.Contains(EventTypes, t) {
+		return nil
 	}
 	return fmt.Errorf("%w: %q (known: %v)", ErrEventType, t, EventTypes)
 }
