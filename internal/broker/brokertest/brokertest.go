@@ -58,28 +58,31 @@ func WithConfig(f func(*broker.ServerConfig)) Option { return Option(f) }
 // JetStream stored under t.TempDir(), and shuts it down at cleanup.
 func Start(t testing.TB, opts ...Option) *broker.Server {
 	t.Helper()
+	s, err := startNode(t, 0, nil, opts)
+	if err != nil {
+		t.Fatalf("brokertest: start %s: %v", serverName(t, 0), err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// startNode starts node i (0: a lone server) of cluster (nil: none) on a
+// random 127.0.0.1 port with JetStream stored under t.TempDir(), opts
+// applied, bounded by StartTimeout.
+func startNode(t testing.TB, i int, cluster *broker.ClusterConfig, opts []Option) (*broker.Server, error) {
 	cfg := broker.ServerConfig{
 		Listen:     "127.0.0.1:0",
 		JetStream:  true,
 		DataDir:    t.TempDir(),
-		ServerName: serverName(t, 0),
+		ServerName: serverName(t, i),
+		Cluster:    cluster,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return start(t, cfg)
-}
-
-func start(t testing.TB, cfg broker.ServerConfig) *broker.Server {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	s, err := broker.StartServer(ctx, cfg)
-	if err != nil {
-		t.Fatalf("brokertest: start %s: %v", cfg.ServerName, err)
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return broker.StartServer(ctx, cfg)
 }
 
 // URLs returns the client URLs of the running servers among ss (one

@@ -65,23 +65,11 @@ func startCluster(t testing.TB, n int, opts []Option) ([]*broker.Server, error) 
 	}
 	begin := time.Now()
 	for i := range n {
-		cfg := broker.ServerConfig{
-			Listen:     "127.0.0.1:0",
-			JetStream:  true,
-			DataDir:    t.TempDir(),
-			ServerName: serverName(t, i+1),
-			Cluster: &broker.ClusterConfig{
-				Name:   "formica-test",
-				Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]),
-				Routes: routes,
-			},
-		}
-		for _, o := range opts {
-			o(&cfg)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
-		s, err := broker.StartServer(ctx, cfg)
-		cancel()
+		s, err := startNode(t, i+1, &broker.ClusterConfig{
+			Name:   "formica-test",
+			Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			Routes: routes,
+		}, opts)
 		if err != nil {
 			return fail(err)
 		}
