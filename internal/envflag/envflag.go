@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 )
 
@@ -76,24 +75,21 @@ func Apply(fs *flag.FlagSet, lookup LookupFunc) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []error
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	sort.Strings(names)
-	for _, name := range names {
-		if given[name] {
-			continue
+	fs.VisitAll(func(f *flag.Flag) { // in name order
+		if given[f.Name] {
+			return
 		}
-		for _, v := range Vars(name) {
+		for _, v := range Vars(f.Name) {
 			val, ok := lookup(v)
 			if !ok {
 				continue
 			}
-			if err := fs.Lookup(name).Value.Set(val); err != nil {
-				errs = append(errs, fmt.Errorf("$%s: invalid value %q for flag --%s: %w", v, val, name, err))
+			if err := f.Value.Set(val); err != nil {
+				errs = append(errs, fmt.Errorf("$%s: invalid value %q for flag --%s: %w", v, val, f.Name, err))
 			}
 			break
 		}
-	}
+	})
 	return errors.Join(errs...)
 }
 
