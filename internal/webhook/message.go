@@ -92,7 +92,7 @@ func ForRun(rec record.Run, urls []string) ([]Message, error) {
 	if !rec.Status.Final() {
 		return nil, fmt.Errorf("webhook: run %s is %s, not final", rec.RunID, rec.Status)
 	}
-	data := RunData{RunID: rec.RunID, Status: rec.Status, Error: rec.Error, Totals: rec.Sum(),
+	data := RunData{RunID: rec.RunID, Status: rec.Status, Totals: rec.Sum(),
 		Attempts: rec.Attempts, Resumes: rec.Resumes, CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
 		FinishedAt: rec.FinishedAt, TraceID: rec.TraceID}
 	data.Output, data.OutputTruncated = clip(rec.Output, MaxOutput)
