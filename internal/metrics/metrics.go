@@ -209,9 +209,7 @@ func build(roles Role, reg *prometheus.Registry, r prometheus.Registerer) *Metri
 	m.load.init()
 	m.qc.init()
 	m.assets.init()
-	if f.on {
-		r.MustRegister(&m.quota, &m.qc, &m.assets)
-	}
+	f.register(&m.quota, &m.qc, &m.assets)
 	fw.register(&m.load)
 
 	bi := both.gaugeVec("formica_build_info", "Always 1; the labels name the build.", "version", "go_version")
@@ -246,9 +244,9 @@ type factory struct {
 	on  bool
 }
 
-func (f factory) register(c prometheus.Collector) {
+func (f factory) register(cs ...prometheus.Collector) {
 	if f.on {
-		f.reg.MustRegister(c)
+		f.reg.MustRegister(cs...)
 	}
 }
 
