@@ -149,18 +149,14 @@ func (c *ServerConfig) options() (*server.Options, error) {
 	if c.Listen == "" {
 		o.DontListen = true
 	} else {
-		host, port, err := parseListen("Listen", c.Listen, c.AllowRemote)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		o.Host, o.Port = host, port
+		var err error
+		o.Host, o.Port, err = parseListen("Listen", c.Listen, c.AllowRemote)
+		errs = append(errs, err) // errors.Join drops a nil
 	}
 	if c.Monitor != "" {
-		host, port, err := parseListen("Monitor", c.Monitor, c.AllowRemote)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		o.HTTPHost, o.HTTPPort = host, port
+		var err error
+		o.HTTPHost, o.HTTPPort, err = parseListen("Monitor", c.Monitor, c.AllowRemote)
+		errs = append(errs, err)
 	}
 	if c.TLS != nil {
 		if c.Listen == "" {
@@ -170,9 +166,7 @@ func (c *ServerConfig) options() (*server.Options, error) {
 		o.TLSVerify = c.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 	}
 	if c.Cluster != nil {
-		if err := c.Cluster.apply(o, c); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, c.Cluster.apply(o, c))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -194,11 +188,9 @@ func (cl *ClusterConfig) apply(o *server.Options, c *ServerConfig) error {
 	if cl.Listen == "" {
 		errs = append(errs, invalid("Cluster.Listen is required"))
 	} else {
-		host, port, err := parseListen("Cluster.Listen", cl.Listen, c.AllowRemote)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		o.Cluster.Host, o.Cluster.Port = host, port
+		var err error
+		o.Cluster.Host, o.Cluster.Port, err = parseListen("Cluster.Listen", cl.Listen, c.AllowRemote)
+		errs = append(errs, err)
 	}
 	o.Cluster.Name = cl.Name
 	for _, r := range splitList(cl.Routes) {
