@@ -38,10 +38,12 @@ func startStackWith(t *testing.T, workers, slots int, models runner.ModelOpener)
 }
 
 // startStackOf starts the stack cfg describes, with the tests' heartbeat
-// and --cwd, and a client of it.
+// unless cfg names one, and --cwd, and a client of it.
 func startStackOf(t *testing.T, cfg Config) (*Stack, *oneshot.Client) {
 	t.Helper()
-	cfg.HeartbeatInterval = 200 * time.Millisecond
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 200 * time.Millisecond
+	}
 	cfg.Coordinator.Cwd = os.TempDir() // the runs' t.TempDir()s
 	s, err := Start(context.Background(), cfg)
 	if err != nil {

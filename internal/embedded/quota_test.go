@@ -46,7 +46,10 @@ func quotaStack(t *testing.T, cfg quotaserver.Config, limits string) (*quotaserv
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cl := startStackWith(t, 2, 16, &providers.Opener{Endpoints: eps})
+	// A second's heartbeat: nothing here waits on a loss, and a machine
+	// loaded enough to hold a coordinator's beats for 600 ms would
+	// otherwise end its placements as lapsed.
+	_, cl := startStackOf(t, Config{Workers: 2, Slots: 16, Models: &providers.Opener{Endpoints: eps}, HeartbeatInterval: time.Second})
 	return srv, cl
 }
 
