@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"strconv"
 	"time"
 )
 
@@ -176,19 +175,8 @@ func (m *Metrics) SSEClient(delta int) {
 	}
 }
 
-// statusTexts are the label values of codes 100 to 599, made once: strconv
-// would allocate one at every request.
-var statusTexts = func() (t [500]string) {
-	for i := range t {
-		t[i] = strconv.Itoa(100 + i)
-	}
-	return t
-}()
-
+// statusText is a status code's label: its three digits.
 func statusText(code int) string {
-	if code >= 100 && code < 600 {
-		return statusTexts[code-100]
-	}
 	b := [3]byte{byte('0' + code/100%10), byte('0' + code/10%10), byte('0' + code%10)}
 	return string(b[:])
 }

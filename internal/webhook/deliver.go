@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,13 +109,13 @@ func New(cfg Config) (*Deliverer, error) {
 	case cfg.Timeout < 0, cfg.Attempts < 0, cfg.Backoff < 0, cfg.MaxBackoff < 0, cfg.Workers < 0:
 		return nil, fmt.Errorf("%w: a negative bound", ErrInvalidConfig)
 	}
-	def(&cfg.Timeout, DefaultTimeout)
-	def(&cfg.Attempts, DefaultAttempts)
-	def(&cfg.Backoff, DefaultBackoff)
-	def(&cfg.MaxBackoff, DefaultMaxBackoff)
-	def(&cfg.Workers, DefaultWorkers)
-	def(&cfg.Transport, http.DefaultTransport)
-	def(&cfg.Logger, slog.New(slog.DiscardHandler))
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.Attempts = cmp.Or(cfg.Attempts, DefaultAttempts)
+	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultBackoff)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, DefaultMaxBackoff)
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.Transport = cmp.Or(cfg.Transport, http.DefaultTransport)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -124,13 +125,6 @@ func New(cfg Config) (*Deliverer, error) {
 	client := &http.Client{Transport: cfg.Transport, Timeout: cfg.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &Deliverer{cfg: cfg, client: client}, nil
-}
-
-func def[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
-	}
 }
 
 // Run delivers messages with Config.Workers workers until ctx ends, and
