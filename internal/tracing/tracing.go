@@ -66,8 +66,6 @@ const (
 	AttrToolCallID       = attribute.Key("gen_ai.tool.call.id")
 	AttrToolArguments    = attribute.Key("gen_ai.tool.call.arguments")
 	AttrToolResult       = attribute.Key("gen_ai.tool.call.result")
-	AttrInput            = attribute.Key("gen_ai.input.messages")
-	AttrOutput           = attribute.Key("gen_ai.output.messages")
 	AttrErrorType        = attribute.Key("error.type")
 
 	AttrRunID       = attribute.Key("formica.run.id")
