@@ -17,9 +17,11 @@ package tracing
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -394,13 +396,7 @@ func (c mapCarrier) Get(key string) string { return get(c, key) }
 
 func (c mapCarrier) Set(key, value string) { c[strings.ToLower(key)] = value }
 
-func (c mapCarrier) Keys() []string {
-	out := make([]string, 0, len(c))
-	for k := range c {
-		out = append(out, k)
-	}
-	return out
-}
+func (c mapCarrier) Keys() []string { return slices.Collect(maps.Keys(c)) }
 
 func get(h map[string]string, key string) string {
 	if v, ok := h[key]; ok {
