@@ -18,12 +18,10 @@ const (
 	FormatJSON = "json"
 )
 
-// Keys of the attributes every line about a run or a thread carries.
+// Keys of the trace and span ids a line logged within a span carries.
 const (
-	KeyRun    = "run_id"
-	KeyThread = "thread_id"
-	KeyTrace  = "trace_id"
-	KeySpan   = "span_id"
+	KeyTrace = "trace_id"
+	KeySpan  = "span_id"
 )
 
 // New returns a logger at the named level (debug, info, warn, error) in
