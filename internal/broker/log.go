@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,13 +18,6 @@ const levelTrace = slog.LevelDebug - 4
 // discardLogger is the default: a library stays quiet unless given a logger.
 var discardLogger = slog.New(slog.DiscardHandler)
 
-func orDiscard(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return discardLogger
-	}
-	return l
-}
-
 // serverLogger adapts the nats-server Logger interface to slog. It also
 // remembers the first Fatalf: an embedded server reports start-up failures
 // (port in use, unusable store dir) only through its logger and then never
@@ -37,7 +31,7 @@ type serverLogger struct {
 
 func newServerLogger(l *slog.Logger) *serverLogger {
 	return &serverLogger{
-		log:   orDiscard(l).With("component", "nats-server"),
+		log:   cmp.Or(l, discardLogger).With("component", "nats-server"),
 		fatal: make(chan error, 1),
 	}
 }
@@ -75,7 +69,7 @@ func (s *serverLogger) levels() (debug, trace bool) {
 // gets. Asynchronous errors are the only place a permission violation or a
 // slow consumer shows up (docs/nats.md), so they are logged at error/warn level.
 func connHandlers(l *slog.Logger, name string) []nats.Option {
-	log := orDiscard(l).With("component", "nats", "conn", name)
+	log := cmp.Or(l, discardLogger).With("component", "nats", "conn", name)
 	return []nats.Option{
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			attrs := []any{"err", err}

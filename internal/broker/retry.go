@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -30,7 +31,7 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errConnectTimeout{timeout})
 		defer cancel()
 	}
-	log := orDiscard(cfg.Logger)
+	log := cmp.Or(cfg.Logger, discardLogger)
 	pause := RetryFirstPause
 	var last error // the last attempt's reason, kept for an attempt the deadline cuts short
 	for attempt := 1; ; attempt++ {
