@@ -9,6 +9,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,14 +80,11 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Addr == "" {
 		return nil, errors.New("ops: no listen address")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("ops: listen: %w", err)
 	}
-	s := &Server{ln: ln, log: cfg.Logger, srv: &http.Server{
+	s := &Server{ln: ln, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), srv: &http.Server{
 		Handler:           Handler(cfg),
 		ReadHeaderTimeout: readHeaderTimeout,
 		WriteTimeout:      writeTimeout,
