@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -164,7 +165,7 @@ func (m *Metrics) ApprovalAnswered(decision string, d time.Duration) {
 // HTTPRequest counts one request by its route pattern and status code.
 func (m *Metrics) HTTPRequest(route string, code int) {
 	if m != nil {
-		m.httpRequests.WithLabelValues(route, statusText(code)).Inc()
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	}
 }
 
@@ -173,12 +174,6 @@ func (m *Metrics) SSEClient(delta int) {
 	if m != nil {
 		m.sseClients.Add(float64(delta))
 	}
-}
-
-// statusText is a status code's label: its three digits.
-func statusText(code int) string {
-	b := [3]byte{byte('0' + code/100%10), byte('0' + code/10%10), byte('0' + code%10)}
-	return string(b[:])
 }
 
 // WebhookDelivery counts a webhook call by outcome (WebhookDelivered,
