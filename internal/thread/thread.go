@@ -5,6 +5,7 @@
 package thread
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,14 +113,9 @@ func SetHelper(th, parent *Thread, handoffs []string, id, name, task string) err
 // ResolveCwd returns the absolute harness directory: specCwd resolved against
 // base (itself resolved against the process's working directory).
 func ResolveCwd(base, specCwd string) (string, error) {
-	if base == "" {
-		base = "."
-	}
 	dir := specCwd
-	if dir == "" {
-		dir = base
-	} else if !filepath.IsAbs(dir) {
-		dir = filepath.Join(base, dir)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(cmp.Or(base, "."), dir)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
