@@ -85,9 +85,6 @@ type Trust interface {
 	Configure(o *server.Options) error
 }
 
-// Secured says whether clients of the server must authenticate.
-func (c *ServerConfig) Secured() bool { return c.Trust != nil || c.Token != "" || c.User != "" }
-
 // ClusterConfig joins an embedded server to a NATS cluster.
 type ClusterConfig struct {
 	// Name is the cluster name, the same on every node. Required: a dynamic
