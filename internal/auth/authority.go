@@ -144,15 +144,6 @@ func (a *Authority) Configure(o *server.Options) error {
 // Account is the Formica account's public key (for nsc and monitoring).
 func (a *Authority) Account() string { return a.accountPub }
 
-// OperatorJWT is the operator's JWT, for configuring an external server.
-func (a *Authority) OperatorJWT() string { return a.operatorJWT }
-
-// AccountJWT is the Formica account's JWT, for an external resolver.
-func (a *Authority) AccountJWT() string { return a.accountJWT }
-
-// SystemAccountJWT is the system account's JWT, for an external resolver.
-func (a *Authority) SystemAccountJWT() string { return a.systemJWT }
-
 // ServerConfig is the nats-server configuration that trusts this authority
 // as Configure does for the embedded server: operator mode, the system
 // account, and a memory resolver preloaded with both accounts. An external
