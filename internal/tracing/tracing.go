@@ -341,11 +341,8 @@ func ChatServer(ctx context.Context, u *url.URL) {
 	}
 	span.SetAttributes(AttrServerAddress.String(u.Hostname()))
 	port := u.Port()
-	switch {
-	case port == "" && u.Scheme == "https":
-		port = "443"
-	case port == "" && u.Scheme == "http":
-		port = "80"
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	if p, err := strconv.Atoi(port); err == nil {
 		span.SetAttributes(AttrServerPort.Int(p))
