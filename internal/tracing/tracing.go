@@ -109,30 +109,22 @@ var defaultProvider = otel.GetTracerProvider()
 // noSpan is the shared span of an untraced context.
 var noSpan = trace.SpanFromContext(context.Background())
 
-// Span start options, built once: a variadic option passed to an interface
-// method is allocated at every call.
-var (
-	kindProducer = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
-	kindInternal = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
-	kindClient   = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
-)
-
 // start starts span "op name" (or "op" without a name), or returns ctx and
 // the no-op span when nothing would record or carry it.
-func start(ctx context.Context, op, name string, opts []trace.SpanStartOption) (context.Context, trace.Span) {
+func start(ctx context.Context, op, name string, kind trace.SpanKind) (context.Context, trace.Span) {
 	if otel.GetTracerProvider() == defaultProvider && !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx, noSpan
 	}
 	if name != "" {
 		op += " " + name
 	}
-	return Tracer().Start(ctx, op, opts...)
+	return Tracer().Start(ctx, op, trace.WithSpanKind(kind))
 }
 
 // StartSubmit starts a run's root span where it is submitted (PRODUCER:
 // the run goes on elsewhere, after the span may have ended).
 func StartSubmit(ctx context.Context, runID string) (context.Context, trace.Span) {
-	ctx, span := start(ctx, SpanSubmit, "", kindProducer)
+	ctx, span := start(ctx, SpanSubmit, "", trace.SpanKindProducer)
 	if span.IsRecording() {
 		span.SetAttributes(AttrRunID.String(runID), AttrConversation.String(runID))
 	}
@@ -149,7 +141,7 @@ type Agent struct {
 // StartInvokeAgent starts a thread's span, a child of whatever ctx carries
 // (its parent's execute_tool agent span, or the run's submission).
 func StartInvokeAgent(ctx context.Context, a Agent) (context.Context, trace.Span) {
-	ctx, span := start(ctx, OpInvokeAgent, a.Name, kindInternal)
+	ctx, span := start(ctx, OpInvokeAgent, a.Name, trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpInvokeAgent), AttrAgentName.String(a.Name), AttrAgentID.String(a.ThreadID),
 			AttrConversation.String(a.RunID), AttrRunID.String(a.RunID), AttrThreadDepth.Int(a.Depth),
@@ -179,7 +171,7 @@ func StartChat(ctx context.Context, provider, model string) (context.Context, tr
 	if model == "" {
 		model = provider
 	}
-	ctx, span := start(ctx, OpChat, model, kindClient)
+	ctx, span := start(ctx, OpChat, model, trace.SpanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpChat), AttrProvider.String(provider), AttrRequestModel.String(model))
 	}
@@ -228,7 +220,7 @@ func ChatUsage(ctx context.Context, cacheRead, cacheWrite int64, costUSD *float6
 
 // StartTool starts a tool call's span.
 func StartTool(ctx context.Context, tool, callID, args string) (context.Context, trace.Span) {
-	ctx, span := start(ctx, OpExecuteTool, tool, kindInternal)
+	ctx, span := start(ctx, OpExecuteTool, tool, trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpExecuteTool), AttrToolName.String(tool), AttrToolCallID.String(callID))
 		if captureContent {
