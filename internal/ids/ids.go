@@ -20,18 +20,12 @@ var ErrInvalid = errors.New("invalid id")
 // Rule says the rule in words, for messages and docs.
 const Rule = "1 to 64 letters, digits, '-' or '_'"
 
+// chars are the characters an id may hold.
+const chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+
 // Valid reports whether id follows the rule.
 func Valid(id string) bool {
-	if id == "" || len(id) > Max {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return id != "" && len(id) <= Max && strings.TrimLeft(id, chars) == ""
 }
 
 // Check returns nil for a valid id, else an error wrapping ErrInvalid that
