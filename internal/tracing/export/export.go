@@ -141,7 +141,7 @@ func otlpOptions[O any](url string, headers map[string]string, withURL func(stri
 // OTEL_EXPORTER_OTLP_TRACES_HEADERS: key=value pairs, comma separated,
 // values URL-encoded.
 func headersOf(getenv func(string) string) map[string]string {
-	var h map[string]string
+	h := map[string]string{}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		for _, kv := range strings.Split(getenv(name), ",") {
 			k, v, ok := strings.Cut(kv, "=")
@@ -151,9 +151,6 @@ func headersOf(getenv func(string) string) map[string]string {
 			}
 			if dec, err := neturl.QueryUnescape(strings.TrimSpace(v)); err == nil {
 				v = dec
-			}
-			if h == nil {
-				h = map[string]string{}
 			}
 			h[k] = strings.TrimSpace(v)
 		}
