@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,11 +108,7 @@ func (c *ClientConfig) Validate() error {
 
 // servers is the comma-separated server list nats.Connect expects.
 func (c *ClientConfig) servers() string {
-	urls := splitList(c.URLs)
-	if len(urls) == 0 {
-		return nats.DefaultURL
-	}
-	return strings.Join(urls, ",")
+	return cmp.Or(strings.Join(splitList(c.URLs), ","), nats.DefaultURL)
 }
 
 // Options returns the nats.go options Connect uses, for callers that need

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -60,10 +61,7 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 }
 
 func (s *Server) waitReady(ctx context.Context) error {
-	bound := s.cfg.ReadyTimeout
-	if bound == 0 {
-		bound = DefaultReadyTimeout
-	}
+	bound := cmp.Or(s.cfg.ReadyTimeout, DefaultReadyTimeout)
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	for {
@@ -174,10 +172,7 @@ func (s *Server) InterestOf(nc *nats.Conn) (func(subject string) bool, error) {
 	if err != nil || len(cz.Conns) != 1 {
 		return nil, fmt.Errorf("broker: interest: connection %d not found on this server (%v)", cid, err)
 	}
-	name := cz.Conns[0].Account
-	if name == "" {
-		name = server.DEFAULT_GLOBAL_ACCOUNT
-	}
+	name := cmp.Or(cz.Conns[0].Account, server.DEFAULT_GLOBAL_ACCOUNT)
 	acc, err := s.ns.LookupAccount(name)
 	if err != nil {
 		return nil, fmt.Errorf("broker: interest: account %s: %w", name, err)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -216,12 +217,8 @@ func parseListen(field, addr string, allowRemote bool) (string, int, error) {
 	if err != nil || port < -1 || port > 65535 {
 		return "", 0, invalid("%s %q: bad port", field, addr)
 	}
-	if port == 0 {
-		port = server.RANDOM_PORT
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
+	port = cmp.Or(port, server.RANDOM_PORT)
+	host = cmp.Or(host, "127.0.0.1")
 	if !allowRemote && !isLoopback(host) {
 		return "", 0, invalid("%s %q is not a loopback address; set AllowRemote (--nats-allow-remote) to listen on the network", field, addr)
 	}
