@@ -16,6 +16,7 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"net/http"
@@ -168,9 +169,7 @@ func EndInvokeAgent(span trace.Span, input, output int64, status, reason string)
 // StartChat starts a model call's span (CLIENT). A provider with no model
 // names of its own (sim) is its model.
 func StartChat(ctx context.Context, provider, model string) (context.Context, trace.Span) {
-	if model == "" {
-		model = provider
-	}
+	model = cmp.Or(model, provider)
 	ctx, span := start(ctx, OpChat, model, trace.SpanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(AttrOperation.String(OpChat), AttrProvider.String(provider), AttrRequestModel.String(model))

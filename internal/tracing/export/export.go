@@ -14,6 +14,7 @@
 package export
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,10 +61,7 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 	var exp sdktrace.SpanExporter
 	switch kind {
 	case "otlp":
-		proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-		if proto == "" {
-			proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-		}
+		proto := cmp.Or(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
 		// Endpoint and headers are passed from getenv (over what the
 		// exporters would read themselves), so the environment Setup was
 		// given is the one that counts.
