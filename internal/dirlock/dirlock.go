@@ -51,11 +51,12 @@ func Acquire(dir string) (*Lock, error) {
 	}
 	host, _ := os.Hostname()
 	info := fmt.Sprintf("pid %d on host %s since %s\n", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(info), 0)
-		if err == nil {
-			err = f.Sync()
-		}
+	}
+	if err == nil {
+		err = f.Sync()
 	}
 	if err != nil {
 		f.Close()
