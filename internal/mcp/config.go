@@ -82,12 +82,7 @@ type Servers map[string]Server
 
 // Names returns the server names, sorted.
 func (ss Servers) Names() []string {
-	out := make([]string, 0, len(ss))
-	for n := range ss {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(ss))
 }
 
 // Load reads and parses a configuration file.

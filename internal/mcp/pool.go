@@ -85,22 +85,19 @@ func (p *Pool) Hold(runID string) (release func()) {
 	rs := p.runLocked(runID)
 	rs.holds++
 	p.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			p.mu.Lock()
-			rs.holds--
-			var closing []*session
-			if rs.holds == 0 {
-				delete(p.runs, runID)
-				closing = slices.AppendSeq(closing, maps.Values(rs.sessions))
-			}
-			p.mu.Unlock()
-			for _, s := range closing {
-				s.close()
-			}
-		})
-	}
+	return sync.OnceFunc(func() {
+		p.mu.Lock()
+		rs.holds--
+		var closing []*session
+		if rs.holds == 0 {
+			delete(p.runs, runID)
+			closing = slices.AppendSeq(closing, maps.Values(rs.sessions))
+		}
+		p.mu.Unlock()
+		for _, s := range closing {
+			s.close()
+		}
+	})
 }
 
 // Scope is the thread a tool list is for: its run and id (sent to servers
