@@ -234,7 +234,7 @@ func (st *threadState) endCall(cs *callStart, turn int, c model.ToolCall, out, s
 func (st *threadState) recordCall(turn int, c model.ToolCall, out, status string, d time.Duration, hc *helperCall) {
 	// A helper's tokens go with the result: reused, they count again.
 	st.record(journal.Entry{Kind: journal.KindTool, Turn: turn, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments,
-		Result: out, ToolStatus: status, DurationMS: ms(d), Usage: hc.usage}) // stored before the next model call sees it
+		Result: out, ToolStatus: status, DurationMS: d.Milliseconds(), Usage: hc.usage}) // stored before the next model call sees it
 	if !hc.succeeded && !hc.unrun {
 		// Sent now, not held: sibling calls may run long, and a
 		// result stored is a call not run again. A helper that

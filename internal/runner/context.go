@@ -220,7 +220,7 @@ func (st *threadState) summarize(ctx context.Context, turn, last, bytes int, low
 	}
 	before := st.estimate(bytes)
 	e := journal.Entry{Kind: journal.KindSummary, Turn: turn, Summarized: len(part), Content: text, Model: st.ref.String(),
-		Usage: u, LatencyMS: ms(latency), Window: window, TokensBefore: before}
+		Usage: u, LatencyMS: latency.Milliseconds(), Window: window, TokensBefore: before}
 	msgs := journal.Apply(st.messages, e)
 	bytes = requestBytes(msgs, st.tools.schemas)
 	e.TokensAfter = st.estimate(bytes)

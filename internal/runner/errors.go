@@ -9,7 +9,6 @@ import (
 // Sentinel errors of the runner.
 var (
 	ErrBadRequest = errors.New("bad run request")
-	ErrUnknownRun = errors.New("unknown run")
 	ErrMaxTurns   = errors.New("max turns reached")
 	ErrSchema     = errors.New("output did not match schema")
 	// ErrContextWindow: a request cannot be made to fit the model's

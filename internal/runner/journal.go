@@ -161,5 +161,3 @@ func (st *threadState) diverge(turn int) {
 func threadInfo(th *thread.Thread) *journal.ThreadInfo {
 	return &journal.ThreadInfo{ID: th.ID, ParentID: th.ParentID, Name: th.Name, Path: th.Path, Depth: th.Depth}
 }
-
-func ms(d time.Duration) int64 { return d.Milliseconds() }

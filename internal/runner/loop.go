@@ -258,7 +258,7 @@ func (st *threadState) generate(ctx context.Context, turn int) (model.Response, 
 		CacheKey:          st.th.ID,
 	})
 	if err == nil {
-		st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: st.ref.String(), Usage: resp.Usage, LatencyMS: ms(latency),
+		st.record(journal.Entry{Kind: journal.KindModel, Turn: turn, Model: st.ref.String(), Usage: resp.Usage, LatencyMS: latency.Milliseconds(),
 			Message: &model.Message{Role: model.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}})
 	}
 	return resp, err

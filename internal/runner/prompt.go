@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/formica-run/formica/internal/spec"
@@ -13,19 +14,11 @@ const SchemaMarker = "Respond with only JSON matching this JSON Schema:"
 const defaultInstructions = "You are a capable agent. Complete the task and reply with the result."
 
 func systemPrompt(a *spec.Agent, schema *compiledSchema) string {
-	var b strings.Builder
-	if s := strings.TrimSpace(a.Instructions); s != "" {
-		b.WriteString(s)
-	} else {
-		b.WriteString(defaultInstructions)
-	}
+	s := cmp.Or(strings.TrimSpace(a.Instructions), defaultInstructions)
 	if schema != nil {
-		b.WriteString("\n\n")
-		b.WriteString(SchemaMarker)
-		b.WriteString("\n")
-		b.WriteString(schema.text)
+		s += "\n\n" + SchemaMarker + "\n" + schema.text
 	}
-	return b.String()
+	return s
 }
 
 func correction(err error) string {
