@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -232,10 +233,7 @@ func (w *Worker) handleCancel(_ context.Context, m wire.Msg, r transport.Replier
 		r.Reply(wire.ErrorReply(err))
 		return
 	}
-	cause := errors.New(c.Reason)
-	if c.Reason == "" {
-		cause = errors.New("cancelled by the coordinator")
-	}
+	cause := errors.New(cmp.Or(c.Reason, "cancelled by the coordinator"))
 	w.mu.Lock()
 	var cancels []context.CancelCauseFunc
 	for _, id := range c.ThreadIDs {

@@ -128,15 +128,12 @@ func (w *Worker) awaitHeard(ctx context.Context, th *thread.Thread) error {
 		}
 		heard, lapse := c.heard(), c.sent.Add(c.window()).Sub(now)
 		w.mu.Unlock()
-		t := time.NewTimer(lapse)
 		select {
 		case <-heard:
-		case <-t.C:
+		case <-time.After(lapse):
 		case <-ctx.Done():
-			t.Stop()
 			return context.Cause(ctx)
 		}
-		t.Stop()
 	}
 }
 

@@ -61,12 +61,10 @@ func (g remoteGate) Take(ctx context.Context, ask model.Ask) (model.Ticket, erro
 				n.Waiting(ctx, g.ep.Name, "no coordinator holds the quota")
 			}
 		}
-		t := time.NewTimer(quotaRetry)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil, fmt.Errorf("waiting for %s's quota: %w", g.ep.Name, context.Cause(ctx))
-		case <-t.C:
+		case <-time.After(quotaRetry):
 		}
 	}
 }

@@ -292,11 +292,9 @@ func (w *Worker) waitIdle(timeout time.Duration) {
 	}
 	idle := w.idle
 	w.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	select {
 	case <-idle:
-	case <-t.C:
+	case <-time.After(timeout):
 	}
 }
 
