@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/formica-run/formica/internal/sandbox"
@@ -140,19 +139,14 @@ func New(cfg Config) ([]tools.Tool, error) {
 		}
 	}
 
-	want := names
-	if cfg.Tools != nil {
-		want = nil
-		for _, n := range cfg.Tools {
-			if !slices.Contains(names, n) {
-				return nil, fmt.Errorf("%w: %q (base tools: %s)", tools.ErrUnknownTool, n, strings.Join(names, ", "))
-			}
-			want = append(want, n)
+	for _, n := range cfg.Tools {
+		if !slices.Contains(names, n) {
+			return nil, fmt.Errorf("%w: %q (base tools: %s)", tools.ErrUnknownTool, n, strings.Join(names, ", "))
 		}
 	}
 	var out []tools.Tool
 	for _, n := range names {
-		if slices.Contains(want, n) {
+		if cfg.Tools == nil || slices.Contains(cfg.Tools, n) {
 			out = append(out, h.build(n))
 		}
 	}
@@ -160,7 +154,9 @@ func New(cfg Config) ([]tools.Tool, error) {
 }
 
 func (h *harness) build(name string) tools.Tool {
-	t := func(desc string, ps []param) tool { return newTool(name, desc, ps, h) }
+	t := func(desc string, ps []param) tool {
+		return tool{name: name, desc: desc, params: ps, schema: schemaOf(ps), h: h}
+	}
 	switch name {
 	case ReadFileName:
 		return &readFile{pathTool{t(readFileDesc, readFileParams)}}
@@ -188,24 +184,6 @@ type tool struct {
 	schema     json.RawMessage
 	h          *harness
 }
-
-// newTool returns a tool acting in h; schemas are built once per process,
-// since every thread of every run describes the same tools.
-func newTool(name, desc string, ps []param, h *harness) tool {
-	schemaMu.Lock()
-	defer schemaMu.Unlock()
-	s, ok := schemas[name]
-	if !ok {
-		s = schemaOf(ps)
-		schemas[name] = s
-	}
-	return tool{name: name, desc: desc, params: ps, schema: s, h: h}
-}
-
-var (
-	schemaMu sync.Mutex
-	schemas  = map[string]json.RawMessage{}
-)
 
 func (t *tool) Name() string        { return t.name }
 func (t *tool) Description() string { return t.desc }
