@@ -26,16 +26,11 @@ type Subjecter interface {
 	Subject(args json.RawMessage) string
 }
 
-// SchemaOf describes t to a model.
-func SchemaOf(t Tool) model.ToolSchema {
-	return model.ToolSchema{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()}
-}
-
 // Schemas describes a list of tools to a model, in order.
 func Schemas(ts []Tool) []model.ToolSchema {
 	out := make([]model.ToolSchema, len(ts))
 	for i, t := range ts {
-		out[i] = SchemaOf(t)
+		out[i] = model.ToolSchema{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()}
 	}
 	return out
 }
