@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -93,10 +94,7 @@ func (p Permission) Decide(tool, subject string) Decision {
 		}
 		return r.Decision
 	}
-	if p.Default == "" {
-		return Allow
-	}
-	return p.Default
+	return cmp.Or(p.Default, Allow)
 }
 
 // Permissions is the stack of policies a thread runs under: its ancestors'
