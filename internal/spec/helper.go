@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -50,10 +51,7 @@ func SetHelperSpec(a, parent *Agent, name string) {
 	h := &parent.Helper
 	*a = Agent{}
 	a.Name = name
-	a.Instructions = h.Instructions
-	if a.Instructions == "" {
-		a.Instructions = DefaultHelperInstructions
-	}
+	a.Instructions = cmp.Or(h.Instructions, DefaultHelperInstructions)
 	a.OutputSchema = slices.Clone(h.OutputSchema)
 	a.MaxTurns = parent.MaxTurns
 	a.Harness = parent.Harness
