@@ -1,6 +1,7 @@
 package base
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,10 +47,7 @@ func (t *readFile) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err := decode(args, t.params, &a); err != nil {
 		return "", err
 	}
-	offset, limit := max(a.Offset, 1), a.Limit
-	if limit == 0 {
-		limit = readDefaultLines
-	}
+	offset, limit := max(a.Offset, 1), cmp.Or(a.Limit, readDefaultLines)
 	r, rel, err := t.h.open(a.Path)
 	if err != nil {
 		return "", err

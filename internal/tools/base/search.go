@@ -1,6 +1,7 @@
 package base
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,20 +50,15 @@ func (t *globTool) Run(ctx context.Context, args json.RawMessage) (string, error
 		return "", badArgs("field %q: %q is not a valid glob (unclosed [ or {, or a trailing \\)", "pattern", a.Pattern)
 	}
 	segs := strings.Split(pat, "/")
-	for _, s := range segs {
-		if s == ".." {
-			return "", badArgs("field %q may not contain \"..\": glob searches inside the working directory", "pattern")
-		}
+	if slices.Contains(segs, "..") {
+		return "", badArgs("field %q may not contain \"..\": glob searches inside the working directory", "pattern")
 	}
 	// Walk from the longest literal prefix (never the last segment).
 	k := 0
 	for k < len(segs)-1 && !strings.ContainsAny(segs[k], `*?[{\`) {
 		k++
 	}
-	prefix := path.Join(segs[:k]...)
-	if prefix == "" {
-		prefix = "."
-	}
+	prefix := cmp.Or(path.Join(segs[:k]...), ".")
 	r, startRel, err := t.h.open(prefix)
 	if err != nil {
 		return "", err
@@ -161,11 +157,7 @@ var grepParams = []param{
 type grepTool struct{ tool }
 
 func (t *grepTool) Subject(args json.RawMessage) string {
-	p := stringField(args, "path")
-	if p == "" {
-		p = "."
-	}
-	return t.h.pathSubject(p)
+	return t.h.pathSubject(cmp.Or(stringField(args, "path"), "."))
 }
 
 func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error) {
@@ -181,10 +173,7 @@ func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err != nil {
 		return "", badArgs("field %q is not a valid Go regexp: %v", "pattern", err)
 	}
-	if a.Path == "" {
-		a.Path = "."
-	}
-	r, rel, err := t.h.open(a.Path)
+	r, rel, err := t.h.open(cmp.Or(a.Path, "."))
 	if err != nil {
 		return "", err
 	}
