@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -160,10 +161,8 @@ func watchParent(stat *os.File) {
 
 // procState is the state field of a /proc/<pid>/stat line.
 func procState(stat []byte) byte {
-	for i := len(stat) - 1; i >= 0; i-- {
-		if stat[i] == ')' && i+2 < len(stat) {
-			return stat[i+2]
-		}
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2]
 	}
 	return '?'
 }
