@@ -312,10 +312,7 @@ func (st *threadState) accountCall(span trace.Span, meter Meter, resp *model.Res
 
 // become makes a the thread's current agent: its model, tools and system prompt.
 func (st *threadState) become(a *spec.Agent) error {
-	refText := a.Model
-	if refText == "" {
-		refText = st.r.cfg.DefaultModel
-	}
+	refText := cmp.Or(a.Model, st.r.cfg.DefaultModel)
 	ref, err := model.ParseRef(refText)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)

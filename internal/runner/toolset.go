@@ -144,15 +144,10 @@ func (r *Runner) buildTools(ctx context.Context, th *thread.Thread, a *spec.Agen
 // harnessOffers reports whether harness.tools offers the named shim: nil
 // offers all, otherwise a name or a glob ("mcp__github__*") must match.
 func harnessOffers(list []string, name string) bool {
-	if list == nil {
-		return true
-	}
-	for _, p := range list {
-		if ok, _ := path.Match(p, name); ok || p == name {
-			return true
-		}
-	}
-	return false
+	return list == nil || slices.ContainsFunc(list, func(p string) bool {
+		ok, _ := path.Match(p, name)
+		return ok || p == name
+	})
 }
 
 // HandoffToolName is the tool that hands over to agent name. Dots, which

@@ -23,12 +23,10 @@ const (
 // OnceOnly reports whether calls of tool must not run twice under h: tool
 // matches a glob of h.AtMostOnce (path.Match, as permission rules' tools).
 func (h *Harness) OnceOnly(tool string) bool {
-	for _, g := range h.AtMostOnce {
-		if ok, _ := path.Match(g, tool); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(h.AtMostOnce, func(g string) bool {
+		ok, _ := path.Match(g, tool)
+		return ok
+	})
 }
 
 // AsksInDoubt reports whether a call found in doubt goes to a person.
