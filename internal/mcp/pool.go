@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -121,10 +122,7 @@ func (p *Pool) ScopeTools(ctx context.Context, sc Scope, servers []string) ([]to
 	for _, name := range servers {
 		srv, ok := p.cfg.Servers[name]
 		if !ok {
-			have := "none"
-			if names := p.Names(); len(names) > 0 {
-				have = strings.Join(names, ", ")
-			}
+			have := cmp.Or(strings.Join(p.Names(), ", "), "none")
 			return nil, fmt.Errorf("%w: %q is not configured on this worker (its MCP servers: %s)", ErrUnknownServer, name, have)
 		}
 		s := p.session(sc.RunID, name, sc.Cwd, srv)

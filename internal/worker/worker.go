@@ -12,6 +12,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -459,16 +460,12 @@ func NewID() string {
 }
 
 func token(s string) string {
-	s = strings.Map(func(r rune) rune {
+	return cmp.Or(strings.Map(func(r rune) rune {
 		if r == '.' || r == ' ' || r == '*' || r == '>' {
 			return '-'
 		}
 		return r
-	}, s)
-	if s == "" {
-		return "worker"
-	}
-	return s
+	}, s), "worker")
 }
 
 // sandboxState is the heartbeat's sandbox field: whether tool calls here
