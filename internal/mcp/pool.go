@@ -140,7 +140,7 @@ func (p *Pool) ScopeTools(ctx context.Context, sc Scope, servers []string) ([]to
 			if err != nil || t.InputSchema == nil {
 				schema = []byte(`{"type":"object"}`)
 			}
-			out = append(out, &Tool{name: full, server: name, tool: t.Name, desc: t.Description, schema: schema,
+			out = append(out, &Tool{name: full, tool: t.Name, desc: t.Description, schema: schema,
 				s: s, scope: sc, outputCap: p.cfg.OutputCap})
 		}
 	}

@@ -13,20 +13,16 @@ import (
 // Tool is one server tool bound to a thread. It implements tools.Tool and
 // tools.Subjecter: permission rules' `match` sees the arguments' JSON.
 type Tool struct {
-	name, server, tool, desc string
-	schema                   json.RawMessage
-	s                        *session
-	scope                    Scope
-	outputCap                int
+	name, tool, desc string
+	schema           json.RawMessage
+	s                *session
+	scope            Scope
+	outputCap        int
 }
 
 func (t *Tool) Name() string            { return t.name }
 func (t *Tool) Description() string     { return t.desc }
 func (t *Tool) Schema() json.RawMessage { return t.schema }
-
-// Server and Remote name the server and the tool's own name there.
-func (t *Tool) Server() string { return t.server }
-func (t *Tool) Remote() string { return t.tool }
 
 // Subject is the arguments as compact JSON.
 func (t *Tool) Subject(args json.RawMessage) string {
