@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -80,10 +81,7 @@ func requestBytes(msgs []model.Message, tools []model.ToolSchema) int {
 
 // estimate is the thread's estimate of the tokens of bytes.
 func (st *threadState) estimate(bytes int) int64 {
-	r := st.ratio
-	if r == 0 {
-		r = 1
-	}
+	r := cmp.Or(st.ratio, 1)
 	return int64(math.Ceil(float64((bytes+bytesPerToken-1)/bytesPerToken) * r))
 }
 
