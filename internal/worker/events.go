@@ -66,13 +66,9 @@ func (h *hosted) progress() {
 	}
 }
 
-// progressLocked sends progress with the waiting events. The message is
-// encoded before it is sent, so the outbox keeps its room for the next ones.
+// progressLocked sends progress with the waiting events.
 func (h *hosted) progressLocked() {
-	m := wire.Message(wire.TypeProgress, wire.Progress{ThreadID: h.thread.ID, Token: h.token, Events: h.events})
-	clear(h.events)
-	h.events, h.eventBytes = h.events[:0], 0
-	h.reply.Reply(m)
+	h.reply.Reply(wire.Message(wire.TypeProgress, wire.Progress{ThreadID: h.thread.ID, Token: h.token, Events: h.takeEventsLocked()}))
 }
 
 // end marks the result as on its way and takes the events left for it;

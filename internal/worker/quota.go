@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -124,16 +123,13 @@ func (w *Worker) quotaHolder() string {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var live []string
+	holder := ""
 	for id, c := range w.coords {
-		if c.fresh(now) {
-			live = append(live, id)
+		if c.fresh(now) && (holder == "" || id < holder) {
+			holder = id
 		}
 	}
-	if len(live) == 0 {
-		return ""
-	}
-	return slices.Min(live)
+	return holder
 }
 
 // remoteTicket is a share granted by a coordinator; its end goes back
