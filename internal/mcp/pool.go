@@ -61,9 +61,7 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.OutputCap <= 0 {
 		cfg.OutputCap = DefaultOutputCap
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	return &Pool{cfg: cfg, runs: map[string]*runSessions{}}, nil
 }
 

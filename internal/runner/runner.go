@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -136,15 +137,9 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Spawner == nil {
 		return nil, fmt.Errorf("%w: no spawner", ErrBadRequest)
 	}
-	if cfg.Events == nil {
-		cfg.Events = event.Discard
-	}
-	if cfg.Approver == nil {
-		cfg.Approver = policy.DenyAll
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Events = cmp.Or(cfg.Events, event.Discard)
+	cfg.Approver = cmp.Or(cfg.Approver, policy.DenyAll)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

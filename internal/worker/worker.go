@@ -126,9 +126,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Conn == nil || cfg.Models == nil {
 		return nil, fmt.Errorf("%w: a NATS connection and a model opener are required", ErrBadConfig)
 	}
-	if cfg.Slots == 0 {
-		cfg.Slots = DefaultSlots
-	}
+	cfg.Slots = cmp.Or(cfg.Slots, DefaultSlots)
 	if cfg.Slots < 0 {
 		return nil, fmt.Errorf("%w: slots %d", ErrBadConfig, cfg.Slots)
 	}
@@ -138,9 +136,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	host, _ := os.Hostname()
 	if cfg.ID == "" {
 		cfg.ID = NewID()
