@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,11 +127,7 @@ func (st *threadState) spawnEnded(ac *agentCall) (out, status string) {
 	hc := &ac.cs.hc
 	hc.usage, hc.succeeded = res.Usage, res.Status == event.Succeeded
 	if !hc.succeeded {
-		reason := res.Error
-		if reason == "" {
-			reason = string(res.Status)
-		}
-		return helperFailed(ac.args.Name, reason), journal.ToolHelperFailed
+		return helperFailed(ac.args.Name, cmp.Or(res.Error, string(res.Status))), journal.ToolHelperFailed
 	}
 	return res.Output, journal.ToolOK
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -64,9 +65,5 @@ func (st *threadState) inDoubt(ctx context.Context, turn int, c model.ToolCall) 
 	if ap.Allow {
 		return "", true, true
 	}
-	reason := "denied"
-	if ap.Reason != "" {
-		reason = ap.Reason
-	}
-	return InDoubtText(c.Name, "asked whether to run it again: "+reason), true, false
+	return InDoubtText(c.Name, "asked whether to run it again: "+cmp.Or(ap.Reason, "denied")), true, false
 }
