@@ -85,16 +85,11 @@ type Config struct {
 	Limits sandbox.Limits
 }
 
-// harness is the state shared by the tools of one New call; immutable.
+// harness is the state shared by the tools of one New call: its Config
+// with the defaults applied; immutable.
 type harness struct {
-	root           string // absolute, symlink-free cwd
-	bashTimeout    time.Duration
-	bashMaxTimeout time.Duration
-	outputCap      int
-	passEnv        []string
-	sandbox        *sandbox.Sandbox
-	network        bool
-	limits         sandbox.Limits
+	Config
+	root string // absolute, symlink-free cwd
 }
 
 // New validates cfg and returns the selected base tools in canonical order.
@@ -105,27 +100,27 @@ func New(cfg Config) ([]tools.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cwd: %w", ErrBadConfig, err)
 	}
-	h := &harness{root: root, bashTimeout: cfg.BashTimeout, bashMaxTimeout: cfg.BashMaxTimeout, outputCap: cfg.OutputCap,
-		sandbox: cfg.Sandbox, network: cfg.Network, limits: cfg.Limits}
+	h := &harness{Config: cfg, root: root}
+	h.PassEnv = nil // the checked names of cfg.PassEnv, each once
 	switch {
-	case h.bashTimeout < 0:
-		return nil, fmt.Errorf("%w: negative BashTimeout %v", ErrBadConfig, h.bashTimeout)
-	case h.bashMaxTimeout < 0:
-		return nil, fmt.Errorf("%w: negative BashMaxTimeout %v", ErrBadConfig, h.bashMaxTimeout)
-	case h.outputCap < 0:
-		return nil, fmt.Errorf("%w: negative OutputCap %d", ErrBadConfig, h.outputCap)
+	case h.BashTimeout < 0:
+		return nil, fmt.Errorf("%w: negative BashTimeout %v", ErrBadConfig, h.BashTimeout)
+	case h.BashMaxTimeout < 0:
+		return nil, fmt.Errorf("%w: negative BashMaxTimeout %v", ErrBadConfig, h.BashMaxTimeout)
+	case h.OutputCap < 0:
+		return nil, fmt.Errorf("%w: negative OutputCap %d", ErrBadConfig, h.OutputCap)
 	}
-	if h.bashMaxTimeout == 0 {
-		h.bashMaxTimeout = max(DefaultBashMaxTimeout, h.bashTimeout)
+	if h.BashMaxTimeout == 0 {
+		h.BashMaxTimeout = max(DefaultBashMaxTimeout, h.BashTimeout)
 	}
-	if h.bashTimeout == 0 {
-		h.bashTimeout = min(DefaultBashTimeout, h.bashMaxTimeout)
+	if h.BashTimeout == 0 {
+		h.BashTimeout = min(DefaultBashTimeout, h.BashMaxTimeout)
 	}
-	if h.bashTimeout > h.bashMaxTimeout {
-		return nil, fmt.Errorf("%w: BashTimeout %v exceeds BashMaxTimeout %v", ErrBadConfig, h.bashTimeout, h.bashMaxTimeout)
+	if h.BashTimeout > h.BashMaxTimeout {
+		return nil, fmt.Errorf("%w: BashTimeout %v exceeds BashMaxTimeout %v", ErrBadConfig, h.BashTimeout, h.BashMaxTimeout)
 	}
-	if h.outputCap == 0 {
-		h.outputCap = DefaultOutputCap
+	if h.OutputCap == 0 {
+		h.OutputCap = DefaultOutputCap
 	}
 	for _, name := range cfg.PassEnv {
 		switch {
@@ -134,8 +129,8 @@ func New(cfg Config) ([]tools.Tool, error) {
 		case slices.Contains(providerKeys, name):
 			return nil, fmt.Errorf("%w: PassEnv: %s is a model-provider key and is never passed to bash", ErrBadConfig, name)
 		}
-		if !slices.Contains(h.passEnv, name) {
-			h.passEnv = append(h.passEnv, name)
+		if !slices.Contains(h.PassEnv, name) {
+			h.PassEnv = append(h.PassEnv, name)
 		}
 	}
 

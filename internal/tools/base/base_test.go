@@ -55,15 +55,15 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := ts[0].(*readFile).h
-	if h.bashTimeout != DefaultBashTimeout || h.bashMaxTimeout != DefaultBashMaxTimeout || h.outputCap != DefaultOutputCap {
-		t.Errorf("defaults: %v %v %d", h.bashTimeout, h.bashMaxTimeout, h.outputCap)
+	if h.BashTimeout != DefaultBashTimeout || h.BashMaxTimeout != DefaultBashMaxTimeout || h.OutputCap != DefaultOutputCap {
+		t.Errorf("defaults: %v %v %d", h.BashTimeout, h.BashMaxTimeout, h.OutputCap)
 	}
 	ts, err = New(Config{Cwd: t.TempDir(), BashMaxTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := ts[0].(*readFile).h; h.bashTimeout != time.Second {
-		t.Errorf("default timeout under a small max = %v, want 1s", h.bashTimeout)
+	if h := ts[0].(*readFile).h; h.BashTimeout != time.Second {
+		t.Errorf("default timeout under a small max = %v, want 1s", h.BashTimeout)
 	}
 }
 

@@ -56,10 +56,10 @@ func (t *bashTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err := decode(args, t.params, &a); err != nil {
 		return "", err
 	}
-	timeout := t.h.bashTimeout
+	timeout := t.h.BashTimeout
 	if a.TimeoutMS > 0 {
-		timeout = t.h.bashMaxTimeout
-		if a.TimeoutMS < int64(t.h.bashMaxTimeout/time.Millisecond) {
+		timeout = t.h.BashMaxTimeout
+		if a.TimeoutMS < int64(t.h.BashMaxTimeout/time.Millisecond) {
 			timeout = time.Duration(a.TimeoutMS) * time.Millisecond
 		}
 	}
@@ -72,9 +72,9 @@ func (t *bashTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out := &capBuffer{limit: t.h.outputCap}
+	out := &capBuffer{limit: t.h.OutputCap}
 	run := t.h.runPlain
-	if t.h.sandbox != nil {
+	if t.h.Sandbox != nil {
 		run = t.h.runSandboxed
 	}
 	end, err := run(runCtx, shell, a.Command, out)
@@ -111,9 +111,9 @@ func (t *bashTool) Run(ctx context.Context, args json.RawMessage) (string, error
 // runSandboxed runs the command in the sandbox: HOME and TMPDIR are its
 // private /tmp.
 func (h *harness) runSandboxed(ctx context.Context, shell, command string, out io.Writer) (sandbox.Exit, error) {
-	exit, err := h.sandbox.Run(ctx, sandbox.Request{
+	exit, err := h.Sandbox.Run(ctx, sandbox.Request{
 		Dir: h.root, Argv: []string{shell, "-c", command}, Env: h.env("/tmp"),
-		Network: h.network, Limits: h.limits,
+		Network: h.Network, Limits: h.Limits,
 	}, out)
 	if err != nil {
 		return sandbox.Exit{}, fmt.Errorf("bash: %w", err)
@@ -177,7 +177,7 @@ func (h *harness) env(home string) []string {
 		"PATH": path, "HOME": home, "TMPDIR": home,
 		"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
 	}
-	for _, name := range h.passEnv {
+	for _, name := range h.PassEnv {
 		if v, ok := os.LookupEnv(name); ok {
 			m[name] = v
 		}

@@ -73,7 +73,7 @@ func (t *readFile) Run(ctx context.Context, args json.RawMessage) (string, error
 		if cut {
 			s += " [line truncated]"
 		}
-		if last > 0 && out.Len()+len(s)+1 > t.h.outputCap {
+		if last > 0 && out.Len()+len(s)+1 > t.h.OutputCap {
 			full = true
 			return true
 		}
@@ -261,7 +261,7 @@ func (t *listDir) Run(ctx context.Context, args json.RawMessage) (string, error)
 		return "(empty directory)", nil
 	}
 	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
-	return capLines(len(entries), maxListEntries, t.h.outputCap, "entries", func(i int) string {
+	return capLines(len(entries), maxListEntries, t.h.OutputCap, "entries", func(i int) string {
 		e := entries[i]
 		s := e.Name()
 		switch {

@@ -75,7 +75,7 @@ func (t *globTool) Run(ctx context.Context, args json.RawMessage) (string, error
 		return fmt.Sprintf("No files match %q", a.Pattern), nil
 	}
 	slices.Sort(matches)
-	return capLines(len(matches), maxGlobResults, t.h.outputCap, "matches", func(i int) string { return matches[i] }), nil
+	return capLines(len(matches), maxGlobResults, t.h.OutputCap, "matches", func(i int) string { return matches[i] }), nil
 }
 
 // capLines joins the lines line(0..n-1), one per line, stopping at max lines
@@ -182,7 +182,7 @@ func (t *grepTool) Run(ctx context.Context, args json.RawMessage) (string, error
 	if err != nil {
 		return "", fsErr(rel, err)
 	}
-	g := &grepper{ctx: ctx, root: r, fsys: r.FS(), re: re, outputCap: t.h.outputCap}
+	g := &grepper{ctx: ctx, root: r, fsys: r.FS(), re: re, outputCap: t.h.OutputCap}
 	start := slash(rel)
 	var ignore *gitignore
 	if !a.IncludeIgnored {
