@@ -174,11 +174,10 @@ func (r *Runner) baseTools(cwd string, sb spec.Sandbox) ([]tools.Tool, error) {
 	}
 	bashTimeout, maxTimeout := r.cfg.Harness.BashTimeout, r.cfg.Harness.BashMaxTimeout
 	if timeout > 0 {
-		bashTimeout = timeout
 		if maxTimeout == 0 {
 			maxTimeout = max(base.DefaultBashMaxTimeout, r.cfg.Harness.BashTimeout)
 		}
-		bashTimeout = min(bashTimeout, maxTimeout)
+		bashTimeout = min(timeout, maxTimeout)
 	}
 	all, err := base.New(base.Config{
 		Cwd:            cwd,
