@@ -49,9 +49,6 @@ func (h *hosted) takeEvents() []event.Event {
 
 func (h *hosted) takeEventsLocked() []event.Event {
 	es := h.events
-	if len(es) == 0 {
-		return nil
-	}
 	h.events, h.eventBytes = nil, 0
 	return es
 }
