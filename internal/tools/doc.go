@@ -1,6 +1,6 @@
 // Package tools defines what a tool is to Formica: the Tool interface, how a
-// helper's direct tools derive from its parent's (Direct, under a
-// policy.Visibility) and merge with the shims, the texts a gated call
+// helper's direct tools merge with the shims (which tools a helper keeps of
+// its parent's is spec.HelperSpec's rule), the texts a gated call
 // answers with, and the rules of the `agent` tool's arguments (the runner's
 // loop acts on its calls). The policies themselves are data in package
 // policy.

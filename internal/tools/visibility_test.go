@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/formica-run/formica/internal/policy"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -33,39 +32,6 @@ func describe(ts []Tool) []string {
 		out[i] = t.Name() + "@" + t.Description()
 	}
 	return out
-}
-
-func TestDirectPolicies(t *testing.T) {
-	parent := toolList("P", "agent", "search", "fetch")
-	local := toolList("L", "fetch", "calc")
-	tests := []struct {
-		policy policy.Visibility
-		only   []string
-		want   []string
-	}{
-		{policy.Inherit, nil, []string{"fetch@L", "calc@L", "agent@P", "search@P"}},
-		{"", nil, []string{"fetch@L", "calc@L", "agent@P", "search@P"}},
-		{policy.Override, nil, []string{"fetch@L", "calc@L"}},
-		{policy.Restrict, []string{"search", "missing"}, []string{"fetch@L", "calc@L", "search@P"}},
-		{policy.Restrict, nil, []string{"fetch@L", "calc@L"}},
-	}
-	for _, tt := range tests {
-		t.Run(string(tt.policy), func(t *testing.T) {
-			got, err := Direct(tt.policy, tt.only, parent, local)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tt.want, describe(got)); d != "" {
-				t.Errorf("(-want +got)\n%s", d)
-			}
-		})
-	}
-	if got, _ := Direct(policy.Override, nil, parent, nil); len(got) != 0 {
-		t.Errorf("override without L: got %v, want no direct tools", describe(got))
-	}
-	if _, err := Direct("widen", nil, parent, local); err == nil {
-		t.Error("unknown policy accepted")
-	}
 }
 
 func TestShimMergeEachNameOnceDirectWins(t *testing.T) {
