@@ -36,6 +36,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,7 +109,9 @@ func decide(req model.Request) model.Response {
 	}
 	after := msgs[last+1:]
 
-	if !answered(msgs) && offers(req.Tools, AgentTool) {
+	answered := slices.ContainsFunc(msgs, func(m model.Message) bool { return m.Role == model.RoleAssistant })
+	offered := slices.ContainsFunc(req.Tools, func(t model.ToolSchema) bool { return t.Name == AgentTool })
+	if !answered && offered {
 		if parts := splitParts(task); len(parts) > 0 {
 			return spawn(parts)
 		}
@@ -121,24 +124,6 @@ func decide(req model.Request) model.Response {
 		text = fill(schema, text)
 	}
 	return model.Response{Text: text, StopReason: "stop"}
-}
-
-func answered(msgs []model.Message) bool {
-	for _, m := range msgs {
-		if m.Role == model.RoleAssistant {
-			return true
-		}
-	}
-	return false
-}
-
-func offers(ts []model.ToolSchema, name string) bool {
-	for _, t := range ts {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func spawn(parts []part) model.Response {
@@ -231,7 +216,7 @@ func inputWords(req model.Request) int64 {
 		}
 	}
 	for _, t := range req.Tools {
-		n += words(t.Description) + words(t.Parameters)
+		n += words(t.Description) + words(string(t.Parameters))
 	}
 	return int64(max(n, 1))
 }
@@ -244,16 +229,7 @@ func outputWords(resp model.Response) int64 {
 	return int64(max(n, 1))
 }
 
-// words counts runs of non-space bytes, as len(strings.Fields(s)) would for
-// ASCII text, without allocating: usage is counted on every call.
-func words[T ~string | ~[]byte](s T) int {
-	n, in := 0, false
-	for i := 0; i < len(s); i++ {
-		space := s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'
-		if !space && !in {
-			n++
-		}
-		in = !space
-	}
-	return n
+// words counts the runs of s between ASCII spaces, tabs and line breaks.
+func words(s string) int {
+	return len(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\n' || r == '\t' || r == '\r' }))
 }
