@@ -123,7 +123,8 @@ var _ model.Gate = (*Limiter)(nil)
 
 // New returns a limiter for one endpoint, its buckets full.
 func New(cfg Config) *Limiter {
-	l := &Limiter{name: cfg.Name, onWait: cfg.OnWait, declared: cfg.Limits.clean(), window: startWindow}
+	l := &Limiter{name: cfg.Name, onWait: cfg.OnWait, declared: cfg.Limits.clean(), window: startWindow,
+		owners: map[string]map[*Ticket]struct{}{}}
 	l.recompute(time.Now())
 	return l
 }
@@ -338,9 +339,6 @@ func (l *Limiter) grant(now time.Time, ask model.Ask, owner string) *Ticket {
 	l.inFlight++
 	l.grants++
 	if owner != "" {
-		if l.owners == nil {
-			l.owners = map[string]map[*Ticket]struct{}{}
-		}
 		if l.owners[owner] == nil {
 			l.owners[owner] = map[*Ticket]struct{}{}
 		}

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -77,9 +78,5 @@ func (r *Registry) Snapshots() []Snapshot {
 func (r *Registry) all() []*Limiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ls := make([]*Limiter, 0, len(r.limiters))
-	for _, l := range r.limiters {
-		ls = append(ls, l)
-	}
-	return ls
+	return slices.Collect(maps.Values(r.limiters))
 }
