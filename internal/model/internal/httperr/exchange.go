@@ -74,12 +74,7 @@ func (x *Exchange) PlainJSON() (io.Reader, bool) {
 }
 
 // ContentType is the answer's Content-Type, for messages.
-func (x *Exchange) ContentType() string {
-	if x.header == nil {
-		return ""
-	}
-	return x.header.Get("Content-Type")
-}
+func (x *Exchange) ContentType() string { return x.header.Get("Content-Type") }
 
 // SetUsage records the tokens a successful answer reported, for the gate.
 func (x *Exchange) SetUsage(u model.Usage) { x.usage = u }
@@ -96,9 +91,6 @@ func (x *Exchange) outcome(ok bool) model.Outcome {
 
 // retryAfter is the wait the server asked for, or zero.
 func (x *Exchange) retryAfter() time.Duration {
-	if x.header == nil {
-		return 0
-	}
 	d, _ := model.RetryAfter(x.header)
 	return d
 }
