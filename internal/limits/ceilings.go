@@ -2,6 +2,7 @@ package limits
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -84,16 +85,15 @@ func (c Ceilings) Check(a Ask) error {
 		return fmt.Errorf("%w: timeout %s is negative", ErrBadConfig, a.Timeout)
 	}
 	eff := a.Limits.withDefaults()
-	itoa := func(n int) string { return fmt.Sprint(n) }
 	switch {
 	case eff.MaxThreads > c.MaxThreads:
-		return &CeilingError{"agent_max_threads", itoa(eff.MaxThreads), itoa(c.MaxThreads), "max-agent-threads"}
+		return &CeilingError{"agent_max_threads", strconv.Itoa(eff.MaxThreads), strconv.Itoa(c.MaxThreads), "max-agent-threads"}
 	case eff.MaxDepth > c.MaxDepth:
-		return &CeilingError{"agent_max_depth", itoa(eff.MaxDepth), itoa(c.MaxDepth), "max-agent-depth"}
+		return &CeilingError{"agent_max_depth", strconv.Itoa(eff.MaxDepth), strconv.Itoa(c.MaxDepth), "max-agent-depth"}
 	case a.Budget.Spawns > c.MaxSpawns:
-		return &CeilingError{"budget.spawns", itoa(a.Budget.Spawns), itoa(c.MaxSpawns), "max-spawns"}
+		return &CeilingError{"budget.spawns", strconv.Itoa(a.Budget.Spawns), strconv.Itoa(c.MaxSpawns), "max-spawns"}
 	case a.TaskBytes > c.MaxTaskBytes:
-		return &CeilingError{"task", itoa(a.TaskBytes) + " bytes", itoa(c.MaxTaskBytes) + " bytes", "max-task-bytes"}
+		return &CeilingError{"task", strconv.Itoa(a.TaskBytes) + " bytes", strconv.Itoa(c.MaxTaskBytes) + " bytes", "max-task-bytes"}
 	case a.Timeout > c.MaxRunTimeout:
 		return &CeilingError{"timeout", a.Timeout.String(), c.MaxRunTimeout.String(), "max-run-timeout"}
 	}

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -153,10 +154,8 @@ func (n *Node) Spent() *Exhausted {
 		return nil
 	}
 	e := *n.spent
-	for i, k := range tokenKinds {
-		if e.Kind == k {
-			e.Used = n.used[i]
-		}
+	if i := slices.Index(tokenKinds[:], e.Kind); i >= 0 {
+		e.Used = n.used[i]
 	}
 	if e.Kind == KindSpawns {
 		e.Used = int64(n.spawns)
