@@ -278,10 +278,7 @@ func (l *Limiter) recompute(now time.Time) {
 
 	// Tokens: the providers' token buckets hold a minute's worth.
 	tokens := func(i int, declared int64) {
-		limit := declared
-		if learned := l.hdr[i]; learned > 0 && (limit == 0 || learned < limit) {
-			limit = learned
-		}
+		limit := low(declared, l.hdr[i])
 		l.b[i].set(now, float64(limit)/60, float64(limit))
 	}
 	tokens(tokB, d.TokensPerMinute)

@@ -59,16 +59,6 @@ func (l Limits) IsZero() bool { return l == Limits{} }
 // word. A field only one of them declares is kept; negative fields count
 // as undeclared.
 func (l Limits) Lower(o Limits) Limits {
-	low := func(a, b int64) int64 {
-		a, b = max(a, 0), max(b, 0)
-		switch {
-		case a == 0:
-			return b
-		case b == 0:
-			return a
-		}
-		return min(a, b)
-	}
 	return Limits{
 		RequestsPerMinute:     low(l.RequestsPerMinute, o.RequestsPerMinute),
 		Burst:                 low(l.Burst, o.Burst),
@@ -77,6 +67,18 @@ func (l Limits) Lower(o Limits) Limits {
 		OutputTokensPerMinute: low(l.OutputTokensPerMinute, o.OutputTokensPerMinute),
 		InFlight:              low(l.InFlight, o.InFlight),
 	}
+}
+
+// low is the lower of the limits a and b that are set (positive); 0 if neither.
+func low(a, b int64) int64 {
+	a, b = max(a, 0), max(b, 0)
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // clean returns l with negative fields undeclared.
