@@ -159,14 +159,9 @@ func (e *Endpoints) check(ep Endpoint) error {
 
 // Names lists the endpoints refs may name, declared ones and the defaults.
 func (e *Endpoints) Names() []string {
-	names := []string{FormatOpenAI, FormatAnthropic}
-	for n := range e.declared {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
+	names := append(slices.Collect(maps.Keys(e.declared)), FormatOpenAI, FormatAnthropic)
 	slices.Sort(names)
-	return names
+	return slices.Compact(names)
 }
 
 // Endpoint returns the endpoint named name: a declared one, else a default
