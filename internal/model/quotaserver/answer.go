@@ -3,6 +3,7 @@ package quotaserver
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -132,13 +133,7 @@ func (a *answer) blocks() []block {
 
 // words cuts s after each space, so joined again the pieces are s.
 func words(s string) []string {
-	var out []string
-	for _, w := range strings.SplitAfter(s, " ") {
-		if w != "" {
-			out = append(out, w)
-		}
-	}
-	return out
+	return slices.DeleteFunc(strings.SplitAfter(s, " "), func(w string) bool { return w == "" })
 }
 
 // cut cuts s into pieces of about size bytes, never inside a UTF-8
