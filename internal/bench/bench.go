@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,10 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Rounds < 0 {
 		return nil, fmt.Errorf("%w: rounds must be at least 1", ErrBadConfig)
 	}
-	b := &suite{set: set, cfg: cfg, progress: cfg.Progress}
-	if b.progress == nil {
-		b.progress = io.Discard
-	}
+	b := &suite{set: set, cfg: cfg, progress: cmp.Or[io.Writer](cfg.Progress, io.Discard)}
 	if cfg.Rounds <= 1 {
 		return b.round(ctx, want)
 	}
