@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -235,20 +236,11 @@ func (t *toolTimes) latencies() []time.Duration {
 func (t *toolTimes) span() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var first, last time.Time
-	for _, s := range t.calls {
-		if first.IsZero() || s.Before(first) {
-			first = s
-		}
-	}
-	for _, e := range t.results {
-		if e.After(last) {
-			last = e
-		}
-	}
-	if first.IsZero() || last.IsZero() {
+	if len(t.calls) == 0 || len(t.results) == 0 {
 		return 0
 	}
+	first := slices.MinFunc(slices.Collect(maps.Values(t.calls)), time.Time.Compare)
+	last := slices.MaxFunc(slices.Collect(maps.Values(t.results)), time.Time.Compare)
 	return last.Sub(first)
 }
 
