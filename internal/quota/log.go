@@ -110,15 +110,9 @@ func (g *grantLog) acceptedAround(seq uint64, window time.Duration) int {
 	if e == nil {
 		return 0
 	}
-	i := int(seq - g.base)
 	n := 0
-	for j := i; j >= 0 && e.at.Sub(g.entries[j].at) <= window; j-- {
-		if g.entries[j].state == accepted {
-			n++
-		}
-	}
-	for j := i + 1; j < len(g.entries) && g.entries[j].at.Sub(e.at) <= window; j++ {
-		if g.entries[j].state == accepted {
+	for _, x := range g.entries {
+		if d := x.at.Sub(e.at); x.state == accepted && d >= -window && d <= window {
 			n++
 		}
 	}
