@@ -411,6 +411,7 @@ func (l *Limiter) finish(t *Ticket, o model.Outcome) {
 	switch {
 	case isRefused:
 		l.end(t, refused)
+		l.refusals++
 	case o.Status == 0: // it may never have reached the provider
 		l.end(t, void)
 	default:
@@ -420,9 +421,6 @@ func (l *Limiter) finish(t *Ticket, o model.Outcome) {
 	at := o.At
 	if at.IsZero() || at.After(now) {
 		at = now
-	}
-	if isRefused {
-		l.refusals++
 	}
 	if u := o.Usage; u != (model.Usage{}) && !isRefused {
 		used := charge(u.InputTokens, u.OutputTokens)
