@@ -232,16 +232,12 @@ func pointer(root any, ref string) (any, bool) {
 	cur := root
 	for _, tok := range strings.Split(ref[2:], "/") {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		default:
+		c, _ := cur.(map[string]any) // nil, with no keys, when cur is not an object
+		v, ok := c[tok]
+		if !ok {
 			return nil, false
 		}
+		cur = v
 	}
 	return cur, true
 }
