@@ -120,10 +120,12 @@ func (s *Server) arrive(now time.Time) string {
 	return strconv.Itoa(s.ids)
 }
 
-func (s *Server) bad() {
+// reject counts a bad request and answers it with status.
+func (s *Server) reject(w http.ResponseWriter, status int, msg string) {
 	s.mu.Lock()
 	s.stats.BadRequests++
 	s.mu.Unlock()
+	s.fail(w, status, msg)
 }
 
 // admit decides whether a request of n input tokens is answered, charging
@@ -187,26 +189,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set(s.proto.requestID, "req_"+id)
 	if r.Method != http.MethodPost || r.URL.Path != s.proto.path {
-		s.bad()
-		s.fail(w, http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s): this server answers POST %s",
+		s.reject(w, http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s): this server answers POST %s",
 			r.Method, r.URL.Path, s.proto.path))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		s.bad()
-		s.fail(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		s.reject(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		return
 	}
 	req, err := decode(s.cfg.Format, body)
 	if err != nil {
-		s.bad()
-		s.fail(w, http.StatusBadRequest, err.Error())
+		s.reject(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if s.cfg.StreamOnly && !req.Stream {
-		s.bad()
-		s.fail(w, http.StatusBadRequest, `this server answers only streaming requests ("stream": true)`)
+		s.reject(w, http.StatusBadRequest, `this server answers only streaming requests ("stream": true)`)
 		return
 	}
 	start := time.Now()
