@@ -37,7 +37,7 @@ type endpointGate struct {
 }
 
 func (g endpointGate) Take(ctx context.Context, ask model.Ask) (model.Ticket, error) {
-	if gs, ok := ctx.Value(gatesKey{}).(Gates); ok && gs != nil {
+	if gs, ok := ctx.Value(gatesKey{}).(Gates); ok {
 		return gs.Gate(g.ep).Take(ctx, ask)
 	}
 	return localQuotas.Limiter(g.ep.Key(), g.ep.Limits).Take(ctx, ask)
