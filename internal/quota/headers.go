@@ -47,9 +47,6 @@ func IsSignal(name string) bool {
 // sends whole seconds), which would overstate the room.
 func parseSignals(h http.Header, at time.Time) signals {
 	var s signals
-	if len(h) == 0 {
-		return s
-	}
 	read := func(limitKey, remainingKey string) limitSignal {
 		var ls limitSignal
 		ls.limit, ls.hasLimit = headerInt(h, limitKey)
