@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 )
 
@@ -28,33 +29,16 @@ func (base Args) Merge(over Args) Args {
 // integer width counts: msgpack decodes an integer into the smallest type that
 // holds it (300 arrives as uint16).
 func (a Args) Float(key string) (float64, bool) {
-	switch v := a[key].(type) {
-	case float64:
-		return v, true
-	case float32:
-		return float64(v), true
-	case int:
-		return float64(v), true
-	case int64:
-		return float64(v), true
-	case uint64:
-		return float64(v), true
-	case int32:
-		return float64(v), true
-	case int16:
-		return float64(v), true
-	case int8:
-		return float64(v), true
-	case uint:
-		return float64(v), true
-	case uint32:
-		return float64(v), true
-	case uint16:
-		return float64(v), true
-	case uint8:
-		return float64(v), true
-	case json.Number:
-		f, err := v.Float64()
+	switch v := reflect.ValueOf(a[key]); {
+	case v.CanFloat():
+		return v.Float(), true
+	case v.CanInt():
+		return float64(v.Int()), true
+	case v.CanUint():
+		return float64(v.Uint()), true
+	}
+	if n, ok := a[key].(json.Number); ok {
+		f, err := n.Float64()
 		return f, err == nil
 	}
 	return 0, false
