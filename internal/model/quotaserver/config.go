@@ -1,6 +1,7 @@
 package quotaserver
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -110,12 +111,8 @@ func (cfg Config) check() (Config, error) {
 		cfg.Latency < 0 || cfg.StreamFor < 0 || cfg.ChunkEvery < 0 || cfg.StallAfter < 0 {
 		return cfg, fmt.Errorf("quotaserver: negative limit or duration in config")
 	}
-	if cfg.Burst == 0 {
-		cfg.Burst = cfg.RequestsPerMinute
-	}
-	if cfg.ChunkEvery == 0 {
-		cfg.ChunkEvery = DefaultChunkEvery
-	}
+	cfg.Burst = cmp.Or(cfg.Burst, cfg.RequestsPerMinute)
+	cfg.ChunkEvery = cmp.Or(cfg.ChunkEvery, DefaultChunkEvery)
 	if cfg.Respond == nil {
 		cfg.Respond = DefaultReply
 	}

@@ -24,6 +24,7 @@
 package scripted
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -97,10 +98,7 @@ func (m *Model) response(i, k int) (model.Response, error) {
 	}
 	out := model.Response{Text: r.Text, Usage: r.Usage.model(), StopReason: "stop"}
 	for j, c := range r.ToolCalls {
-		id := c.ID
-		if id == "" {
-			id = fmt.Sprintf("call_%d_%d", k, j+1)
-		}
+		id := cmp.Or(c.ID, fmt.Sprintf("call_%d_%d", k, j+1))
 		out.ToolCalls = append(out.ToolCalls, model.ToolCall{ID: id, Name: c.Name, Arguments: m.args[i][j]})
 	}
 	if len(out.ToolCalls) > 0 {
