@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -251,10 +252,7 @@ func (l *Limiter) recompute(now time.Time) {
 
 	// Requests.
 	rate, capacity := 0.0, 0.0
-	lower := func(r, c float64) {
-		if r <= 0 {
-			return
-		}
+	lower := func(r, c float64) { // r > 0
 		if rate == 0 || r < rate {
 			rate = r
 		}
@@ -263,11 +261,7 @@ func (l *Limiter) recompute(now time.Time) {
 		}
 	}
 	if d.RequestsPerMinute > 0 {
-		burst := d.Burst
-		if burst == 0 {
-			burst = d.RequestsPerMinute
-		}
-		lower(float64(d.RequestsPerMinute)/60, float64(burst))
+		lower(float64(d.RequestsPerMinute)/60, float64(cmp.Or(d.Burst, d.RequestsPerMinute)))
 	}
 	if l.hdr[reqB] > 0 {
 		lower(float64(l.hdr[reqB])/60, max(1, min(l.hdrBurst, float64(l.hdr[reqB]))))
