@@ -145,9 +145,7 @@ func (p Provider) Resolve(c Config) (Settings, error) {
 func Call[T any](ctx context.Context, s Settings, req model.Request, send func(context.Context, *httperr.Exchange) (T, error)) (T, error) {
 	ask := httperr.AskFor(ctx, req)
 	var out T
-	err := model.Retry(ctx, s.Backoff, s.Logger, func(ctx context.Context) (time.Duration, error) {
-		var wait time.Duration
-		var err error
+	err := model.Retry(ctx, s.Backoff, s.Logger, func(ctx context.Context) (wait time.Duration, err error) {
 		out, wait, err = httperr.Attempt(ctx, s.Endpoint, ask, send)
 		return wait, err
 	})
