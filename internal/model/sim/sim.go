@@ -77,10 +77,9 @@ func wait(ctx context.Context, args model.Args) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return ctxErr(ctx)
 	case <-ctx.Done():
-		return ctxErr(ctx)
 	}
+	return ctxErr(ctx)
 }
 
 // ctxErr is ctx's error, with its cause attached when one was given.
