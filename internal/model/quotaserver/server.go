@@ -304,25 +304,21 @@ func (s *Server) stall(ctx context.Context) {
 // sleepUntil waits for t; false if the client went away or the server is
 // closing first.
 func (s *Server) sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
+	if d := time.Until(t); d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
 		select {
+		case <-timer.C:
 		case <-ctx.Done():
-			return false
 		case <-s.closing:
-			return false
-		default:
-			return true
 		}
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
 	select {
-	case <-timer.C:
-		return true
 	case <-ctx.Done():
 		return false
 	case <-s.closing:
 		return false
+	default:
+		return true
 	}
 }
