@@ -39,13 +39,10 @@ func (b *bucket) refill(now time.Time) {
 	}
 }
 
-// need is what a grant of n tokens requires in the bucket: a call larger
-// than the whole bucket waits for a full one instead of forever.
-func (b *bucket) need(n float64) float64 { return min(n, b.cap) }
-
-// wait is how long from now until n tokens are there (refill first).
+// wait is how long from now until n tokens are there (refill first). A
+// call larger than the whole bucket waits for a full one instead of forever.
 func (b *bucket) wait(n float64) time.Duration {
-	missing := b.need(n) - b.level
+	missing := min(n, b.cap) - b.level
 	if !b.active() || missing <= eps {
 		return 0
 	}
