@@ -55,11 +55,6 @@ type endpointFile struct {
 	quota.Limits `yaml:",inline"`
 }
 
-func (f endpointFile) endpoint(name string) Endpoint {
-	return Endpoint{Name: name, Format: f.Format, BaseURL: strings.TrimSpace(f.BaseURL), KeyEnv: f.KeyEnv,
-		IdleTimeout: f.IdleTimeout, Limits: f.Limits}
-}
-
 // Key identifies the endpoint's quota across the cluster: its name and
 // where it points, so two workers that mean different servers by one name
 // never share a quota.
@@ -111,7 +106,9 @@ func Parse(data []byte, getenv func(string) string) (*Endpoints, error) {
 	}
 	e := &Endpoints{declared: map[string]Endpoint{}, getenv: getenv}
 	for _, name := range slices.Sorted(maps.Keys(f.Endpoints)) {
-		ep := f.Endpoints[name].endpoint(name)
+		ef := f.Endpoints[name]
+		ep := Endpoint{Name: name, Format: ef.Format, BaseURL: strings.TrimSpace(ef.BaseURL), KeyEnv: ef.KeyEnv,
+			IdleTimeout: ef.IdleTimeout, Limits: ef.Limits}
 		if err := e.check(ep); err != nil {
 			return nil, fmt.Errorf("%w: endpoint %q: %w", ErrProvidersFile, name, err)
 		}
