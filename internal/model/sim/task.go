@@ -22,7 +22,7 @@ func splitParts(task string) []part {
 	lines := strings.Split(strings.ReplaceAll(task, "\r\n", "\n"), "\n")
 	base := -1
 	for _, l := range lines {
-		if ind, ok := item(l); ok && (base < 0 || ind < base) {
+		if ind := indent(l); strings.HasPrefix(l[ind:], "- ") && (base < 0 || ind < base) {
 			base = ind
 		}
 	}
@@ -62,13 +62,6 @@ func splitParts(task string) []part {
 		parts[i] = part{name: name, task: t}
 	}
 	return parts
-}
-
-// item reports whether l is a list item ("- " after optional indentation)
-// and its indentation.
-func item(l string) (int, bool) {
-	ind := indent(l)
-	return ind, strings.HasPrefix(l[ind:], "- ")
 }
 
 func indent(l string) int { return len(l) - len(strings.TrimLeft(l, " \t")) }
