@@ -165,21 +165,21 @@ func leaf(task string) string {
 // combine answers the tool results that end the conversation, if it does:
 // one "<name>: <result>" line per call of the assistant message they answer.
 func combine(after []model.Message) (string, bool) {
-	end := len(after)
-	start := end
+	start := len(after)
 	for start > 0 && after[start-1].Role == model.RoleTool {
 		start--
 	}
-	if start == end || start == 0 || len(after[start-1].ToolCalls) == 0 {
+	if start == len(after) || start == 0 || len(after[start-1].ToolCalls) == 0 {
 		return "", false
 	}
-	results := after[start:end]
+	results := after[start:]
 	byID := map[string]string{}
 	for _, r := range results {
 		byID[r.ToolCallID] = r.Content
 	}
-	var b strings.Builder
-	for i, c := range after[start-1].ToolCalls {
+	calls := after[start-1].ToolCalls
+	lines := make([]string, len(calls))
+	for i, c := range calls {
 		result, ok := byID[c.ID]
 		if !ok && c.ID == "" && i < len(results) {
 			result, ok = results[i].Content, true
@@ -187,12 +187,9 @@ func combine(after []model.Message) (string, bool) {
 		if !ok {
 			result = "(no result)"
 		}
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(strings.TrimRight(callName(c)+": "+strings.ReplaceAll(result, "\n", "\n  "), " "))
+		lines[i] = strings.TrimRight(callName(c)+": "+strings.ReplaceAll(result, "\n", "\n  "), " ")
 	}
-	return b.String(), true
+	return strings.Join(lines, "\n"), true
 }
 
 // callName is the "name" argument of a call, or else its tool name.
