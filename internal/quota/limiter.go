@@ -252,7 +252,7 @@ func (l *Limiter) recompute(now time.Time) {
 
 	// Requests.
 	rate, capacity := 0.0, 0.0
-	lower := func(r, c float64) { // r > 0
+	lower := func(r, c float64) { // every caller has r > 0
 		if rate == 0 || r < rate {
 			rate = r
 		}
