@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/formica-run/formica/internal/api"
 )
 
 // ErrConfig is returned by New for a base URL it cannot use.
@@ -25,4 +27,11 @@ func (e *APIError) Error() string {
 		return fmt.Sprintf("%s (HTTP %d)", e.Message, e.StatusCode)
 	}
 	return fmt.Sprintf("%s (HTTP %d %s)", e.Message, e.StatusCode, e.Code)
+}
+
+// Unwrap is the kind of error the status says (api.ErrInvalid for a 400,
+// api.ErrNotFound, api.ErrConflict, api.ErrUnavailable), so errors.Is
+// reads an answer as it reads the server's own errors; nil for others.
+func (e *APIError) Unwrap() error {
+	return map[int]error{400: api.ErrInvalid, 404: api.ErrNotFound, 409: api.ErrConflict, 503: api.ErrUnavailable}[e.StatusCode]
 }

@@ -83,93 +83,36 @@ func (o *natsOps) Close() {
 	broker.Drain(o.nc, 5*time.Second)
 }
 
-// apiOps reaches the cluster through a coordinator's HTTP API.
-type apiOps struct{ c *client.Client }
+// apiOps reaches the cluster through a coordinator's HTTP API. Its errors
+// match the API's kinds by their statuses (client.APIError.Unwrap).
+type apiOps struct{ *client.Client }
 
 func (o apiOps) Submit(ctx context.Context, body api.SubmitBody) (string, error) {
-	id, err := o.c.Submit(ctx, body)
-	if errors.Is(apiErr(err), api.ErrConflict) {
+	id, err := o.Client.Submit(ctx, body)
+	if errors.Is(err, api.ErrConflict) {
 		// The one conflict of a submission: its id names another run.
 		return "", api.Wrap(store.ErrIDTaken, err)
 	}
-	return id, apiErr(err)
-}
-
-func (o apiOps) GetRun(ctx context.Context, id string) (record.Run, error) {
-	return marked(o.c.GetRun(ctx, id))
+	return id, err
 }
 
 func (o apiOps) ListRuns(ctx context.Context, status string, limit int, page string) ([]record.Run, string, error) {
-	runs, next, err := o.c.ListRuns(ctx, client.ListOptions{Status: event.Status(status), Limit: limit, Page: page})
-	return runs, next, apiErr(err)
-}
-
-func (o apiOps) Events(ctx context.Context, id string, after uint64, send func(uint64, event.Event) error) error {
-	return apiErr(o.c.Events(ctx, id, after, send))
+	return o.Client.ListRuns(ctx, client.ListOptions{Status: event.Status(status), Limit: limit, Page: page})
 }
 
 // LastEventID reads the run's events to their end: the API has no call
 // for it, and it serves the resume of a run that has ended.
 func (o apiOps) LastEventID(ctx context.Context, id string) (uint64, error) {
 	var last uint64
-	err := o.c.Events(ctx, id, 0, func(seq uint64, _ event.Event) error {
+	err := o.Events(ctx, id, 0, func(seq uint64, _ event.Event) error {
 		last = seq
 		return nil
 	})
-	return last, apiErr(err)
+	return last, err
 }
 
 func (o apiOps) WaitFinal(ctx context.Context, id string) (record.Run, error) {
-	return marked(o.c.Wait(ctx, id))
-}
-
-func (o apiOps) CancelRun(ctx context.Context, id string) error {
-	return apiErr(o.c.CancelRun(ctx, id))
-}
-
-func (o apiOps) ResumeRun(ctx context.Context, id string) error {
-	return apiErr(o.c.ResumeRun(ctx, id))
-}
-
-func (o apiOps) Threads(ctx context.Context, id string) ([]api.ThreadSummary, error) {
-	return marked(o.c.Threads(ctx, id))
-}
-
-func (o apiOps) Transcript(ctx context.Context, id, thread string) (api.Transcript, error) {
-	return marked(o.c.Transcript(ctx, id, thread))
-}
-
-func (o apiOps) ListApprovals(ctx context.Context) ([]api.Approval, error) {
-	return marked(o.c.ListApprovals(ctx))
-}
-
-func (o apiOps) Decide(ctx context.Context, id string, allow bool) error {
-	return apiErr(o.c.Decide(ctx, id, allow))
-}
-
-func (o apiOps) Workers(ctx context.Context) ([]wire.WorkerInfo, error) {
-	return marked(o.c.Workers(ctx))
-}
-
-func (o apiOps) Assets(ctx context.Context) (wire.Assets, error) {
-	return marked(o.c.Assets(ctx))
+	return o.Wait(ctx, id)
 }
 
 func (apiOps) Close() {}
-
-// marked is a client call's answer with its error marked (apiErr).
-func marked[T any](v T, err error) (T, error) { return v, apiErr(err) }
-
-// apiErr marks an API error with the kind of its status, as the NATS
-// path's errors are marked: a 400 is the user's mistake (ExitUsage).
-func apiErr(err error) error {
-	var ae *client.APIError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	kind, ok := map[int]error{400: api.ErrInvalid, 404: api.ErrNotFound, 409: api.ErrConflict, 503: api.ErrUnavailable}[ae.StatusCode]
-	if !ok {
-		return err
-	}
-	return api.Wrap(kind, err)
-}
