@@ -279,24 +279,10 @@ func (v *treeView) paint(l string) string {
 // never wraps): rows are truncated, never wrapped.
 func cut(l string, width int) string {
 	limit := max(width-1, 1)
-	n := 0
-	for i := range l {
-		if n == limit {
-			return l[:prevRune(l, i)] + "…"
-		}
-		n++
+	if utf8.RuneCountInString(l) <= limit {
+		return l
 	}
-	return l
-}
-
-// prevRune is the start of the rune before byte offset i.
-func prevRune(s string, i int) int {
-	for j := i - 1; j > 0; j-- {
-		if s[j]&0xC0 != 0x80 {
-			return j
-		}
-	}
-	return 0
+	return string([]rune(l)[:limit-1]) + "…"
 }
 
 // treeLines renders one line per thread: name, depth, status, time, and the
