@@ -138,7 +138,10 @@ func (d *Deliverer) Run(ctx context.Context) {
 				if err != nil {
 					if ctx.Err() == nil {
 						d.cfg.Logger.Warn("webhook: next message", "err", err)
-						wait(ctx, time.Second)
+						select {
+						case <-ctx.Done():
+						case <-time.After(time.Second):
+						}
 					}
 					continue
 				}
@@ -147,15 +150,6 @@ func (d *Deliverer) Run(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-}
-
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // Deliver makes one call of job's message and settles the job: done when

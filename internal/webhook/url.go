@@ -3,6 +3,7 @@ package webhook
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -42,10 +43,8 @@ func (a AllowList) Check(raw string) error {
 	if len(a) == 0 {
 		return fmt.Errorf("%w: %q: this coordinator allows no webhook URLs in submissions (--webhook-allow)", ErrURL, raw)
 	}
-	for _, p := range a {
-		if strings.HasPrefix(raw, p) {
-			return nil
-		}
+	if slices.ContainsFunc(a, func(p string) bool { return strings.HasPrefix(raw, p) }) {
+		return nil
 	}
 	return fmt.Errorf("%w: %q is under none of the prefixes allowed by --webhook-allow", ErrURL, raw)
 }
