@@ -141,11 +141,9 @@ func (c *Client) drainEvents(s *nats.Subscription) {
 		s.Unsubscribe()
 		return
 	}
-	t := time.NewTimer(2 * time.Second)
-	defer t.Stop()
 	select {
 	case <-closed:
-	case <-t.C:
+	case <-time.After(2 * time.Second):
 	}
 }
 
