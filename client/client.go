@@ -120,6 +120,3 @@ func apiError(resp *http.Response) error {
 	}
 	return &APIError{StatusCode: resp.StatusCode, Message: msg}
 }
-
-// escape makes an id one path segment.
-func escape(id string) string { return url.PathEscape(id) }

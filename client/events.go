@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -55,12 +56,10 @@ func (c *Client) Events(ctx context.Context, runID string, after uint64, fn func
 		if failures > maxReconnects {
 			return fmt.Errorf("events of run %s: gave up after %d attempts: %w", runID, failures, err)
 		}
-		t := time.NewTimer(min(firstReconnect<<(failures-1), lastReconnect))
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return context.Cause(ctx)
-		case <-t.C:
+		case <-time.After(min(firstReconnect<<(failures-1), lastReconnect)):
 		}
 	}
 }
@@ -74,7 +73,7 @@ func (e callbackError) Error() string { return e.err.Error() }
 // returns nil once the run's execution has ended, and whether it
 // delivered any event.
 func (c *Client) stream(ctx context.Context, runID string, after *uint64, fn func(uint64, Event) error) (seen bool, err error) {
-	req, err := c.request(ctx, http.MethodGet, "/v1/runs/"+escape(runID)+"/events", nil)
+	req, err := c.request(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/events", nil)
 	if err != nil {
 		return false, callbackError{err} // not worth a retry
 	}
@@ -167,12 +166,10 @@ func (c *Client) Wait(ctx context.Context, runID string) (Run, error) {
 		}
 		// A run's record is final just after its run.finished is sent, and
 		// the API has no signal for that: ask again shortly.
-		t := time.NewTimer(recordLag)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return Run{}, context.Cause(ctx)
-		case <-t.C:
+		case <-time.After(recordLag):
 		}
 	}
 }

@@ -18,7 +18,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (string, error) 
 
 // GetRun returns a run's record.
 func (c *Client) GetRun(ctx context.Context, id string) (Run, error) {
-	return get[Run](ctx, c, "/v1/runs/"+escape(id))
+	return get[Run](ctx, c, "/v1/runs/"+url.PathEscape(id))
 }
 
 // ListOptions filter and page a run listing.
@@ -75,30 +75,30 @@ func nextPage(link string) string {
 // CancelRun cancels a queued or running run and its whole tree; a 409 if
 // it had finished.
 func (c *Client) CancelRun(ctx context.Context, id string) error {
-	_, err := c.call(ctx, http.MethodPost, "/v1/runs/"+escape(id)+"/cancel", nil, nil)
+	_, err := c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, nil)
 	return err
 }
 
 // CancelThread cancels one thread of a running run and its subtree; its
 // parent sees the helper fail and goes on.
 func (c *Client) CancelThread(ctx context.Context, runID, threadID string) error {
-	_, err := c.call(ctx, http.MethodPost, "/v1/runs/"+escape(runID)+"/threads/"+escape(threadID)+"/cancel", nil, nil)
+	_, err := c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/threads/"+url.PathEscape(threadID)+"/cancel", nil, nil)
 	return err
 }
 
 // ResumeRun runs a failed or cancelled run again under its id, reusing
 // its finished threads' work; a 409 for a run in another state.
 func (c *Client) ResumeRun(ctx context.Context, id string) error {
-	_, err := c.call(ctx, http.MethodPost, "/v1/runs/"+escape(id)+"/resume", nil, nil)
+	_, err := c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/resume", nil, nil)
 	return err
 }
 
 // Threads lists a run's threads from its journal, root first.
 func (c *Client) Threads(ctx context.Context, id string) ([]Thread, error) {
-	return get[[]Thread](ctx, c, "/v1/runs/"+escape(id)+"/threads")
+	return get[[]Thread](ctx, c, "/v1/runs/"+url.PathEscape(id)+"/threads")
 }
 
 // Transcript returns one thread's transcript.
 func (c *Client) Transcript(ctx context.Context, runID, threadID string) (Transcript, error) {
-	return get[Transcript](ctx, c, "/v1/runs/"+escape(runID)+"/threads/"+escape(threadID))
+	return get[Transcript](ctx, c, "/v1/runs/"+url.PathEscape(runID)+"/threads/"+url.PathEscape(threadID))
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 )
 
 // ListApprovals returns the tool calls waiting for a person.
@@ -17,7 +18,7 @@ func (c *Client) Decide(ctx context.Context, id string, allow bool) error {
 	if allow {
 		body.Decision = "allow"
 	}
-	_, err := c.call(ctx, http.MethodPost, "/v1/approvals/"+escape(id), body, nil)
+	_, err := c.call(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(id), body, nil)
 	return err
 }
 
