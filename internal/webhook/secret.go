@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -54,10 +53,7 @@ func (s Secret) String() string { return "whsec_…" }
 // body joined by dots.
 func (s Secret) Sign(id string, ts time.Time, body []byte) string {
 	mac := hmac.New(sha256.New, s.key)
-	mac.Write([]byte(id))
-	mac.Write([]byte{'.'})
-	mac.Write([]byte(strconv.FormatInt(ts.Unix(), 10)))
-	mac.Write([]byte{'.'})
+	fmt.Fprintf(mac, "%s.%d.", id, ts.Unix())
 	mac.Write(body)
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
