@@ -39,10 +39,6 @@ type Config struct {
 	// Ceilings cap what a submission may ask: the coordinators' own, so a
 	// submission past them is refused before it is queued.
 	Ceilings limits.Ceilings
-	// Getenv, when set, is the environment the runs' models are called in
-	// (a coordinator that hosts every worker itself): submissions whose
-	// model credentials are missing there are refused. Nil: not known here.
-	Getenv func(string) string
 	// LiveWorkers, when set, counts the live workers this process's
 	// coordinator knows; /readyz reports it.
 	LiveWorkers func() int
@@ -50,9 +46,6 @@ type Config struct {
 	// that hosts no worker itself (--local-workers 0) cannot run anything
 	// until one registers.
 	NeedWorker bool
-	// FeedBuffer is how many stored batches of events each watcher of a
-	// run may have waiting (see store.Feeds); 0: store.DefaultFeedBuffer.
-	FeedBuffer int
 }
 
 // Service implements api.Backend.
@@ -77,7 +70,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, tr: tr, feeds: cfg.Store.NewFeeds(cfg.FeedBuffer)}, nil
+	return &Service{cfg: cfg, tr: tr, feeds: cfg.Store.NewFeeds(store.DefaultFeedBuffer)}, nil
 }
 
 // Close releases the service's subscriptions and ends the event streams
@@ -162,7 +155,7 @@ func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
 		Timeout:  req.Timeout,
 		Webhooks: req.Webhooks,
 	}
-	if err := submission.Check(sub, submission.Options{Getenv: s.cfg.Getenv, Ceilings: s.cfg.Ceilings}); err != nil {
+	if err := submission.Check(sub, submission.Options{Ceilings: s.cfg.Ceilings}); err != nil {
 		return wire.RunSubmit{}, api.Wrap(api.ErrInvalid, err)
 	}
 	return sub, nil
