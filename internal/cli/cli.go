@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -191,24 +193,16 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 	const hold = "\x00positional:"
 	held := map[string]string{}
-	masked := make([]string, len(args))
+	args = slices.Clone(args)
 	for i, a := range args {
 		name, _, _ := strings.Cut(a, "=")
 		if strings.HasPrefix(a, "-") && strings.ContainsAny(name, " \t\n") {
-			key := hold + strconv.Itoa(i)
-			held[key] = a
-			a = key
+			args[i] = hold + strconv.Itoa(i)
+			held[args[i]] = a
 		}
-		masked[i] = a
 	}
-	args = masked
+	unmask := func(a string) string { return cmp.Or(held[a], a) } // what is held starts with '-'
 	var positional []string
-	unmask := func(a string) string {
-		if orig, ok := held[a]; ok {
-			return orig
-		}
-		return a
-	}
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, err

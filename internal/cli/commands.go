@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -211,10 +212,8 @@ func getCommand(args []string, stdio Stdio) int {
 			if r.Error != "" {
 				fmt.Fprintf(w, "error\t%s\n", printable(oneLine(r.Error, 500)))
 			}
-			if r.TraceURL != "" {
-				fmt.Fprintf(w, "trace\t%s\n", r.TraceURL)
-			} else if r.TraceID != "" {
-				fmt.Fprintf(w, "trace\t%s\n", r.TraceID)
+			if trace := cmp.Or(r.TraceURL, r.TraceID); trace != "" {
+				fmt.Fprintf(w, "trace\t%s\n", trace)
 			}
 			if len(r.Budget) > 0 {
 				fmt.Fprintf(w, "budget\t%s\n", budgetLine(r.Budget))

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 )
@@ -90,7 +89,7 @@ func newCompletionSpec() completionSpec {
 			about[name] = said
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	var s completionSpec
 	for _, name := range names {
 		c := completionCommand{name: name, about: about[name]}
