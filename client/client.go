@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,13 +44,11 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	if token != strings.TrimSpace(token) {
 		return nil, fmt.Errorf("%w: the token starts or ends with white space", ErrConfig)
 	}
-	c := &Client{base: u, token: token, hc: http.DefaultClient}
+	c := &Client{base: u, token: token}
 	for _, o := range opts {
 		o(c)
 	}
-	if c.hc == nil {
-		c.hc = http.DefaultClient
-	}
+	c.hc = cmp.Or(c.hc, http.DefaultClient)
 	return c, nil
 }
 
