@@ -99,28 +99,28 @@ func (f *clusterFlags) useAPI() (bool, error) {
 	switch {
 	case !viaNATS && !viaAPI:
 		return false, usagef("no cluster given: use --nats URL or --api URL, or set FORMICA_NATS (or NATS_URL) or FORMICA_API")
-	case viaNATS && viaAPI && f.given("api") != f.given("nats"):
-		viaAPI = f.given("api")
+	case viaNATS && viaAPI && given(f.fs, "api") != given(f.fs, "nats"):
+		viaAPI = given(f.fs, "api")
 	case viaNATS && viaAPI:
 		return false, usagef("give %s or %s, not both", f.source("nats"), f.source("api"))
 	}
-	if !viaAPI && (f.given("token") || f.given("token-file")) {
+	if !viaAPI && (given(f.fs, "token") || given(f.fs, "token-file")) {
 		return false, usagef("--token and --token-file are for --api; NATS takes --nats-creds, --nats-token, ...")
 	}
 	return viaAPI, nil
 }
 
 // given reports whether flag name was set on the command line.
-func (f *clusterFlags) given(name string) bool {
+func given(fs *flag.FlagSet, name string) bool {
 	found := false
-	f.fs.Visit(func(fl *flag.Flag) { found = found || fl.Name == name })
+	fs.Visit(func(fl *flag.Flag) { found = found || fl.Name == name })
 	return found
 }
 
 // source names where flag name's value came from: the flag, or the
 // variable that set it.
 func (f *clusterFlags) source(name string) string {
-	if !f.given(name) {
+	if !given(f.fs, name) {
 		for _, v := range envflag.Vars(name) {
 			if _, ok := os.LookupEnv(v); ok {
 				return "$" + v

@@ -108,9 +108,7 @@ func runCommand(args []string, stdio Stdio) int {
 // fromEnvironment moves a --model that came from $FORMICA_MODEL, not the
 // command line, below the spec's own model.
 func (f *runFlags) fromEnvironment(fs *flag.FlagSet) {
-	given := false
-	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "model" })
-	if !given {
+	if !given(fs, "model") {
 		f.envModel, f.model = f.model, ""
 	}
 }
