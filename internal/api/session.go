@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -113,11 +114,7 @@ func (ss *sessions) revoke(nonce string, expiry time.Time) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	now := ss.now()
-	for n, exp := range ss.revoked {
-		if !now.Before(exp) {
-			delete(ss.revoked, n)
-		}
-	}
+	maps.DeleteFunc(ss.revoked, func(_ string, exp time.Time) bool { return !now.Before(exp) })
 	ss.revoked[nonce] = expiry
 }
 
