@@ -20,8 +20,8 @@ type promptApprover struct {
 	mu    sync.Mutex // one question at a time
 }
 
-func newPromptApprover(in io.Reader, out io.Writer) *promptApprover {
-	p := &promptApprover{out: out, lines: make(chan string)}
+func newPromptApprover(in io.Reader, out io.Writer, view *treeView) *promptApprover {
+	p := &promptApprover{out: out, lines: make(chan string), view: view}
 	// One reader for the process: a blocked terminal read cannot be cancelled,
 	// so questions abandoned by ctx leave it waiting for the next one.
 	go func() {
@@ -37,11 +37,9 @@ func newPromptApprover(in io.Reader, out io.Writer) *promptApprover {
 func (p *promptApprover) Approve(ctx context.Context, req policy.ApprovalRequest) (policy.Approval, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.view != nil {
-		p.view.mu.Lock()
-		defer p.view.mu.Unlock()
-		p.view.eraseLocked()
-	}
+	p.view.mu.Lock()
+	defer p.view.mu.Unlock()
+	p.view.eraseLocked()
 	if req.InDoubt {
 		fmt.Fprintf(p.out, "\n%s: this %s call was cut by a failure before its result, and may or may not have taken effect: %s\nRun it again? [y/N] ",
 			req.ThreadPath, req.Tool, req.Arguments)

@@ -121,11 +121,11 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	if f.maxDepth < 0 || f.maxThreads < 1 {
 		return 0, usagef("--agent-max-depth must be >= 0 and --agent-max-threads >= 1")
 	}
-	approver, err := approverFor(f.approve, stdio)
+	view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !f.noTTY)
+	approver, err := approverFor(f.approve, stdio, view)
 	if err != nil {
 		return 0, err
 	}
-	view := newTreeView(stdio.Err, isTerminal(stdio.Err) && !f.noTTY)
 	file := spec.Default()
 	if f.agentFile != "" {
 		loaded, err := spec.Load(f.agentFile)
@@ -218,12 +218,6 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	}
 	defer cl.Close()
 
-	switch p := approver.(type) {
-	case *promptApprover:
-		p.view = view
-	case *unattended:
-		p.view = view
-	}
 	if len(f.nats.URLs) > 0 {
 		announceRun(stdio.Err, sub.RunID)
 	}
@@ -381,7 +375,7 @@ func chooseModel(flagRef, specRef, envRef string, stderr io.Writer) string {
 	return providers.Sim
 }
 
-func approverFor(mode string, stdio Stdio) (policy.Approver, error) {
+func approverFor(mode string, stdio Stdio, view *treeView) (policy.Approver, error) {
 	switch mode {
 	case "allow":
 		return policy.AllowAll, nil
@@ -389,9 +383,9 @@ func approverFor(mode string, stdio Stdio) (policy.Approver, error) {
 		return policy.DenyAll, nil
 	case "ask":
 		if isTerminal(stdio.In) && isTerminal(stdio.Err) {
-			return newPromptApprover(stdio.In, stdio.Err), nil
+			return newPromptApprover(stdio.In, stdio.Err, view), nil
 		}
-		return &unattended{w: stdio.Err}, nil
+		return &unattended{view: view}, nil
 	}
 	return nil, usagef("--approve must be ask, allow or deny, not %q", mode)
 }
@@ -406,18 +400,11 @@ func interrupted(s os.Signal) error {
 
 // unattended answers `ask` calls when there is no terminal to ask on: it
 // denies them, and says so on stderr, one line per call.
-type unattended struct {
-	w    io.Writer
-	view *treeView
-}
+type unattended struct{ view *treeView }
 
 func (u *unattended) Approve(_ context.Context, req policy.ApprovalRequest) (policy.Approval, error) {
 	line := fmt.Sprintf("formica: approval needed for %s: denied (no terminal; use --approve allow|deny)", printable(req.Tool))
-	if u.view != nil {
-		u.view.notice(line)
-	} else {
-		fmt.Fprintln(u.w, line)
-	}
+	u.view.notice(line)
 	return policy.Approval{Reason: "no terminal to ask on; use --approve allow to allow"}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/formica-run/formica/internal/api"
@@ -70,10 +71,8 @@ func findThread(ctx context.Context, c *cluster, run, arg string) (string, error
 	if err != nil {
 		return "", err
 	}
-	for _, t := range threads {
-		if t.ID == arg {
-			return t.ID, nil
-		}
+	if slices.ContainsFunc(threads, func(t api.ThreadSummary) bool { return t.ID == arg }) {
+		return arg, nil
 	}
 	var found []api.ThreadSummary
 	for _, t := range threads {
