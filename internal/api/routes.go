@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -161,15 +162,8 @@ func (s *Server) observe(h http.Handler) http.Handler {
 			}
 			s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"bytes", sw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
-			route := sw.route
-			if route == "" {
-				route = "unmatched"
-			}
-			code := sw.status
-			if code == 0 {
-				code = http.StatusOK // what net/http sends for a handler that wrote nothing
-			}
-			s.cfg.Metrics.HTTPRequest(route, code)
+			// A handler that wrote nothing sent 200, as net/http does.
+			s.cfg.Metrics.HTTPRequest(cmp.Or(sw.route, "unmatched"), cmp.Or(sw.status, http.StatusOK))
 			if p != nil {
 				panic(http.ErrAbortHandler) // a half-written response must not look complete
 			}

@@ -20,6 +20,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,9 +131,7 @@ func New(cfg Config, b Backend) (*Server, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: no backend", ErrConfig)
 	}
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
-	}
+	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
 	host, _, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: address %q: %v", ErrConfig, cfg.Addr, err)
@@ -147,29 +146,20 @@ func New(cfg Config, b Backend) (*Server, error) {
 	switch {
 	case cfg.MaxBody < 0:
 		return nil, fmt.Errorf("%w: negative MaxBody %d", ErrConfig, cfg.MaxBody)
-	case cfg.MaxBody == 0:
-		cfg.MaxBody = DefaultMaxBody
-	}
-	switch {
 	case cfg.KeepAlive < 0:
 		return nil, fmt.Errorf("%w: negative KeepAlive %v", ErrConfig, cfg.KeepAlive)
-	case cfg.KeepAlive == 0:
-		cfg.KeepAlive = DefaultKeepAlive
-	}
-	switch {
 	case cfg.MaxStreams < 0:
 		return nil, fmt.Errorf("%w: negative MaxStreams %d", ErrConfig, cfg.MaxStreams)
-	case cfg.MaxStreams == 0:
-		cfg.MaxStreams = DefaultMaxStreams
 	}
+	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
+	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, DefaultKeepAlive)
+	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, DefaultMaxStreams)
 	for _, o := range cfg.CORSOrigins {
 		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
 			return nil, fmt.Errorf("%w: CORS origin: %v", ErrConfig, err)
 		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	s := &Server{cfg: cfg, b: b, log: cfg.Logger}
 	if cfg.Token != "" {
 		s.sess = newSessions(cfg.Token, time.Now)
