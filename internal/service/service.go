@@ -6,6 +6,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,9 +64,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Conn == nil || cfg.Store == nil {
 		return nil, errors.New("service: a NATS connection and a store are required")
 	}
-	if cfg.DefaultModel == "" {
-		cfg.DefaultModel = "sim"
-	}
+	cfg.DefaultModel = cmp.Or(cfg.DefaultModel, "sim")
 	tr, err := natstransport.New(cfg.Conn, natstransport.Config{})
 	if err != nil {
 		return nil, err
@@ -134,22 +133,14 @@ func (s *Service) Submission(req api.SubmitRequest) (wire.RunSubmit, error) {
 	if req.Model != "" {
 		root.Model = req.Model
 	}
-	if root.Model == "" {
-		root.Model = s.cfg.DefaultModel
-	}
+	root.Model = cmp.Or(root.Model, s.cfg.DefaultModel)
 	filled := make(map[string]spec.Agent, len(agents))
 	for name, a := range agents {
-		if a.Model == "" {
-			a.Model = s.cfg.DefaultModel
-		}
+		a.Model = cmp.Or(a.Model, s.cfg.DefaultModel)
 		filled[name] = a
 	}
-	id := req.ID
-	if id == "" {
-		id = uuid.NewString()
-	}
 	sub := wire.RunSubmit{
-		RunID: id, Task: req.Task, Agent: root, Agents: filled, Cwd: s.cfg.Cwd,
+		RunID: cmp.Or(req.ID, uuid.NewString()), Task: req.Task, Agent: root, Agents: filled, Cwd: s.cfg.Cwd,
 		Limits:   limits.Config{MaxDepth: req.MaxDepth, MaxThreads: req.MaxThreads},
 		Budget:   root.Budget.Override(req.Budget),
 		Timeout:  req.Timeout,
