@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -156,9 +157,7 @@ func (f *clusterFlags) dialNATS(ctx context.Context, stderr io.Writer) (clusterO
 	if err := withCreds(&f.nats); err != nil {
 		return nil, err
 	}
-	if f.nats.Logger == nil {
-		f.nats.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
+	f.nats.Logger = cmp.Or(f.nats.Logger, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	nc, err := broker.ConnectRetry(ctx, f.nats, f.connectTimeout)
 	if err != nil {
 		return nil, refused(err)

@@ -139,10 +139,12 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 	if f.model != "" {
 		root.Model = f.model
 	}
+	// Agents without a model get the run's, so helpers inheriting it run
+	// anywhere without configuration of their own.
 	agents := file.Catalog()
-	defaultModel(&root, modelRef)
+	root.Model = cmp.Or(root.Model, modelRef)
 	for name, a := range agents {
-		defaultModel(&a, modelRef)
+		a.Model = cmp.Or(a.Model, modelRef)
 		agents[name] = a
 	}
 	// The directory the run's harness.cwd is taken relative to; the
@@ -244,14 +246,6 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		return ExitFailed, nil
 	}
 	return ExitOK, nil
-}
-
-// defaultModel gives an agent without a model the run's default, so helpers
-// inheriting it run anywhere without configuration of their own.
-func defaultModel(a *spec.Agent, ref string) {
-	if a.Model == "" {
-		a.Model = ref
-	}
 }
 
 // connect reaches the cluster named by --nats or, without it, starts an
