@@ -279,7 +279,7 @@ func (w *JournalWriter) publishBatch(entries [][]byte) {
 
 // publish sends one message without waiting for its ack. w.mu is held.
 func (w *JournalWriter) publish(data []byte) {
-	f, err := w.s.publishEntry(w.subject, w.run, w.thread, w.placement, data)
+	f, err := w.s.publishEntry(w.subject, w.placement, data)
 	if err != nil {
 		w.setErr(journalWriteError(w.run, w.thread, err))
 		return
@@ -303,7 +303,7 @@ func (s *Store) encodeEntry(e journal.Entry) ([]byte, error) {
 // publishEntry sends one journal message to subject without waiting for its
 // ack; placement is the writer's placement header, if any. A failure is
 // reported (journalFailed) and returned.
-func (s *Store) publishEntry(subject, run, thread, placement string, data []byte) (jetstream.PubAckFuture, error) {
+func (s *Store) publishEntry(subject, placement string, data []byte) (jetstream.PubAckFuture, error) {
 	// The subject names the run and the thread: only the placement goes
 	// in a header.
 	msg := &nats.Msg{Subject: subject, Data: data}

@@ -47,7 +47,7 @@ func (j *RunJournal) Append(thread, placement string, e journal.Entry) {
 	// the write sent last.
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if f, err := j.s.publishEntry(subject, j.run, thread, digest, data); err == nil {
+	if f, err := j.s.publishEntry(subject, digest, data); err == nil {
 		j.last = f
 	}
 }
