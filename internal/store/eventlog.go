@@ -50,11 +50,6 @@ func SubjectEventLog(run string) string { return "formica.eventlog." + run }
 // EventID is the id of the event at place i of the batch stored at seq.
 func EventID(seq uint64, i int) uint64 { return seq*EventsPerBatch + uint64(i) }
 
-// splitEventID is the batch and the place in it of an event id.
-func splitEventID(id uint64) (seq uint64, i int) {
-	return id / EventsPerBatch, int(id % EventsPerBatch)
-}
-
 // eventLogContentType is a batch's Content-Type header value. Each batch
 // has a header map of its own: publishing sets the expected stream in it.
 var eventLogContentType = []string{EventLogContentType}
@@ -111,8 +106,7 @@ func WaitStored(ctx context.Context, futures []jetstream.PubAckFuture) error {
 // stored at seq, from place from on; a line that is not an event is logged
 // and skipped (its place counts), and so are lines past EventsPerBatch,
 // which would take ids of the next batch. It stops at fn's first error.
-// It reports what the events it delivered say of the run's end (ending).
-func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn func(id uint64, e event.Event) error) (end ending, err error) {
+func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn func(id uint64, e event.Event) error) error {
 	for i := 0; len(batch) > 0; i++ {
 		if i == EventsPerBatch {
 			s.log.Warn("store: skipping the events of a batch past its bound", "run", run, "seq", seq, "bound", EventsPerBatch)
@@ -133,11 +127,10 @@ func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn fun
 			continue
 		}
 		if err := fn(EventID(seq, i), e); err != nil {
-			return end, err
+			return err
 		}
-		end.add(e.Type)
 	}
-	return end, nil
+	return nil
 }
 
 // ending is what a batch of a run's events says of the run's end: whether

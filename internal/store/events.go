@@ -30,23 +30,15 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(
 	if err := checkID(runID); err != nil {
 		return err
 	}
-	fromSeq, fromPlace := splitEventID(after)
-	if after > 0 {
-		fromPlace++ // after the event named, in its batch
-	}
-	var f *follower
-	f = &follower{s: s, stream: EventsStream, filter: SubjectEventLog(runID), live: storedEvents + "." + runID,
-		last: max(fromSeq, 1) - 1,
+	w := &watcher{s: s, run: runID, fn: fn, lastID: after, next: max(after/EventsPerBatch, 1)}
+	f := &follower{s: s, stream: EventsStream, filter: SubjectEventLog(runID), live: storedEvents + "." + runID,
+		last: w.next - 1,
 		deliver: func(m *storedMsg) (bool, error) {
-			from := 0
-			if m.seq == fromSeq {
-				from = fromPlace
-			}
 			// A run resumed after it finished has a later attempt's events
 			// after this run.finished: only the last one ends the run. The
 			// events of its webhook calls, also after it, do not reopen it.
-			end, err := s.eachEvent(runID, m.seq, m.data, from, fn)
-			return end.ends(f.ended), err
+			err := w.take(s.decodeBatch(runID, m))
+			return w.ended, err
 		}}
 	sub, err := f.subscribe()
 	if err != nil {
@@ -83,6 +75,6 @@ func (s *Store) LastEvent(ctx context.Context, runID string) (uint64, event.Even
 	}
 	i := lastLine(m.Data)
 	var last event.Event
-	_, err = s.eachEvent(runID, m.Sequence, m.Data, i, func(_ uint64, e event.Event) error { last = e; return nil })
+	err = s.eachEvent(runID, m.Sequence, m.Data, i, func(_ uint64, e event.Event) error { last = e; return nil })
 	return EventID(m.Sequence, i), last, err
 }

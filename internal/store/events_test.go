@@ -211,7 +211,7 @@ func FuzzEachEvent(f *testing.F) {
 	const seq = 7
 	f.Fuzz(func(t *testing.T, batch []byte, from int) {
 		var last uint64
-		_, err := s.eachEvent("r", seq, batch, from, func(id uint64, e event.Event) error {
+		err := s.eachEvent("r", seq, batch, from, func(id uint64, e event.Event) error {
 			if id < EventID(seq, 0) || id >= EventID(seq+1, 0) || (last != 0 && id <= last) {
 				t.Fatalf("id %d after %d, outside batch %d", id, last, seq)
 			}

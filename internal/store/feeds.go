@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/formica-run/formica/internal/event"
 )
 
@@ -295,9 +293,11 @@ func (h *Feeds) start(ctx context.Context, f *feed) {
 		}}
 	sub, err := fl.subscribe()
 	if err == nil {
-		if fl.last, err = h.s.lastEventSeq(ctx, f.run); err != nil {
+		var last uint64
+		if last, _, err = h.s.LastEvent(ctx, f.run); err != nil {
 			sub.Unsubscribe()
 		}
+		fl.last = last / EventsPerBatch // the last stored batch
 	}
 	if err != nil {
 		f.startErr = fmt.Errorf("store: follow the events of run %s: %w", f.run, err)
@@ -355,26 +355,7 @@ func (f *feed) stop(endSeq uint64, err error) {
 	}
 }
 
-// lastEventSeq is the stream sequence of run's last stored batch, 0 when
-// there is none.
-func (s *Store) lastEventSeq(ctx context.Context, run string) (uint64, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	st, err := s.js.Stream(ctx, EventsStream)
-	if err != nil {
-		return 0, err
-	}
-	m, err := st.GetLastMsgForSubject(ctx, SubjectEventLog(run))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return m.Sequence, nil
-}
-
-// A watcher is one caller of Feeds.Events (or Store.Replay).
+// A watcher is one caller of Feeds.Events (or Store.Events, Store.Replay).
 type watcher struct {
 	s   *Store
 	run string
