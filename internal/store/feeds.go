@@ -301,29 +301,31 @@ func (h *Feeds) start(ctx context.Context, f *feed) {
 	}
 	if err != nil {
 		f.startErr = fmt.Errorf("store: follow the events of run %s: %w", f.run, err)
-		h.mu.Lock()
-		if h.runs[f.run] == f {
-			delete(h.runs, f.run)
-		}
-		h.mu.Unlock()
-		f.stop(0, f.startErr)
-		close(f.stopped)
+		h.stop(f, 0, f.startErr)
 		return
 	}
 	go func() {
-		defer close(f.stopped)
 		err := fl.run(ctx, sub)
-		h.mu.Lock()
-		if h.runs[f.run] == f {
-			delete(h.runs, f.run)
-		}
-		h.mu.Unlock()
-		if err == nil {
-			f.stop(fl.last, nil)
-		} else {
-			f.stop(0, err)
-		}
+		h.stop(f, fl.last, err)
 	}()
+}
+
+// stop ends f, which follows its run no more: at endSeq, the batch its run
+// ended at, or for err.
+func (h *Feeds) stop(f *feed, endSeq uint64, err error) {
+	h.mu.Lock()
+	if h.runs[f.run] == f {
+		delete(h.runs, f.run)
+	}
+	h.mu.Unlock()
+	f.mu.Lock()
+	f.ended, f.endSeq, f.err = true, endSeq, err
+	for sub := range f.subs {
+		close(sub.ch)
+		delete(f.subs, sub)
+	}
+	f.mu.Unlock()
+	close(f.stopped)
 }
 
 // fanOut hands b to every watcher's buffer, letting go of those whose
@@ -342,17 +344,6 @@ func (f *feed) fanOut(b *feedBatch) (dropped int) {
 		}
 	}
 	return dropped
-}
-
-// stop ends f: at endSeq, the batch its run ended at, or for err.
-func (f *feed) stop(endSeq uint64, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.ended, f.endSeq, f.err = true, endSeq, err
-	for sub := range f.subs {
-		close(sub.ch)
-		delete(f.subs, sub)
-	}
 }
 
 // A watcher is one caller of Feeds.Events (or Store.Events, Store.Replay).
