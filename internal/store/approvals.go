@@ -60,12 +60,6 @@ func (s *Store) PutApproval(ctx context.Context, a Approval) error {
 	return nil
 }
 
-// GetApproval returns approval id, or ErrNotFound.
-func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
-	a, _, err := s.getApproval(ctx, id)
-	return a, err
-}
-
 func (s *Store) getApproval(ctx context.Context, id string) (Approval, uint64, error) {
 	if err := checkID(id); err != nil {
 		return Approval{}, 0, err
@@ -153,15 +147,4 @@ func (s *Store) decodeApproval(m *storedMsg) (Approval, bool) {
 		return a, false
 	}
 	return a, true
-}
-
-// DeleteApproval removes approval id; removing a missing one is no error.
-func (s *Store) DeleteApproval(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
-		return err
-	}
-	if err := s.approvals.Purge(ctx, id); err != nil {
-		return fmt.Errorf("store: delete approval %s: %w", id, err)
-	}
-	return nil
 }

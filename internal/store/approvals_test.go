@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -127,4 +128,21 @@ func TestApprovalJSON(t *testing.T) {
 	if string(data) != want {
 		t.Fatalf("got  %s\nwant %s", data, want)
 	}
+}
+
+// GetApproval returns approval id, or ErrNotFound.
+func (s *Store) GetApproval(ctx context.Context, id string) (Approval, error) {
+	a, _, err := s.getApproval(ctx, id)
+	return a, err
+}
+
+// DeleteApproval removes approval id; removing a missing one is no error.
+func (s *Store) DeleteApproval(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if err := s.approvals.Purge(ctx, id); err != nil {
+		return fmt.Errorf("store: delete approval %s: %w", id, err)
+	}
+	return nil
 }

@@ -63,3 +63,6 @@ func TestClientChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// Config returns the configuration in effect, defaults filled in.
+func (s *Store) Config() Config { return s.cfg }

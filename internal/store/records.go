@@ -28,7 +28,7 @@ type pointer struct {
 
 var pointerPrefix = []byte(`{"ref":`)
 
-// ListOptions selects records for ListRecords and ListPage.
+// ListOptions selects records for ListPage.
 type ListOptions struct {
 	// Status, when set, keeps only records of that status.
 	Status event.Status
@@ -43,7 +43,7 @@ type ListOptions struct {
 // (else ErrExists) and returns its revision.
 //
 // A created record is added to the run index, which is how ListPage finds
-// it; a record stored only with PutRecord is not listed.
+// it.
 func (s *Store) CreateRecord(ctx context.Context, r record.Run) (uint64, error) {
 	rev, err := s.writeRecord(ctx, r, func(ctx context.Context, val []byte) (uint64, error) {
 		rev, err := s.runs.Create(ctx, r.RunID, val)
@@ -60,18 +60,6 @@ func (s *Store) CreateRecord(ctx context.Context, r record.Run) (uint64, error) 
 		s.log.Warn("store: run not indexed", "run", r.RunID, "err", err)
 	}
 	return rev, nil
-}
-
-// PutRecord stores r under r.RunID unconditionally and returns its revision.
-func (s *Store) PutRecord(ctx context.Context, r record.Run) (uint64, error) {
-	old := s.oldRef(ctx, r.RunID)
-	rev, err := s.writeRecord(ctx, r, func(ctx context.Context, val []byte) (uint64, error) {
-		return s.runs.Put(ctx, r.RunID, val)
-	})
-	if err == nil {
-		s.dropObject(ctx, old)
-	}
-	return rev, err
 }
 
 // GetRecord returns the record of run id and its revision, or ErrNotFound.
@@ -142,26 +130,6 @@ func (s *Store) UpdateRecord(ctx context.Context, id string, fn func(*record.Run
 	return record.Run{}, fmt.Errorf("%w: record %s after %d attempts", ErrConflict, id, UpdateAttempts)
 }
 
-// DeleteRecord removes the record of run id (and its object, if large).
-func (s *Store) DeleteRecord(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
-		return err
-	}
-	old := s.oldRef(ctx, id)
-	if err := s.runs.Purge(ctx, id); err != nil {
-		return fmt.Errorf("store: delete record %s: %w", id, err)
-	}
-	s.dropObject(ctx, old)
-	return nil
-}
-
-// ListRecords returns one page of records matching opts, newest first;
-// see ListPage.
-func (s *Store) ListRecords(ctx context.Context, opts ListOptions) ([]record.Run, error) {
-	p, err := s.ListPage(ctx, opts)
-	return p.Runs, err
-}
-
 // WatchRecord sends the current record of run id (once it exists), then
 // every update, until ctx ends; then the channel is closed. The reader must
 // keep reading or cancel ctx.
@@ -229,15 +197,6 @@ func (s *Store) decodeRecord(ctx context.Context, val []byte) (record.Run, error
 	}
 	err := json.Unmarshal(val, &r)
 	return r, err
-}
-
-// oldRef is the object behind the current value of id, if any.
-func (s *Store) oldRef(ctx context.Context, id string) string {
-	e, err := s.runs.Get(ctx, id)
-	if err != nil {
-		return ""
-	}
-	return refIn(e.Value())
 }
 
 // refIn is the object a stored value points to, or "".

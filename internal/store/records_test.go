@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -282,4 +283,45 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 		t.Fatal("nothing received in 5s")
 	}
 	panic("unreachable")
+}
+
+// PutRecord stores r under r.RunID unconditionally and returns its revision.
+func (s *Store) PutRecord(ctx context.Context, r record.Run) (uint64, error) {
+	old := s.oldRef(ctx, r.RunID)
+	rev, err := s.writeRecord(ctx, r, func(ctx context.Context, val []byte) (uint64, error) {
+		return s.runs.Put(ctx, r.RunID, val)
+	})
+	if err == nil {
+		s.dropObject(ctx, old)
+	}
+	return rev, err
+}
+
+// DeleteRecord removes the record of run id (and its object, if large).
+func (s *Store) DeleteRecord(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	old := s.oldRef(ctx, id)
+	if err := s.runs.Purge(ctx, id); err != nil {
+		return fmt.Errorf("store: delete record %s: %w", id, err)
+	}
+	s.dropObject(ctx, old)
+	return nil
+}
+
+// ListRecords returns one page of records matching opts, newest first;
+// see ListPage.
+func (s *Store) ListRecords(ctx context.Context, opts ListOptions) ([]record.Run, error) {
+	p, err := s.ListPage(ctx, opts)
+	return p.Runs, err
+}
+
+// oldRef is the object behind the current value of id, if any.
+func (s *Store) oldRef(ctx context.Context, id string) string {
+	e, err := s.runs.Get(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return refIn(e.Value())
 }

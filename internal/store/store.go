@@ -470,9 +470,6 @@ func ensure[T any](ctx context.Context, s *Store, kind string, get func(context.
 	return v, err
 }
 
-// Config returns the configuration in effect, defaults filled in.
-func (s *Store) Config() Config { return s.cfg }
-
 // JetStream codes worth another attempt while a cluster settles.
 const (
 	codeNoSuitablePeers   = 10005 // placement before the meta leader sees every peer

@@ -235,9 +235,6 @@ func (s *Submission) Delivered() uint64 { return s.delivered }
 // in the queue.
 func (s *Submission) LastDelivery() bool { return s.delivered >= uint64(s.maxDeliver) }
 
-// Sequence is the message's sequence in QueueStream.
-func (s *Submission) Sequence() uint64 { return s.seq }
-
 // InProgress tells the server the run goes on, resetting its AckWait
 // timer, and waits for the server's confirmation.
 func (s *Submission) InProgress(ctx context.Context) error {

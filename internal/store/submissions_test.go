@@ -239,3 +239,6 @@ func TestNextTerminatesGarbage(t *testing.T) {
 		t.Fatalf("%d messages left, want 0 (garbage terminated)", n)
 	}
 }
+
+// Sequence is the message's sequence in QueueStream.
+func (s *Submission) Sequence() uint64 { return s.seq }
