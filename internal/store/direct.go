@@ -110,8 +110,8 @@ func (s *Store) directInbox(batch int) (*directInbox, error) {
 	}
 	// nats.go may call it more than once (an unsubscribe racing the
 	// connection's drain): the first call closes gone.
-	var once sync.Once
-	sub.SetClosedHandler(func(string) { once.Do(func() { close(d.gone) }) })
+	closeGone := sync.OnceFunc(func() { close(d.gone) })
+	sub.SetClosedHandler(func(string) { closeGone() })
 	if !sub.IsValid() { // closed before the handler was set
 		return nil, nats.ErrConnectionClosed
 	}

@@ -323,13 +323,10 @@ func (s *Store) KeepInProgress(ctx context.Context, sub *Submission) (stop func(
 			}
 		}
 	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			<-done
-		})
-	}
+	return sync.OnceFunc(func() {
+		cancel()
+		<-done
+	})
 }
 
 // maxValue is the largest value the store writes as one message, leaving
