@@ -145,6 +145,8 @@ func (s *Store) Replay(ctx context.Context, runID string, after uint64, fn func(
 type feedBatch struct {
 	seq    uint64
 	events []idEvent
+	// end is what the batch says of its run's end.
+	end ending
 }
 
 type idEvent struct {
@@ -152,20 +154,12 @@ type idEvent struct {
 	e  event.Event
 }
 
-// ending is what b says of its run's end.
-func (b *feedBatch) ending() ending {
-	var end ending
-	for _, ie := range b.events {
-		end.add(ie.e.Type)
-	}
-	return end
-}
-
-// decode reads a stored batch of run's events.
+// decodeBatch reads a stored batch of run's events.
 func (s *Store) decodeBatch(run string, m *storedMsg) *feedBatch {
 	b := &feedBatch{seq: m.seq}
 	s.eachEvent(run, m.seq, m.data, 0, func(id uint64, e event.Event) error {
 		b.events = append(b.events, idEvent{id, e})
+		b.end.add(e.Type)
 		return nil
 	})
 	return b
@@ -289,7 +283,7 @@ func (h *Feeds) start(ctx context.Context, f *feed) {
 		deliver: func(m *storedMsg) (bool, error) {
 			b := h.s.decodeBatch(f.run, m)
 			h.dropped.Add(int64(f.fanOut(b)))
-			return b.ending().ends(fl.ended), nil
+			return b.end.ends(fl.ended), nil
 		}}
 	sub, err := fl.subscribe()
 	if err == nil {
