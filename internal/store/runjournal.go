@@ -63,12 +63,8 @@ func (j *RunJournal) Sync(ctx context.Context) error {
 	if f == nil {
 		return nil
 	}
-	select {
-	case <-f.Ok():
-		return nil
-	case err := <-f.Err():
+	if err := WaitStored(ctx, []jetstream.PubAckFuture{f}); err != nil {
 		return fmt.Errorf("store: journal of %s: %w", j.run, err)
-	case <-ctx.Done():
-		return fmt.Errorf("store: journal of %s: %w", j.run, context.Cause(ctx))
 	}
+	return nil
 }
