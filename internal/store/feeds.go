@@ -199,8 +199,8 @@ type feedSub struct {
 	dropped bool
 }
 
-// join adds a watcher to run's feed, starting the feed if the run has
-// none.
+// join adds a watcher to run's feed once the feed follows the run,
+// starting the feed if the run has none.
 func (h *Feeds) join(ctx context.Context, run string) (*feed, *feedSub, error) {
 	h.mu.Lock()
 	if h.closed {
@@ -231,12 +231,6 @@ func (h *Feeds) join(ctx context.Context, run string) (*feed, *feedSub, error) {
 			return nil, nil, context.Cause(ctx)
 		}
 	}
-	return h.add(f)
-}
-
-// add places a new watcher in f once f follows its run.
-func (h *Feeds) add(f *feed) (*feed, *feedSub, error) {
-	<-f.ready
 	if f.startErr != nil {
 		h.leave(f, nil)
 		return nil, nil, f.startErr
