@@ -122,10 +122,8 @@ func (s *Store) readThreads(ctx context.Context, run string, threads []string, p
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := cmp.Or(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
