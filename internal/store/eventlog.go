@@ -50,10 +50,6 @@ func SubjectEventLog(run string) string { return "formica.eventlog." + run }
 // EventID is the id of the event at place i of the batch stored at seq.
 func EventID(seq uint64, i int) uint64 { return seq*EventsPerBatch + uint64(i) }
 
-// eventLogContentType is a batch's Content-Type header value. Each batch
-// has a header map of its own: publishing sets the expected stream in it.
-var eventLogContentType = []string{EventLogContentType}
-
 // eventLogPublisher is the JetStream context of event batches: pipelined,
 // each failure logged.
 func (s *Store) eventLogPublisher(nc *nats.Conn) (jetstream.JetStream, error) {
@@ -76,7 +72,7 @@ func (s *Store) AppendEvents(run string, batch []byte) (jetstream.PubAckFuture, 
 	if s.ejs == nil {
 		return nil, fmt.Errorf("%w: this store does not write events", ErrInvalidConfig)
 	}
-	msg := &nats.Msg{Subject: SubjectEventLog(run), Data: batch, Header: nats.Header{"Content-Type": eventLogContentType}}
+	msg := &nats.Msg{Subject: SubjectEventLog(run), Data: batch, Header: nats.Header{"Content-Type": {EventLogContentType}}}
 	f, err := s.ejs.PublishMsgAsync(msg, jetstream.WithExpectStream(EventsStream))
 	if err != nil {
 		return nil, fmt.Errorf("store: events of run %s: %w", run, err)
