@@ -244,7 +244,7 @@ func (s *Submission) InProgress(ctx context.Context) error {
 // Ack removes the submission from the queue, confirmed by the server.
 // Call it only when the run has finished and its record is stored.
 func (s *Submission) Ack(ctx context.Context) error {
-	return s.send(ctx, "ack", true, s.msg.DoubleAck)
+	return s.reply(ctx, "ack", []byte("+ACK"), true)
 }
 
 // Nak gives the submission back for delivery again after delay (0: at
@@ -267,19 +267,11 @@ func (s *Submission) Term(ctx context.Context, reason string) error {
 	return s.reply(ctx, "term", body, true)
 }
 
-// reply sends an ack-protocol message and waits for the server's answer.
-// jetstream.Msg has a confirmed form only for Ack (DoubleAck); the server
-// answers every kind of ack that carries a reply subject.
+// reply sends an ack-protocol message (what names it in errors) and waits
+// for the server's answer, unless the submission is settled; settles says
+// it settles it. The server answers every kind of ack that carries a reply
+// subject.
 func (s *Submission) reply(ctx context.Context, what string, body []byte, settles bool) error {
-	return s.send(ctx, what, settles, func(ctx context.Context) error {
-		_, err := s.nc.RequestWithContext(ctx, s.msg.Reply(), body)
-		return err
-	})
-}
-
-// send makes one confirmed ack-protocol exchange (what names it in
-// errors), unless the submission is settled; settles says it settles it.
-func (s *Submission) send(ctx context.Context, what string, settles bool, exchange func(context.Context) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.settled {
@@ -287,7 +279,7 @@ func (s *Submission) send(ctx context.Context, what string, settles bool, exchan
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	if err := exchange(ctx); err != nil {
+	if _, err := s.nc.RequestWithContext(ctx, s.msg.Reply(), body); err != nil {
 		return fmt.Errorf("store: %s run %s: %w", what, s.Sub.RunID, err)
 	}
 	s.settled = settles
