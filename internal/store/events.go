@@ -24,27 +24,13 @@ import (
 // it missed (after a reconnect, say), so no event falls between replay
 // and live delivery. A line that does not decode as an event is logged and
 // skipped. Events older than EventsMaxAge are gone: replay starts at the
-// oldest kept. A process serving many watchers follows runs through Feeds,
-// one subscription per run for all of them.
+// oldest kept. It follows the run through Feeds of its own: a process
+// serving many watchers shares one Feeds, one subscription per run for all
+// of them.
 func (s *Store) Events(ctx context.Context, runID string, after uint64, fn func(id uint64, e event.Event) error) error {
-	if err := checkID(runID); err != nil {
-		return err
-	}
-	w := &watcher{s: s, run: runID, fn: fn, lastID: after, next: max(after/EventsPerBatch, 1)}
-	f := &follower{s: s, stream: EventsStream, filter: SubjectEventLog(runID), live: storedEvents + "." + runID,
-		last: w.next - 1,
-		deliver: func(m *storedMsg) (bool, error) {
-			// A run resumed after it finished has a later attempt's events
-			// after this run.finished: only the last one ends the run. The
-			// events of its webhook calls, also after it, do not reopen it.
-			err := w.take(s.decodeBatch(runID, m))
-			return w.ended, err
-		}}
-	sub, err := f.subscribe()
-	if err != nil {
-		return fmt.Errorf("store: events of run %s: %w", runID, err)
-	}
-	return f.run(ctx, sub)
+	h := s.NewFeeds(0)
+	defer h.Close()
+	return h.Events(ctx, runID, after, fn)
 }
 
 // LastEventID returns the id of run runID's last stored event, or 0 when

@@ -334,7 +334,7 @@ func (f *feed) fanOut(b *feedBatch) (dropped int) {
 	return dropped
 }
 
-// A watcher is one caller of Feeds.Events (or Store.Events, Store.Replay).
+// A watcher is one caller of Feeds.Events (or Store.Replay).
 type watcher struct {
 	s   *Store
 	run string
