@@ -48,9 +48,8 @@ type Feeds struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu     sync.Mutex
-	runs   map[string]*feed
-	closed bool
+	mu   sync.Mutex
+	runs map[string]*feed
 
 	// dropped counts the watchers let go for a full buffer.
 	dropped atomic.Int64
@@ -77,12 +76,7 @@ func (s *Store) NewFeeds(buffer int) *Feeds {
 }
 
 // Close ends every feed; their watchers' Events return ErrFeedsClosed.
-func (h *Feeds) Close() {
-	h.mu.Lock()
-	h.closed = true
-	h.mu.Unlock()
-	h.cancel(ErrFeedsClosed)
-}
+func (h *Feeds) Close() { h.cancel(ErrFeedsClosed) }
 
 // Following is how many runs the feeds follow now: the subscriptions they
 // hold.
@@ -203,7 +197,7 @@ type feedSub struct {
 // starting the feed if the run has none.
 func (h *Feeds) join(ctx context.Context, run string) (*feed, *feedSub, error) {
 	h.mu.Lock()
-	if h.closed {
+	if h.ctx.Err() != nil {
 		h.mu.Unlock()
 		return nil, nil, ErrFeedsClosed
 	}
