@@ -188,14 +188,7 @@ func (s *Store) readThread(ctx context.Context, run, thread string, pf *proofs) 
 
 // mergeBySeq merges two lists of entries, each in stream order, into one.
 func mergeBySeq(a, b []journal.Entry) []journal.Entry {
-	switch {
-	case len(a) == 0:
-		return b
-	case len(b) == 0:
-		return a
-	}
-	out := make([]journal.Entry, 0, len(a)+len(b))
-	out = append(append(out, a...), b...)
+	out := slices.Concat(a, b)
 	slices.SortStableFunc(out, func(x, y journal.Entry) int { return cmp.Compare(x.Seq, y.Seq) })
 	return out
 }

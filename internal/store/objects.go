@@ -19,10 +19,6 @@ import (
 // server publishing it. So neither workers nor clients may create
 // consumers, and they read objects this way.
 
-// maxObjectPrealloc bounds what a read reserves up front from the size an
-// object's info claims (an info is as trustworthy as its writer).
-const maxObjectPrealloc = 16 << 20
-
 // objectBatch is how many chunks one batched direct get asks for: a chunk
 // is up to 128 KiB, so a batch stays about 1 MiB.
 const objectBatch = 8
@@ -46,7 +42,6 @@ func (s *Store) readObject(ctx context.Context, ob jetstream.ObjectStore, bucket
 		return nil, fmt.Errorf("object %s: %w", name, jetstream.ErrBadObjectMeta)
 	}
 	var body bytes.Buffer
-	body.Grow(int(min(info.Size, maxObjectPrealloc)))
 	digest := sha256.New()
 	chunks, over := uint32(0), false
 	err = s.readDirect(ctx, ObjectStream(bucket), "$O."+bucket+".C."+info.NUID, 1, objectBatch, func(m *storedMsg) error {
