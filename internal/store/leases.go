@@ -131,7 +131,6 @@ func (s *Store) WatchLeases(ctx context.Context) (<-chan LeaseEntry, error) {
 		stopWatch()
 		return nil, fmt.Errorf("store: watch leases: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan LeaseEntry, 64)
 	go func() {
 		defer close(out)
@@ -143,7 +142,6 @@ func (s *Store) WatchLeases(ctx context.Context) (<-chan LeaseEntry, error) {
 				}
 			}()
 		}()
-		defer cancel()
 		for {
 			var e jetstream.KeyValueEntry
 			var ok bool
