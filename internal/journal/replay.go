@@ -81,10 +81,7 @@ func NewReplay(entries []Entry) *Replay {
 			}
 		}
 	}
-	for {
-		if _, ok := r.responses[r.turns]; !ok {
-			break
-		}
+	for r.responses[r.turns].Message != nil { // each response kept has one
 		r.turns++
 	}
 	return r
