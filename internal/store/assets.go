@@ -71,15 +71,13 @@ func AssetKind(name string) string {
 func (s *Store) Assets(ctx context.Context) (wire.Assets, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	kinds := make(map[string]*wire.AssetKind, len(AssetKinds))
 	a := wire.Assets{Kinds: make([]wire.AssetKind, len(AssetKinds))}
 	for i, k := range AssetKinds {
 		a.Kinds[i].Kind = k
-		kinds[k] = &a.Kinds[i]
 	}
 	l := s.js.ListStreams(ctx)
 	for info := range l.Info() {
-		k := kinds[AssetKind(info.Config.Name)]
+		k := &a.Kinds[slices.Index(AssetKinds, AssetKind(info.Config.Name))]
 		k.Streams++
 		k.Consumers += info.State.Consumers
 		a.Streams++
