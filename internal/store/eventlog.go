@@ -108,12 +108,8 @@ func (s *Store) eachEvent(run string, seq uint64, batch []byte, from int, fn fun
 			s.log.Warn("store: skipping the events of a batch past its bound", "run", run, "seq", seq, "bound", EventsPerBatch)
 			break
 		}
-		line := batch
-		if n := bytes.IndexByte(batch, '\n'); n >= 0 {
-			line, batch = batch[:n], batch[n+1:]
-		} else {
-			batch = nil
-		}
+		var line []byte
+		line, batch, _ = bytes.Cut(batch, []byte("\n"))
 		if i < from {
 			continue
 		}
