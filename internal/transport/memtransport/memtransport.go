@@ -51,12 +51,11 @@ type Config struct {
 // wildcards ("*" one token, ">" the rest) in subscriptions. It starts no
 // goroutine of its own.
 type Network struct {
-	mu    sync.Mutex
-	exact map[string][]*sub // literal subjects, call inboxes included
-	wild  []*sub
-	drop  func(subject string, m wire.Msg) bool
-	seq   uint64 // inboxes
-	turn  uint64 // picks a queue group's member
+	mu   sync.Mutex
+	subs []*sub // call inboxes included
+	drop func(subject string, m wire.Msg) bool
+	seq  uint64 // inboxes
+	turn uint64 // picks a queue group's member
 }
 
 // sub is one registration: a Serve subscription or a call's inbox.
@@ -71,7 +70,7 @@ type receiver interface {
 
 // NewNetwork returns an empty hub.
 func NewNetwork() *Network {
-	return &Network{exact: make(map[string][]*sub)}
+	return &Network{}
 }
 
 // SetDrop makes every message sent afterwards (request, reply or publish)
@@ -101,24 +100,13 @@ func (n *Network) Transport(cfg Config) *Transport {
 func (n *Network) add(s *sub) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if wildcard(s.subject) {
-		n.wild = append(n.wild, s)
-	} else {
-		n.exact[s.subject] = append(n.exact[s.subject], s)
-	}
+	n.subs = append(n.subs, s)
 }
 
 func (n *Network) remove(s *sub) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	del := func(l []*sub) []*sub { return slices.DeleteFunc(l, func(x *sub) bool { return x == s }) }
-	if wildcard(s.subject) {
-		n.wild = del(n.wild)
-	} else if l := del(n.exact[s.subject]); len(l) > 0 {
-		n.exact[s.subject] = l
-	} else {
-		delete(n.exact, s.subject)
-	}
+	n.subs = slices.DeleteFunc(n.subs, func(x *sub) bool { return x == s })
 }
 
 func (n *Network) inbox() string {
@@ -135,23 +123,14 @@ func (n *Network) inbox() string {
 func (n *Network) route(subject, reply string, m wire.Msg) bool {
 	n.mu.Lock()
 	var to []receiver
-	var groups map[string][]receiver
-	add := func(s *sub) {
-		if s.queue == "" {
+	groups := map[string][]receiver{}
+	for _, s := range n.subs {
+		switch {
+		case !match(s.subject, subject):
+		case s.queue == "":
 			to = append(to, s.to)
-			return
-		}
-		if groups == nil {
-			groups = make(map[string][]receiver)
-		}
-		groups[s.queue] = append(groups[s.queue], s.to)
-	}
-	for _, s := range n.exact[subject] {
-		add(s)
-	}
-	for _, s := range n.wild {
-		if match(s.subject, subject) {
-			add(s)
+		default:
+			groups[s.queue] = append(groups[s.queue], s.to)
 		}
 	}
 	for _, g := range groups {
@@ -180,10 +159,6 @@ func clone(m wire.Msg) wire.Msg {
 		out.Header = maps.Clone(m.Header)
 	}
 	return out
-}
-
-func wildcard(subject string) bool {
-	return slices.ContainsFunc(strings.Split(subject, "."), func(t string) bool { return t == "*" || t == ">" })
 }
 
 // match reports whether subject falls under pattern: "*" matches one
