@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/formica-run/formica/internal/transport"
+	"github.com/formica-run/formica/internal/transport/internal/ring"
 	"github.com/formica-run/formica/internal/wire"
 )
 
@@ -55,7 +56,7 @@ type call struct {
 	closed  atomic.Bool
 
 	mu       sync.Mutex
-	queue    []delivery
+	queue    ring.Ring[delivery]
 	draining bool // a drain goroutine runs
 }
 
@@ -69,7 +70,7 @@ func (c *call) deliver(d delivery) {
 	if c.closed.Load() && d.err == nil {
 		return
 	}
-	c.queue = append(c.queue, d)
+	c.queue.Push(d)
 	if !c.draining {
 		c.draining = true
 		go c.drain()
@@ -80,15 +81,11 @@ func (c *call) deliver(d delivery) {
 func (c *call) pop() (delivery, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == 0 {
+	d, ok := c.queue.Pop()
+	if !ok {
 		c.draining = false
-		c.queue = nil
-		return delivery{}, false
 	}
-	d := c.queue[0]
-	c.queue[0] = delivery{}
-	c.queue = c.queue[1:]
-	return d, true
+	return d, ok
 }
 
 // drain hands waiting replies to fn one at a time, in order, and ends when
