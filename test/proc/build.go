@@ -26,10 +26,6 @@ import (
 // or drive a scale see the processes as they run in production. The race
 // detector still covers the same code in the in-process tests.
 func Build(root, dir string, log io.Writer, pkgs ...string) (map[string]string, error) {
-	return build(root, dir, log, pkgs...)
-}
-
-func build(root, dir string, log io.Writer, pkgs ...string) (map[string]string, error) {
 	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)
 	t0 := time.Now()
 	cmd := exec.Command("go", args...)
