@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,26 +44,18 @@ func anyString(v *commonpb.AnyValue) string {
 	case *commonpb.AnyValue_StringValue:
 		return x.StringValue
 	case *commonpb.AnyValue_IntValue:
-		return formatInt(x.IntValue)
+		return strconv.FormatInt(x.IntValue, 10)
 	case *commonpb.AnyValue_BoolValue:
-		if x.BoolValue {
-			return "true"
-		}
-		return "false"
+		return strconv.FormatBool(x.BoolValue)
 	case *commonpb.AnyValue_ArrayValue:
-		out := ""
-		for i, e := range x.ArrayValue.GetValues() {
-			if i > 0 {
-				out += ","
-			}
-			out += anyString(e)
+		var parts []string
+		for _, e := range x.ArrayValue.GetValues() {
+			parts = append(parts, anyString(e))
 		}
-		return out
+		return strings.Join(parts, ",")
 	}
 	return ""
 }
-
-func formatInt(n int64) string { return strconv.FormatInt(n, 10) }
 
 // Receiver is the server. Its URL is what OTEL_EXPORTER_OTLP_ENDPOINT takes.
 type Receiver struct {
