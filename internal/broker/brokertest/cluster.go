@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,12 +92,7 @@ func startCluster(t testing.TB, n int, opts []Option) ([]*broker.Server, error) 
 func WaitCluster(ss []*broker.Server, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var live []*broker.Server
-	for _, s := range ss {
-		if s.NATS().Running() {
-			live = append(live, s)
-		}
-	}
+	live := slices.DeleteFunc(slices.Clone(ss), func(s *broker.Server) bool { return !s.NATS().Running() })
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for _, s := range live {
@@ -140,20 +136,13 @@ func placementReady(live []*broker.Server) bool {
 // freePorts reserves n loopback ports by listening and closing at once.
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, n)
-	ls := make([]net.Listener, n)
-	defer func() {
-		for _, l := range ls {
-			if l != nil {
-				l.Close()
-			}
-		}
-	}()
-	for i := range n {
+	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("brokertest: reserve port: %w", err)
 		}
-		ls[i], ports[i] = l, l.Addr().(*net.TCPAddr).Port
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports, nil
 }
