@@ -1,7 +1,6 @@
 package mcptest
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strconv"
@@ -24,11 +23,9 @@ func (s Servers) EverythingHTTP(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	select {
 	case <-ready.ch:
-	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
 		t.Fatalf("server-everything did not start listening: %s", ready.text())
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
