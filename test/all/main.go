@@ -28,13 +28,11 @@ const packageTimeout = "20m"
 
 // event is one line of `go test -json` (cmd/test2json).
 type event struct {
-	Action      string
-	Package     string
-	ImportPath  string // build-output, build-fail
-	Test        string
-	Output      string
-	Elapsed     float64
-	FailedBuild string
+	Action  string
+	Package string
+	Test    string
+	Output  string
+	Elapsed float64
 }
 
 func main() {
