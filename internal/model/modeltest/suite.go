@@ -30,12 +30,10 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-type testCase struct {
+var cases = []struct {
 	name string
 	run  func(t *testing.T, h Harness)
-}
-
-var cases = []testCase{
+}{
 	{"Text", testText},
 	{"OneToolCall", testOneToolCall},
 	{"TextAndToolCall", testTextAndToolCall},
