@@ -165,7 +165,6 @@ func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalReque
 // watchApprovals hands decisions on this coordinator's held approvals to the
 // threads waiting for them, whichever coordinator or client recorded them.
 func (c *Coordinator) watchApprovals(ctx context.Context) {
-	defer c.loops.Done()
 	for ctx.Err() == nil {
 		ch, err := c.cfg.Store.WatchApprovals(ctx)
 		if err != nil {

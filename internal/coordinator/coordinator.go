@@ -353,26 +353,24 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		return err
 	}
 	c.heartbeat()
-	c.loops.Add(2)
-	go c.tick()
-	go c.keepAlive()
+	c.loops.Go(c.tick)
+	c.loops.Go(c.keepAlive)
 	if c.cfg.Store != nil {
 		// A consumer takes a run slot to take a run; the run may give
 		// it back while it runs on (slots.go).
 		c.slots = make(chan struct{}, c.cfg.MaxRuns)
-		c.loops.Add(4 + c.cfg.MaxRuns + c.cfg.MaxIdleRuns)
-		go c.watchApprovals(c.background)
+		c.loops.Go(func() { c.watchApprovals(c.background) })
 		// Its consumer is there once Start returns; one that fails now
 		// is made again in the loop.
 		leases, err := c.cfg.Store.WatchLeases(c.background)
 		if err != nil {
 			c.cfg.Logger.Warn("watch run leases", "err", err)
 		}
-		go c.watchLeases(c.background, leases)
-		go c.sweepTransfers()
-		go c.countAssets()
+		c.loops.Go(func() { c.watchLeases(c.background, leases) })
+		c.loops.Go(c.sweepTransfers)
+		c.loops.Go(c.countAssets)
 		for range c.cfg.MaxRuns + c.cfg.MaxIdleRuns {
-			go c.consume(c.background)
+			c.loops.Go(func() { c.consume(c.background) })
 		}
 		if err := c.startWebhooks(); err != nil {
 			c.cfg.Logger.Warn("webhooks not delivered", "err", err)
@@ -450,7 +448,6 @@ func (c *Coordinator) keepAlive() {
 // every calls f once per d, and first at once when now, until the
 // coordinator stops or f returns false.
 func (c *Coordinator) every(d time.Duration, now bool, f func() bool) {
-	defer c.loops.Done()
 	t := time.NewTicker(d)
 	defer t.Stop()
 	if now && !f() {

@@ -53,8 +53,7 @@ func newExecRig(t *testing.T, cfg Config) *execRig {
 		runs: map[string]*run{}, quotas: newQuotas(), stop: make(chan struct{}),
 		alive: keepalive{repliers: map[*alivePing]struct{}{}}}
 	c.events = newPublisher(maxQueuedEvents, publishDelay, func(*event.Event) {}, nil)
-	c.loops.Add(1)
-	go c.keepAlive()
+	c.loops.Go(c.keepAlive)
 	t.Cleanup(func() { close(c.stop); c.loops.Wait() })
 	ledger, err := limits.New(limits.Config{})
 	if err != nil {

@@ -152,7 +152,6 @@ type leaseSeen struct {
 // ended, so a coordinator that stops leaves no consumer of the leases
 // behind.
 func (c *Coordinator) watchLeases(ctx context.Context, first <-chan store.LeaseEntry) {
-	defer c.loops.Done()
 	w := leaseWatch{seen: map[string]leaseSeen{}, taken: map[string]leaseSeen{}}
 	t := time.NewTicker(c.cfg.LeaseTTL / 4)
 	defer t.Stop()

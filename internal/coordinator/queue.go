@@ -26,7 +26,6 @@ import (
 //
 // Runs go on in ctx; taking new ones stops with c.taking (Drain).
 func (c *Coordinator) consume(ctx context.Context) {
-	defer c.loops.Done()
 	for c.taking.Err() == nil {
 		slot, ok := c.takeSlot(c.taking)
 		if !ok {

@@ -167,11 +167,7 @@ func (c *Coordinator) startWebhooks() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	c.loops.Add(1)
-	go func() {
-		defer c.loops.Done()
-		d.Run(c.background)
-	}()
+	c.loops.Go(func() { d.Run(c.background) })
 	return nil
 }
 
