@@ -79,8 +79,7 @@ func (c *Coordinator) ask(rn *run, req policy.ApprovalRequest, announce func()) 
 		c.cfg.Metrics.ApprovalAnswered(decision, time.Since(asked))
 		return a
 	}
-	switch {
-	case rn.approver == "" && c.cfg.Store != nil:
+	if rn.approver == "" && c.cfg.Store != nil {
 		return decide(c.holdApproval(rn.ctx, req, rn.webhooks, announce))
 	}
 	announce()
