@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -549,9 +551,5 @@ func (c *Coordinator) publishToRuns(e event.Event, concerns func(*run) bool) {
 func (c *Coordinator) liveRunList() []*run {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*run, 0, len(c.runs))
-	for _, r := range c.runs {
-		out = append(out, r)
-	}
-	return out
+	return slices.Collect(maps.Values(c.runs))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
@@ -328,9 +329,7 @@ func (c *Coordinator) execRequest(t *threadRec, attempt int, tok, proof string, 
 		req.Setup = t.setup.body
 	}
 	m := wire.WithIDs(wire.Message(wire.TypeExecRequest, &req), t.thread.RunID, t.thread.ID)
-	for k, v := range t.trace {
-		m.Header[k] = v
-	}
+	maps.Copy(m.Header, t.trace)
 	return m
 }
 

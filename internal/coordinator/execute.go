@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -191,11 +193,7 @@ const maxEventOutput = 64 << 10
 // scriptedRef finds a scripted:<file> model among what a submission may run:
 // the file is a path on the workers' disks, which no submitter may name.
 func scriptedRef(sub *wire.RunSubmit) string {
-	agents := []spec.Agent{sub.Agent}
-	for _, a := range sub.Agents {
-		agents = append(agents, a)
-	}
-	for _, a := range agents {
+	for _, a := range slices.AppendSeq([]spec.Agent{sub.Agent}, maps.Values(sub.Agents)) {
 		for _, ref := range []string{a.Model, a.Helper.Model} {
 			if r, err := model.ParseRef(ref); err == nil && r.Provider == "scripted" {
 				return ref

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"slices"
 	"time"
 
 	"github.com/formica-run/formica/internal/wire"
@@ -119,18 +120,12 @@ func (c *Coordinator) fencedNow() []wire.Fenced {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cutoff := c.cfg.Now().Add(-fenceMemory * c.cfg.HeartbeatInterval)
-	keep := c.fenced[:0]
-	for _, e := range c.fenced {
-		if e.at.After(cutoff) {
-			keep = append(keep, e)
-		}
-	}
-	c.fenced = keep
-	if len(keep) == 0 {
+	c.fenced = slices.DeleteFunc(c.fenced, func(e fencedEntry) bool { return !e.at.After(cutoff) })
+	if len(c.fenced) == 0 {
 		return nil
 	}
-	out := make([]wire.Fenced, len(keep))
-	for i, e := range keep {
+	out := make([]wire.Fenced, len(c.fenced))
+	for i, e := range c.fenced {
 		out[i] = e.f
 	}
 	return out
