@@ -314,15 +314,13 @@ func (c *Coordinator) finishRecord(ctx context.Context, id string, attempt int, 
 // repeat calls f every d, on a goroutine of its own, until f returns
 // false, ctx ends or stop is called; stop returns once it is over.
 func repeat(ctx context.Context, d time.Duration, f func() bool) (stop func()) {
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
@@ -332,7 +330,7 @@ func repeat(ctx context.Context, d time.Duration, f func() bool) (stop func()) {
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	return func() { cancel(); wg.Wait() }
 }
 
 func sleep(ctx context.Context, d time.Duration) {
