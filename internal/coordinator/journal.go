@@ -221,9 +221,6 @@ func (c *Coordinator) accountReplay(rn *run, t *threadRec) bool {
 // execution ran is counted by its own lease already.
 func (rn *run) chargeReused(id string, n *limits.Node, u model.Usage) bool {
 	rn.mu.Lock()
-	if rn.charged == nil {
-		rn.charged = map[string]bool{}
-	}
 	_, ran := rn.threads[id]
 	done := rn.charged[id] || ran
 	rn.charged[id] = true

@@ -76,9 +76,6 @@ func (r *run) decisionOf(thread, call string) (d *decision, first bool) {
 	if d := r.decisions[key]; d != nil {
 		return d, false
 	}
-	if r.decisions == nil {
-		r.decisions = map[string]*decision{}
-	}
 	d = &decision{done: make(chan struct{})}
 	r.decisions[key] = d
 	return d, true
@@ -155,7 +152,8 @@ func (r *run) helperSetup(parent *threadRec, th *thread.Thread, handoffs []strin
 func newRun(id string, ledger *limits.Ledger, budget *limits.Tree, approver string) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &run{id: id, ledger: ledger, budget: budget, approver: approver, ctx: ctx, cancel: cancel,
-		rec: record.NewRecorder(nil), threads: map[string]*threadRec{}}
+		rec: record.NewRecorder(nil), threads: map[string]*threadRec{}, charged: map[string]bool{},
+		decisions: map[string]*decision{}}
 }
 
 // add registers t, whose thread is set; its context derives from its
