@@ -90,6 +90,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.Connect == nil {
 		s.authority = cfg.Authority
 	}
+	if cfg.Store.JournalFailed == nil && cfg.Metrics != nil {
+		cfg.Store.JournalFailed = cfg.Metrics.JournalWriteFailed
+	}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -124,9 +127,6 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			sc := cfg.Store
 			if sc.Logger == nil {
 				sc.Logger = cfg.Logger
-			}
-			if sc.JournalFailed == nil && cfg.Metrics != nil {
-				sc.JournalFailed = cfg.Metrics.JournalWriteFailed
 			}
 			if s.Store, err = store.Open(ctx, nc, sc); err != nil {
 				return nil, err
@@ -193,9 +193,6 @@ func (s *Stack) startWorker(ctx context.Context, cfg Config, id, name string) er
 		// helper's end goes out before its result on the one connection,
 		// and it writes bodies over the max payload into its own place.
 		sc := store.Config{Logger: cfg.Logger, JournalFailed: cfg.Store.JournalFailed}
-		if sc.JournalFailed == nil && cfg.Metrics != nil {
-			sc.JournalFailed = cfg.Metrics.JournalWriteFailed
-		}
 		st, err := store.OpenTransfers(ctx, nc, id, sc)
 		if err != nil {
 			return err
