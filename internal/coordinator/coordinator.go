@@ -393,9 +393,7 @@ func (c *Coordinator) Stop() error {
 		r.cancel(errStopping)
 	}
 	c.mu.Unlock()
-	if c.stopBg != nil {
-		c.stopBg()
-	}
+	c.stopBg()
 	c.waitIdle(10 * time.Second)
 	close(c.stop)
 	c.loops.Wait()

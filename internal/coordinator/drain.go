@@ -20,9 +20,7 @@ func (c *Coordinator) Drain(grace time.Duration) error {
 	if c.state.Load() != 1 || !c.draining.CompareAndSwap(false, true) {
 		return c.Stop()
 	}
-	if c.stopTaking != nil {
-		c.stopTaking()
-	}
+	c.stopTaking()
 	n := c.liveRuns()
 	c.cfg.Logger.Info("coordinator draining", "id", c.cfg.ID, "runs", n, "grace", grace)
 	switch {
