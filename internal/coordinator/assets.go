@@ -14,11 +14,16 @@ import (
 // a little longer for the answer.
 const AssetsTimeout = 8 * time.Second
 
-// countAssets counts the cluster's JetStream assets for the metrics: at
-// start, then once per Config.AssetsCount. A count that fails leaves the
-// last one in place.
+// assetsCountEvery paces the count of the cluster's JetStream assets for
+// the metrics.
+const assetsCountEvery = 30 * time.Second
+
+// countAssets counts the cluster's JetStream assets for the metrics
+// (formica_jetstream_streams, formica_jetstream_consumers): at start, then
+// once per assetsCountEvery. A count that fails leaves the last one in
+// place.
 func (c *Coordinator) countAssets() {
-	c.every(c.cfg.AssetsCount, true, func() bool {
+	c.every(assetsCountEvery, true, func() bool {
 		if _, err := c.assets(c.background); err != nil && c.background.Err() == nil {
 			c.cfg.Logger.Warn("count the JetStream assets", "err", err)
 		}

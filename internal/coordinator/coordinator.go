@@ -57,9 +57,6 @@ const (
 	// DefaultTransfersSweep paces the removal of the drained transfers
 	// buckets of earlier versions (sweepTransfers).
 	DefaultTransfersSweep = time.Hour
-	// DefaultAssetsCount paces the count of the cluster's JetStream assets
-	// for the metrics (countAssets).
-	DefaultAssetsCount = 30 * time.Second
 )
 
 // Config configures a Coordinator; zero values mean defaults.
@@ -100,10 +97,6 @@ type Config struct {
 	// transfers buckets of earlier versions that hold no body any more,
 	// until none is left.
 	TransfersSweep time.Duration
-	// AssetsCount is how often, with a Store, the coordinator counts the
-	// cluster's JetStream streams and consumers for its metrics
-	// (formica_jetstream_streams, formica_jetstream_consumers).
-	AssetsCount time.Duration
 	// Ceilings cap what a submission may ask (zero fields: the defaults).
 	Ceilings limits.Ceilings
 	// RunTimeout is the deadline of a queued run that asks none; past it
@@ -221,7 +214,6 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.MaxIdleRuns = 0
 	}
 	orDefault(&cfg.TransfersSweep, DefaultTransfersSweep)
-	orDefault(&cfg.AssetsCount, DefaultAssetsCount)
 	orDefault(&cfg.MaxWorkerSlots, DefaultMaxWorkerSlots)
 	cfg.Ceilings = cfg.Ceilings.WithDefaults()
 	orDefault(&cfg.RunTimeout, min(DefaultRunTimeout, cfg.Ceilings.MaxRunTimeout))
