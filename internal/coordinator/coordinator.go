@@ -264,7 +264,7 @@ func New(cfg Config) (*Coordinator, error) {
 		}
 	}
 	es := newEventSender(c)
-	c.events = newPublisher(maxQueuedEvents, publishDelay, es.send, es.stored)
+	c.events = newPublisher(maxQueuedEvents, es.send, es.stored)
 	cfg.Metrics.Quotas(c.quotaMetrics)
 	c.quotas.reg.SetOnWait(func(key string, d time.Duration) { cfg.Metrics.QuotaWaited(c.quotas.name(key), d) })
 	if cfg.Store != nil {

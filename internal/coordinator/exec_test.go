@@ -52,7 +52,7 @@ func newExecRig(t *testing.T, cfg Config) *execRig {
 	c := &Coordinator{cfg: cfg, tr: tr, execTr: execTr, epoch: "e1", born: time.Now(), registry: newRegistry(time.Now),
 		runs: map[string]*run{}, quotas: newQuotas(), stop: make(chan struct{}),
 		alive: keepalive{repliers: map[*alivePing]struct{}{}}}
-	c.events = newPublisher(maxQueuedEvents, publishDelay, func(*event.Event) {}, nil)
+	c.events = newPublisher(maxQueuedEvents, func(*event.Event) {}, nil)
 	c.loops.Go(c.keepAlive)
 	t.Cleanup(func() { close(c.stop); c.loops.Wait() })
 	ledger, err := limits.New(limits.Config{})

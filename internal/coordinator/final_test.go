@@ -49,7 +49,7 @@ func TestCancelledRunEndsCancelledWhateverItsRoot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newExecRig(t, Config{})
 		finished := make(chan event.Event, 1)
-		g.c.events = newPublisher(maxQueuedEvents, publishDelay, func(e *event.Event) {
+		g.c.events = newPublisher(maxQueuedEvents, func(e *event.Event) {
 			if e.Type == event.RunFinished {
 				finished <- *e
 			}

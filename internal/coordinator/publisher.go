@@ -67,7 +67,6 @@ type publisher struct {
 	// means stored.
 	stored func()
 	max    int
-	delay  time.Duration // a batch's wait for more events
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when the queue has room again
@@ -78,11 +77,11 @@ type publisher struct {
 	hurry   chan struct{} // a flush is queued: the batch goes now
 }
 
-func newPublisher(max int, delay time.Duration, send func(*event.Event), stored func()) *publisher {
+func newPublisher(max int, send func(*event.Event), stored func()) *publisher {
 	if stored == nil {
 		stored = func() {}
 	}
-	p := &publisher{send: send, stored: stored, max: max, delay: delay, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
+	p := &publisher{send: send, stored: stored, max: max, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
 	p.room.L = &p.mu
 	return p
 }
@@ -138,12 +137,10 @@ func (p *publisher) drain() {
 	idle := time.NewTimer(publisherLinger)
 	defer idle.Stop()
 	for {
-		if p.delay > 0 {
-			idle.Reset(p.delay)
-			select {
-			case <-idle.C:
-			case <-p.hurry:
-			}
+		idle.Reset(publishDelay)
+		select {
+		case <-idle.C:
+		case <-p.hurry:
 		}
 		p.mu.Lock()
 		batch := p.items

@@ -46,7 +46,7 @@ func (s *sent) got() []string {
 func TestPublisherKeepsOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s sent
-		p := newPublisher(16, publishDelay, s.send, nil)
+		p := newPublisher(16, s.send, nil)
 		var wg sync.WaitGroup
 		for w := range 4 {
 			wg.Go(func() {
@@ -83,7 +83,7 @@ func TestPublisherKeepsOrder(t *testing.T) {
 func TestPublisherBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := sent{hold: make(chan struct{})}
-		p := newPublisher(4, publishDelay, s.send, nil)
+		p := newPublisher(4, s.send, nil)
 		p.put(event.Event{Name: "e0"}) // taken by the sender, which is stuck
 		time.Sleep(2 * publishDelay)
 		synctest.Wait()
@@ -124,7 +124,7 @@ func TestPublisherBounded(t *testing.T) {
 func TestPublisherFlushBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := sent{hold: make(chan struct{})}
-		p := newPublisher(4, publishDelay, s.send, nil)
+		p := newPublisher(4, s.send, nil)
 		p.put(event.Event{Name: "stuck"})
 		if p.flush(time.Second) {
 			t.Fatal("flush reported everything sent while the sender was stuck")
@@ -142,7 +142,7 @@ func TestPublisherFlushBounded(t *testing.T) {
 func TestPublisherGoroutineEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s sent
-		p := newPublisher(4, publishDelay, s.send, nil)
+		p := newPublisher(4, s.send, nil)
 		p.put(event.Event{Name: "a"})
 		time.Sleep(2 * publisherLinger)
 		synctest.Wait()
@@ -170,7 +170,7 @@ func TestPublisherBatches(t *testing.T) {
 		var mu sync.Mutex
 		var at []time.Duration
 		start := time.Now()
-		p := newPublisher(16, publishDelay, func(*event.Event) {
+		p := newPublisher(16, func(*event.Event) {
 			mu.Lock()
 			at = append(at, time.Since(start))
 			mu.Unlock()
