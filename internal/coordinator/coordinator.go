@@ -490,14 +490,7 @@ func (c *Coordinator) handleWorkerHeartbeat(m *nats.Msg) {
 		}
 		return
 	}
-	if hb.Slots > c.cfg.MaxWorkerSlots {
-		hb.Slots = c.cfg.MaxWorkerSlots
-	}
-	c.joined(hb)
-}
-
-// joined records a worker's heartbeat, and announces a worker that joined.
-func (c *Coordinator) joined(hb wire.WorkerHeartbeat) {
+	hb.Slots = min(hb.Slots, c.cfg.MaxWorkerSlots)
 	if c.registry.heartbeat(hb) {
 		c.cfg.Logger.Info("worker joined", "worker", hb.ID, "host", hb.Host, "slots", hb.Slots)
 		// Every live run may place its next helpers there.
