@@ -136,11 +136,9 @@ func run(o *options) error {
 		return err
 	}
 	o.hc.Token = token
-	webhooks, err := o.webhooks.config()
-	if err != nil {
+	if o.cc.Webhooks, err = o.webhooks.config(); err != nil {
 		return err
 	}
-	o.cc.Webhooks = webhooks
 	logger, err := logging.New(os.Stderr, o.LogLevel, o.LogFormat)
 	if err != nil {
 		return err
