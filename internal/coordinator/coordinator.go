@@ -440,21 +440,10 @@ func (c *Coordinator) keepAlive() {
 // every calls f once per d, and first at once when now, until the
 // coordinator stops or f returns false.
 func (c *Coordinator) every(d time.Duration, now bool, f func() bool) {
-	t := time.NewTicker(d)
-	defer t.Stop()
 	if now && !f() {
 		return
 	}
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
-		if !f() {
-			return
-		}
-	}
+	ticks(c.stop, d, f)
 }
 
 func (c *Coordinator) heartbeat() {

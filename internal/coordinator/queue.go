@@ -316,21 +316,24 @@ func (c *Coordinator) finishRecord(ctx context.Context, id string, attempt int, 
 func repeat(ctx context.Context, d time.Duration, f func() bool) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if !f() {
-				return
-			}
-		}
-	})
+	wg.Go(func() { ticks(ctx.Done(), d, f) })
 	return func() { cancel(); wg.Wait() }
+}
+
+// ticks calls f every d until f returns false or done is closed.
+func ticks(done <-chan struct{}, d time.Duration, f func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if !f() {
+			return
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
