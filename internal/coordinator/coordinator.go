@@ -13,6 +13,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -204,9 +205,7 @@ func New(cfg Config) (*Coordinator, error) {
 	orDefault(&cfg.ApprovalTimeout, DefaultApprovalTimeout)
 	orDefault(&cfg.MaxRuns, DefaultMaxRuns)
 	orDefault(&cfg.LeaseTTL, DefaultLeaseTTL)
-	if cfg.RunIdle == 0 {
-		cfg.RunIdle = DefaultRunIdle
-	}
+	cfg.RunIdle = cmp.Or(cfg.RunIdle, DefaultRunIdle)
 	switch {
 	case cfg.MaxIdleRuns == 0:
 		cfg.MaxIdleRuns = DefaultMaxIdleRuns
@@ -223,9 +222,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Cwd == "" {
 		cfg.Cwd, _ = os.Getwd()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	tc := natstransport.Config{Logger: cfg.Logger, MayCarryRef: wire.MayCarryRef, Sender: senderOf,
 		Recipient: recipientOf}
 	if cfg.Store != nil {

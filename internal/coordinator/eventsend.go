@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -66,11 +67,7 @@ func (s *eventSender) send(e *event.Event) {
 		}
 	}
 	if keep {
-		run := e.RunID
-		if run == "" {
-			run = wire.ClusterRun
-		}
-		s.log(run, data)
+		s.log(cmp.Or(e.RunID, wire.ClusterRun), data)
 	}
 }
 

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -191,10 +192,7 @@ func (c *Coordinator) handleRunCancel(_ wire.Msg, cn *wire.Cancel) (wire.Msg, er
 	if rn == nil {
 		return wire.Msg{}, nil // another coordinator's run: its owner answers
 	}
-	reason := cn.Reason
-	if reason == "" {
-		reason = "run cancelled"
-	}
+	reason := cmp.Or(cn.Reason, "run cancelled")
 	if len(cn.ThreadIDs) == 0 {
 		rn.cancel(&cancelAsked{reason})
 		return okReply, nil

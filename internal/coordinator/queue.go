@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,9 +54,7 @@ func (c *Coordinator) consume(ctx context.Context) {
 func (c *Coordinator) runQueued(ctx context.Context, s *store.Submission) {
 	st := c.cfg.Store
 	sub := s.Sub
-	if sub.Timeout == 0 {
-		sub.Timeout = c.cfg.RunTimeout
-	}
+	sub.Timeout = cmp.Or(sub.Timeout, c.cfg.RunTimeout)
 	// Until the run starts and its lease is held, the submission is kept
 	// in progress by the queue's own clock.
 	stop := st.KeepInProgress(ctx, s)
@@ -373,11 +372,7 @@ func (c *Coordinator) placeCwd(sub *wire.RunSubmit) error {
 	if err != nil {
 		return fmt.Errorf("coordinator --cwd %q: %w", c.cfg.Cwd, err)
 	}
-	base := root
-	if sub.Cwd != "" {
-		base = sub.Cwd
-	}
-	dir, err := thread.ResolveCwd(base, sub.Agent.Harness.Cwd)
+	dir, err := thread.ResolveCwd(cmp.Or(sub.Cwd, root), sub.Agent.Harness.Cwd)
 	if err != nil {
 		return err
 	}
