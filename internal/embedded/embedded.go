@@ -5,6 +5,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,27 +126,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 				}
 			}
 			sc := cfg.Store
-			if sc.Logger == nil {
-				sc.Logger = cfg.Logger
-			}
+			sc.Logger = cmp.Or(sc.Logger, cfg.Logger)
 			if s.Store, err = store.Open(ctx, nc, sc); err != nil {
 				return nil, err
 			}
 			cc.Store = s.Store
 		}
-		if cc.Logger == nil {
-			cc.Logger = cfg.Logger
-		}
-		if cc.HeartbeatInterval == 0 {
-			cc.HeartbeatInterval = cfg.HeartbeatInterval
-		}
-		if cc.Metrics == nil {
-			cc.Metrics = cfg.Metrics
-		}
-		local := s.Server
-		if local == nil {
-			local = cfg.LocalServer
-		}
+		cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
+		cc.HeartbeatInterval = cmp.Or(cc.HeartbeatInterval, cfg.HeartbeatInterval)
+		cc.Metrics = cmp.Or(cc.Metrics, cfg.Metrics)
+		local := cmp.Or(s.Server, cfg.LocalServer)
 		if cc.Interest == nil && local != nil {
 			// Its own server knows who listens: events nobody follows
 			// (no watcher, no events stream) are not sent at all.
