@@ -6,6 +6,7 @@
 package workercmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -148,9 +149,7 @@ func run(o *options) error {
 			return fmt.Errorf("--id %s, but --nats-creds %s are worker %s's", wc.ID, client.Creds, id.ID)
 		}
 		wc.ID = id.ID
-		if client.InboxPrefix == "" {
-			client.InboxPrefix = auth.InboxPrefix(auth.Worker, id.ID)
-		}
+		client.InboxPrefix = cmp.Or(client.InboxPrefix, auth.InboxPrefix(auth.Worker, id.ID))
 	}
 	nc, err := broker.ConnectRetry(ctx, client, o.connectTimeout)
 	if err != nil {
