@@ -142,12 +142,10 @@ func (c *Coordinator) holdApproval(ctx context.Context, req policy.ApprovalReque
 	if err := c.keepApprovalWebhooks(ctx, a, webhooks); err != nil {
 		c.cfg.Logger.Warn("keep the approval's webhook calls", "run_id", a.RunID, "approval", a.ID, "err", err)
 	}
-	timer := time.NewTimer(c.cfg.ApprovalTimeout)
-	defer timer.Stop()
 	select {
 	case d := <-decided:
 		return policy.Approval{Allow: d.Decision == "allow", Reason: d.Reason}, false
-	case <-timer.C:
+	case <-time.After(c.cfg.ApprovalTimeout):
 		reason := fmt.Sprintf("no decision within %v", c.cfg.ApprovalTimeout)
 		d, err := c.cfg.Store.Decide(context.WithoutCancel(ctx), a.ID, false, reason)
 		if errors.Is(err, store.ErrDecided) {

@@ -46,12 +46,10 @@ func (c *Coordinator) waitIdle(d time.Duration) bool {
 	}
 	idle := c.idle
 	c.mu.Unlock()
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-idle:
 		return true
-	case <-t.C:
+	case <-time.After(d):
 		return false
 	}
 }

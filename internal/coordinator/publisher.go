@@ -100,12 +100,10 @@ func (p *publisher) flush(timeout time.Duration) bool {
 	case p.hurry <- struct{}{}:
 	default:
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	select {
 	case <-done:
 		return true
-	case <-t.C:
+	case <-time.After(timeout):
 		return false
 	}
 }

@@ -336,11 +336,9 @@ func ticks(done <-chan struct{}, d time.Duration, f func() bool) {
 }
 
 func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-t.C:
+	case <-time.After(d):
 	}
 }
 

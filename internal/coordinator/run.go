@@ -337,12 +337,11 @@ const settleTimeout = 10 * time.Second
 
 // settle waits, at most timeout, until every thread of the run has finished.
 func (r *run) settle(timeout time.Duration) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	expired := time.After(timeout)
 	for _, ended := range r.ends() {
 		select {
 		case <-ended:
-		case <-t.C:
+		case <-expired:
 			return
 		}
 	}
