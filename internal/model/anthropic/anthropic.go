@@ -2,10 +2,7 @@ package anthropic
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -70,17 +67,6 @@ func New(cfg Config) (*Model, error) {
 	// NewMessageService, unlike NewClient, loads no ANTHROPIC_* variables
 	// or profiles, so nothing but cfg reaches the wire.
 	return &Model{svc: anthropic.NewMessageService(opts...), model: cfg.Model, http: s}, nil
-}
-
-// FromEnv builds a Model for modelName from ANTHROPIC_API_KEY and
-// ANTHROPIC_BASE_URL. A key is needed unless a base URL names another server.
-func FromEnv(modelName string) (*Model, error) {
-	base := strings.TrimSpace(os.Getenv("ANTHROPIC_BASE_URL"))
-	key := strings.TrimSpace(os.Getenv("ANTHROPIC_API_KEY"))
-	if base == "" && key == "" {
-		return nil, fmt.Errorf("%w: ANTHROPIC_API_KEY is not set", ErrConfig)
-	}
-	return New(Config{Model: modelName, BaseURL: base, APIKey: key})
 }
 
 // Generate sends one streamed Messages request, retrying as the package

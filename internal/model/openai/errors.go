@@ -2,5 +2,5 @@ package openai
 
 import "errors"
 
-// ErrConfig reports a Config (or environment) that New or FromEnv rejects.
+// ErrConfig reports a Config that New rejects.
 var ErrConfig = errors.New("invalid openai config")

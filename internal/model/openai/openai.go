@@ -2,10 +2,7 @@ package openai
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -63,17 +60,6 @@ func New(cfg Config) (*Model, error) {
 	// NewChatCompletionService, unlike NewClient, reads no OPENAI_*
 	// variables, so nothing but cfg reaches the wire.
 	return &Model{svc: openai.NewChatCompletionService(opts...), model: cfg.Model, http: s}, nil
-}
-
-// FromEnv builds a Model for modelName from OPENAI_BASE_URL and
-// OPENAI_API_KEY. A key is needed unless a base URL names another server.
-func FromEnv(modelName string) (*Model, error) {
-	base := strings.TrimSpace(os.Getenv("OPENAI_BASE_URL"))
-	key := strings.TrimSpace(os.Getenv("OPENAI_API_KEY"))
-	if base == "" && key == "" {
-		return nil, fmt.Errorf("%w: neither OPENAI_API_KEY nor OPENAI_BASE_URL is set", ErrConfig)
-	}
-	return New(Config{Model: modelName, BaseURL: base, APIKey: key})
 }
 
 // Generate sends one streamed Chat Completions request, retrying as the
