@@ -96,7 +96,6 @@ type Limiter struct {
 	timerAt time.Time
 
 	log    grantLog
-	nextID uint64
 	owners map[string]map[*Ticket]struct{}
 
 	grants, refusals, waits uint64
@@ -318,9 +317,8 @@ func (l *Limiter) check(now time.Time, ask model.Ask) (wait time.Duration, why s
 
 // grant charges ask and hands out its ticket.
 func (l *Limiter) grant(now time.Time, ask model.Ask, owner string) *Ticket {
-	l.nextID++
 	t := &Ticket{
-		l: l, id: l.nextID, owner: owner, grantedAt: now, seq: l.log.add(now),
+		l: l, owner: owner, grantedAt: now, seq: l.log.add(now),
 		charged: charge(ask.InputTokens, ask.OutputTokens),
 	}
 	for i := range l.b {
@@ -540,7 +538,6 @@ func (l *Limiter) cut(t *Ticket) {
 // Ticket is one granted attempt's share of the quota.
 type Ticket struct {
 	l         *Limiter
-	id        uint64
 	owner     string
 	seq       uint64
 	grantedAt time.Time
@@ -569,10 +566,3 @@ func (t *Ticket) Cancel() {
 	}
 	l.dispatch(time.Now())
 }
-
-// ID identifies the ticket among its limiter's, so a coordinator can name
-// it on the wire.
-func (t *Ticket) ID() uint64 { return t.id }
-
-// Owner is the owner TakeFor was given.
-func (t *Ticket) Owner() string { return t.owner }

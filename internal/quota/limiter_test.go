@@ -462,3 +462,9 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	})
 }
+
+// ID identifies the ticket among its limiter's: its grant's sequence number.
+func (t *Ticket) ID() uint64 { return t.seq }
+
+// Owner is the owner TakeFor was given.
+func (t *Ticket) Owner() string { return t.owner }
