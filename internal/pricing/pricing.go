@@ -200,13 +200,6 @@ func (t *Table) Lookup(ref string) (p Price, ok bool) {
 	return p, ok
 }
 
-// Priced returns u, one call of the model ref names, with its cost:
-// CostUSD at the ref's price and Priced 1, or Unpriced 1 when it has none.
-func (t *Table) Priced(ref string, u model.Usage) model.Usage {
-	p, ok := t.Lookup(ref)
-	return Apply(p, ok, u)
-}
-
 // Apply returns u, one call, with its cost at p, or marked unpriced when ok
 // is false.
 func Apply(p Price, ok bool, u model.Usage) model.Usage {
