@@ -58,9 +58,6 @@ type Outcome struct {
 	Final bool
 }
 
-// Delivered reports whether the call delivered the message.
-func (o Outcome) Delivered() bool { return o.Err == nil }
-
 // Config configures a Deliverer.
 type Config struct {
 	// Secret signs every message; required.

@@ -120,3 +120,6 @@ func TestDeliverConnectionRefusedRetries(t *testing.T) {
 		t.Fatalf("outcome %+v, job %+v: want a failure without a status, retried", o, j)
 	}
 }
+
+// Delivered reports whether the call delivered the message.
+func (o Outcome) Delivered() bool { return o.Err == nil }
