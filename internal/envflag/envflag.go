@@ -60,18 +60,16 @@ func Annotate(fs *flag.FlagSet) {
 	})
 }
 
-// LookupFunc reads one environment variable, like os.LookupEnv.
-type LookupFunc func(name string) (string, bool)
-
 // Apply sets every flag that the command line did not set from the first of
-// its variables that is set (an empty value counts as set: it clears a
-// default). Call it after parsing. Errors name the variable and the flag.
+// its variables that lookup (like os.LookupEnv) finds set (an empty value
+// counts as set: it clears a default). Call it after parsing. Errors name
+// the variable and the flag.
 //
 // A value from the environment stands in for the default: fs.Visit still
 // lists only the flags given on the command line, for a program whose
 // precedence puts something between the two (formica run: --model, then
 // the spec's model, then $FORMICA_MODEL).
-func Apply(fs *flag.FlagSet, lookup LookupFunc) error {
+func Apply(fs *flag.FlagSet, lookup func(name string) (string, bool)) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []error

@@ -35,7 +35,7 @@ func newFS(o *opts) *flag.FlagSet {
 	return fs
 }
 
-func env(m map[string]string) envflag.LookupFunc {
+func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
