@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/formica-run/formica/internal/mcp"
 	"github.com/formica-run/formica/internal/mcp/mcptest"
 )
 
@@ -23,7 +22,7 @@ func TestAttackSandboxedServerSeesOnlyCwd(t *testing.T) {
 	os.WriteFile(secret, []byte("sk-host-secret"), 0o644)
 	p := newPool(t, map[string]any{"fs": srv.FilesystemStdio("/")}, sb)
 	defer p.Hold("r")()
-	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "r", Cwd: cwd}, []string{"fs"})
+	ts, err := p.Tools(ctxT(t), "r", "", cwd, []string{"fs"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestHTTPMetaTimeoutAndErrors(t *testing.T) {
 	g, url := newGoServer(t)
 	p := newPool(t, map[string]any{"go": map[string]any{"url": url, "timeout": "500ms"}}, nil)
 	defer p.Hold("run-7")()
-	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "run-7", ThreadID: "thread-9", Cwd: t.TempDir()}, []string{"go"})
+	ts, err := p.Tools(ctxT(t), "run-7", "thread-9", t.TempDir(), []string{"go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +63,8 @@ func TestToolListChanged(t *testing.T) {
 	g, url := newGoServer(t)
 	p := newPool(t, map[string]any{"go": map[string]any{"url": url}}, nil)
 	defer p.Hold("r")()
-	sc := mcp.Scope{RunID: "r", Cwd: t.TempDir()}
-	ts, err := p.ScopeTools(ctxT(t), sc, []string{"go"})
+	cwd := t.TempDir()
+	ts, err := p.Tools(ctxT(t), "r", "", cwd, []string{"go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestToolListChanged(t *testing.T) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "new"}}}, nil, nil
 	})
 	waitFor(t, "the list_changed notification", func() bool { return p.Version() != v })
-	ts2, err := p.ScopeTools(ctxT(t), sc, []string{"go"})
+	ts2, err := p.Tools(ctxT(t), "r", "", cwd, []string{"go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestHTTPEverything(t *testing.T) {
 	url := mcptest.Find(t).EverythingHTTP(t)
 	p := newPool(t, map[string]any{"everything": map[string]any{"url": url}}, nil)
 	defer p.Hold("r")()
-	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "r", Cwd: t.TempDir()}, []string{"everything"})
+	ts, err := p.Tools(ctxT(t), "r", "", t.TempDir(), []string{"everything"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestHTTPEverything(t *testing.T) {
 func TestUnknownServer(t *testing.T) {
 	_, url := newGoServer(t)
 	p := newPool(t, map[string]any{"go": map[string]any{"url": url}}, nil)
-	_, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "r"}, []string{"github"})
+	_, err := p.Tools(ctxT(t), "r", "", "", []string{"github"})
 	if !errors.Is(err, mcp.ErrUnknownServer) || !strings.Contains(err.Error(), `"github" is not configured on this worker (its MCP servers: go)`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -134,14 +134,14 @@ func TestCancelledStartIsNoCrash(t *testing.T) {
 	defer p.Hold("r")()
 	for range 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		_, err := p.ScopeTools(ctx, mcp.Scope{RunID: "r", Cwd: t.TempDir()}, []string{"go"})
+		_, err := p.Tools(ctx, "r", "", t.TempDir(), []string{"go"})
 		cancel()
 		if err == nil {
 			t.Fatal("a start whose caller gave up succeeded")
 		}
 	}
 	stalling.Store(false)
-	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "r", Cwd: t.TempDir()}, []string{"go"})
+	ts, err := p.Tools(ctxT(t), "r", "", t.TempDir(), []string{"go"})
 	if err != nil {
 		t.Fatalf("after two abandoned starts: %v", err)
 	}

@@ -99,23 +99,13 @@ func (p *Pool) Hold(runID string) (release func()) {
 	})
 }
 
-// Scope is the thread a tool list is for: its run and id (sent to servers
-// as request metadata) and its harness directory (a stdio server's cwd).
-type Scope struct {
-	RunID, ThreadID, Cwd string
-}
-
 // Tools returns the tools of the named servers for thread threadID of run
-// runID working in cwd (see ScopeTools).
+// runID (both sent to servers as request metadata) working in cwd (a stdio
+// server's cwd), each named mcp__<server>__<tool>, in server order then the
+// server's order. A name the worker lacks is an error wrapping
+// ErrUnknownServer; a server that cannot start or list is an error wrapping
+// ErrServer.
 func (p *Pool) Tools(ctx context.Context, runID, threadID, cwd string, servers []string) ([]tools.Tool, error) {
-	return p.ScopeTools(ctx, Scope{RunID: runID, ThreadID: threadID, Cwd: cwd}, servers)
-}
-
-// ScopeTools returns the tools of the named servers for a thread, each named
-// mcp__<server>__<tool>, in server order then the server's order. A name
-// the worker lacks is an error wrapping ErrUnknownServer; a server that
-// cannot start or list is an error wrapping ErrServer.
-func (p *Pool) ScopeTools(ctx context.Context, sc Scope, servers []string) ([]tools.Tool, error) {
 	var out []tools.Tool
 	for _, name := range servers {
 		srv, ok := p.cfg.Servers[name]
@@ -123,7 +113,7 @@ func (p *Pool) ScopeTools(ctx context.Context, sc Scope, servers []string) ([]to
 			have := cmp.Or(strings.Join(p.Names(), ", "), "none")
 			return nil, fmt.Errorf("%w: %q is not configured on this worker (its MCP servers: %s)", ErrUnknownServer, name, have)
 		}
-		s := p.session(sc.RunID, name, sc.Cwd, srv)
+		s := p.session(runID, name, cwd, srv)
 		listed, err := s.list(ctx)
 		if err != nil {
 			return nil, err
@@ -139,7 +129,7 @@ func (p *Pool) ScopeTools(ctx context.Context, sc Scope, servers []string) ([]to
 				schema = []byte(`{"type":"object"}`)
 			}
 			out = append(out, &Tool{name: full, tool: t.Name, desc: t.Description, schema: schema,
-				s: s, scope: sc, outputCap: p.cfg.OutputCap})
+				s: s, threadID: threadID, outputCap: p.cfg.OutputCap})
 		}
 	}
 	return tools.Merge(out), nil

@@ -94,7 +94,7 @@ func TestStdioEverything(t *testing.T) {
 			p := newPool(t, map[string]any{"everything": srv.EverythingStdio("x")}, sb)
 			release := p.Hold("run1")
 			defer release()
-			ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "run1", ThreadID: "th1", Cwd: t.TempDir()}, []string{"everything"})
+			ts, err := p.Tools(ctxT(t), "run1", "th1", t.TempDir(), []string{"everything"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestServerStopsWithTheRun(t *testing.T) {
 	mark := uuid.NewString()
 	p := newPool(t, map[string]any{"everything": srv.EverythingStdio(mark)}, nil)
 	r1, r2 := p.Hold("run1"), p.Hold("run1")
-	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "run1", Cwd: t.TempDir()}, []string{"everything"})
+	ts, err := p.Tools(ctxT(t), "run1", "", t.TempDir(), []string{"everything"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestCrashRestartsOnce(t *testing.T) {
 	mark := uuid.NewString()
 	p := newPool(t, map[string]any{"everything": srv.EverythingStdio(mark)}, nil)
 	defer p.Hold("run1")()
-	ts, err := p.ScopeTools(ctxT(t), mcp.Scope{RunID: "run1", Cwd: t.TempDir()}, []string{"everything"})
+	ts, err := p.Tools(ctxT(t), "run1", "", t.TempDir(), []string{"everything"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ type Tool struct {
 	name, tool, desc string
 	schema           json.RawMessage
 	s                *session
-	scope            Scope
+	threadID         string
 	outputCap        int
 }
 
@@ -40,7 +40,7 @@ func (t *Tool) Run(ctx context.Context, args json.RawMessage) (string, error) {
 	if !json.Valid(args) {
 		return "", fmt.Errorf("arguments are not valid JSON")
 	}
-	meta := sdk.Meta{MetaRunID: t.scope.RunID, MetaThreadID: t.scope.ThreadID}
+	meta := sdk.Meta{MetaRunID: t.s.runID, MetaThreadID: t.threadID}
 	res, err := t.s.call(ctx, t.tool, args, meta)
 	if err != nil {
 		return "", err
