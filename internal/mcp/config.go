@@ -32,10 +32,6 @@ const (
 // ToolPrefix starts the name of every MCP tool: mcp__<server>__<tool>.
 const ToolPrefix = "mcp__"
 
-// ValidName reports whether s can name a server (spec.ValidServerName: the
-// names a spec's harness.mcp may give).
-func ValidName(s string) bool { return spec.ValidServerName(s) }
-
 // Server is one server of the file: a stdio command or a streamable HTTP URL.
 type Server struct {
 	// Command is the program of a stdio server, a path or a name looked up
@@ -159,7 +155,7 @@ func strict(data []byte, v any) error {
 
 func parseServer(name string, raw json.RawMessage) (Server, error) {
 	var s Server
-	if !ValidName(name) {
+	if !spec.ValidServerName(name) {
 		return s, errors.New("name must be 1-32 letters, digits, '_' or '-', without \"__\"")
 	}
 	if err := strict(raw, &s); err != nil {

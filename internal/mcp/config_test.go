@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/formica-run/formica/internal/spec"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -114,7 +115,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for name, s := range ss {
-			if !ValidName(name) || (s.Command == "") == (s.URL == "") || s.CallTimeout() <= 0 {
+			if !spec.ValidServerName(name) || (s.Command == "") == (s.URL == "") || s.CallTimeout() <= 0 {
 				t.Fatalf("accepted invalid server %q: %+v", name, s)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/sandbox"
+	"github.com/formica-run/formica/internal/spec"
 	"github.com/formica-run/formica/internal/tools"
 )
 
@@ -54,7 +55,7 @@ type sessionKey struct{ server, cwd string }
 // New returns a pool of cfg's servers; none is started until a thread uses it.
 func New(cfg Config) (*Pool, error) {
 	for name := range cfg.Servers {
-		if !ValidName(name) {
+		if !spec.ValidServerName(name) {
 			return nil, fmt.Errorf("%w: server name %q", ErrBadConfig, name)
 		}
 	}
