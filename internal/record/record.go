@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/formica-run/formica/internal/event"
+	"github.com/formica-run/formica/internal/journal"
 	"github.com/formica-run/formica/internal/limits"
 	"github.com/formica-run/formica/internal/model"
 	"github.com/formica-run/formica/internal/spec"
@@ -171,7 +172,7 @@ func (r *Recorder) apply(e *event.Event) bool {
 			r.run.Refusals.Threads++
 		}
 	case event.ToolCall:
-		if e.Tool != agentTool || e.CallID == "" {
+		if e.Tool != journal.AgentTool || e.CallID == "" {
 			return false
 		}
 		if _, seen := r.calls[e.ThreadID+"/"+e.CallID]; !seen {
@@ -272,9 +273,6 @@ func (r *Recorder) SetResult(status event.Status, output, errText string, usage 
 	r.run.Status, r.run.Output, r.run.Error, r.run.Usage = status, output, errText, usage
 	r.mu.Unlock()
 }
-
-// agentTool is the tool whose calls spawn helpers (tools.AgentToolName).
-const agentTool = "agent"
 
 // Snapshot returns a copy of the record, threads root first, then in tree
 // order: each thread followed by its helpers, in the order the parent
