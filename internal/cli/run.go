@@ -224,7 +224,11 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		announceRun(stdio.Err, sub.RunID)
 	}
 	view.start()
-	run, err := cl.Run(ctx, sub, event.Tee(view.rec, view), approver)
+	sink := event.SinkFunc(func(e event.Event) {
+		view.rec.Emit(e)
+		view.Emit(e)
+	})
+	run, err := cl.Run(ctx, sub, sink, approver)
 	if err != nil {
 		view.stop()
 		return 0, err

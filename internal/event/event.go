@@ -134,15 +134,6 @@ func (f SinkFunc) Emit(e Event) { f(e) }
 // Discard drops every event.
 var Discard Sink = SinkFunc(func(Event) {})
 
-// Tee sends each event to every sink in order.
-func Tee(sinks ...Sink) Sink {
-	return SinkFunc(func(e Event) {
-		for _, s := range sinks {
-			s.Emit(e)
-		}
-	})
-}
-
 // Clip bounds text an event carries (a tool's output, a run's output); the
 // full text stays with the model or in the run record.
 func Clip(s string, n int) string {
