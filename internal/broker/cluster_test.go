@@ -73,7 +73,7 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 	// two of three replicas, still a quorum.
 	var victim *broker.Server
 	for _, n := range nodes {
-		if n.Name() == nc.ConnectedServerName() {
+		if n.NATS().Name() == nc.ConnectedServerName() {
 			victim = n
 		}
 	}
@@ -87,8 +87,8 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("JetStream publish recovered %s after killing %s; client now on %s",
-		time.Since(killed).Round(time.Millisecond), victim.Name(), nc.ConnectedServerName())
-	if nc.ConnectedServerName() == victim.Name() {
+		time.Since(killed).Round(time.Millisecond), victim.NATS().Name(), nc.ConnectedServerName())
+	if nc.ConnectedServerName() == victim.NATS().Name() {
 		t.Fatal("client still reports the killed server")
 	}
 

@@ -129,16 +129,6 @@ func (s *Server) ClientURL() string {
 	return tcpURL(s.ns.Addr())
 }
 
-// MonitorURL is the HTTP monitoring endpoint's base URL
-// (http://host:port), "" when ServerConfig.Monitor is off.
-func (s *Server) MonitorURL() string {
-	a := s.ns.MonitorAddr()
-	if a == nil {
-		return ""
-	}
-	return "http://" + a.String()
-}
-
 func tcpURL(a net.Addr) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok || ta == nil {
@@ -150,9 +140,6 @@ func tcpURL(a net.Addr) string {
 	}
 	return "nats://" + net.JoinHostPort(host, strconv.Itoa(ta.Port))
 }
-
-// Name is the server's name (ServerName, or its generated ID).
-func (s *Server) Name() string { return s.ns.Name() }
 
 // NATS exposes the underlying server for monitoring (Jsz, Varz, NumRoutes)
 // and tests. Do not Shutdown it directly: use Server.Shutdown.

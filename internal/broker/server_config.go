@@ -100,12 +100,6 @@ type ClusterConfig struct {
 	Routes []string
 }
 
-// Validate reports, wrapped in ErrInvalidConfig, why c cannot work.
-func (c *ServerConfig) Validate() error {
-	_, err := c.options()
-	return err
-}
-
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
 }

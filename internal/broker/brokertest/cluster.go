@@ -100,14 +100,14 @@ func WaitCluster(ss []*broker.Server, timeout time.Duration) error {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%w: %s routes to %d of %d peers after %s",
-					broker.ErrNotReady, s.Name(), s.NATS().NumRemotes(), len(live)-1, timeout)
+					broker.ErrNotReady, s.NATS().Name(), s.NATS().NumRemotes(), len(live)-1, timeout)
 			case <-tick.C:
 			}
 		}
 	}
 	for _, s := range live {
 		if err := s.WaitJetStreamReady(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.Name(), err)
+			return fmt.Errorf("%s: %w", s.NATS().Name(), err)
 		}
 	}
 	// A leader alone is not enough: until it has stats from every peer it
