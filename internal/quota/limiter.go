@@ -129,9 +129,6 @@ func New(cfg Config) *Limiter {
 	return l
 }
 
-// Name is the endpoint's name.
-func (l *Limiter) Name() string { return l.name }
-
 // Declare lowers the declared limits to lim, field by field (Limits.Lower):
 // a second caller declaring the endpoint differently is never exceeded.
 func (l *Limiter) Declare(lim Limits) {
