@@ -99,9 +99,6 @@ func New(cfg Config) (*Ledger, error) {
 	return &Ledger{cfg: cfg.withDefaults()}, nil
 }
 
-// Config returns the effective limits.
-func (l *Ledger) Config() Config { return l.cfg }
-
 // Admit reserves a slot for a helper at childDepth, checking depth first.
 // On success the returned Slot must be released exactly when the helper ends,
 // whatever way it ends; on refusal the error is a *Refusal.
