@@ -144,3 +144,6 @@ func TestGrantRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// UnlimitedGrant bounds nothing.
+var UnlimitedGrant = Grant{Tokens: Unlimited, InputTokens: Unlimited, OutputTokens: Unlimited, USD: Unlimited}

@@ -205,9 +205,6 @@ type Grant struct {
 	Spent *Exhausted `msgpack:"spent,omitempty"`
 }
 
-// UnlimitedGrant bounds nothing.
-var UnlimitedGrant = Grant{Tokens: Unlimited, InputTokens: Unlimited, OutputTokens: Unlimited, USD: Unlimited}
-
 // Lease is one thread's share of its budgets: tokens reserved for it at
 // every node from its own up to the run's, so that the grants handed out
 // never add up to more than any budget has left. A thread starts a model
