@@ -86,10 +86,6 @@ func (h *Feeds) Following() int {
 	return len(h.runs)
 }
 
-// Dropped is how many times a watcher was let go for a full buffer (and
-// caught up from the store).
-func (h *Feeds) Dropped() int64 { return h.dropped.Load() }
-
 // Events is Store.Events through the run's shared feed: it calls fn with
 // each event of run runID whose id is above after, in order, the stored
 // ones first, and returns nil after the batch that holds the run's last

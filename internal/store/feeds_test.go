@@ -361,3 +361,7 @@ func TestFeedsLeaveAndClose(t *testing.T) {
 		t.Fatalf("bad run id: %v", err)
 	}
 }
+
+// Dropped is how many times a watcher was let go for a full buffer (and
+// caught up from the store).
+func (h *Feeds) Dropped() int64 { return h.dropped.Load() }
