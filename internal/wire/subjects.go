@@ -125,10 +125,9 @@ const subjectEvents = "formica.events."
 
 // Header names carried on every message that concerns a run or thread.
 const (
-	HeaderType        = "Formica-Type"
-	HeaderRun         = "Formica-Run"
-	HeaderThread      = "Formica-Thread"
-	HeaderTraceparent = "traceparent"
+	HeaderType   = "Formica-Type"
+	HeaderRun    = "Formica-Run"
+	HeaderThread = "Formica-Thread"
 	// HeaderErrorCode carries an error reply's code (ErrorMsg).
 	HeaderErrorCode = "Formica-Error"
 )
