@@ -31,12 +31,8 @@ func (f ModelOpenerFunc) Open(ref string) (model.Model, error) { return f(ref) }
 
 // HarnessConfig tunes the base tools of every thread.
 type HarnessConfig struct {
-	// BashTimeout is bash's default timeout; BashMaxTimeout caps what a call may ask.
-	BashTimeout, BashMaxTimeout time.Duration
-	// OutputCap bounds the bytes a tool returns.
-	OutputCap int
-	// PassEnv names environment variables bash may see besides the minimal set.
-	PassEnv []string
+	// BashTimeout is bash's default timeout.
+	BashTimeout time.Duration
 	// Sandbox confines bash calls; nil runs them unconfined.
 	Sandbox *sandbox.Sandbox
 }

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/formica-run/formica/internal/event"
 	"github.com/formica-run/formica/internal/model"
@@ -172,19 +173,15 @@ func (r *Runner) baseTools(cwd string, sb spec.Sandbox) ([]tools.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("harness.sandbox: %w", err)
 	}
-	bashTimeout, maxTimeout := r.cfg.Harness.BashTimeout, r.cfg.Harness.BashMaxTimeout
+	bashTimeout, maxTimeout := r.cfg.Harness.BashTimeout, time.Duration(0)
 	if timeout > 0 {
-		if maxTimeout == 0 {
-			maxTimeout = max(base.DefaultBashMaxTimeout, r.cfg.Harness.BashTimeout)
-		}
+		maxTimeout = max(base.DefaultBashMaxTimeout, bashTimeout)
 		bashTimeout = min(timeout, maxTimeout)
 	}
 	all, err := base.New(base.Config{
 		Cwd:            cwd,
 		BashTimeout:    bashTimeout,
 		BashMaxTimeout: maxTimeout,
-		OutputCap:      r.cfg.Harness.OutputCap,
-		PassEnv:        r.cfg.Harness.PassEnv,
 		Sandbox:        r.cfg.Harness.Sandbox,
 		Network:        sb.Network,
 		Limits:         sandbox.Limits(limits),
