@@ -33,15 +33,10 @@ var ErrInvalid = errors.New("invalid submission")
 
 // Options is what a check knows beyond the submission itself.
 type Options struct {
-	// Getenv, when set, is the environment of the processes that will call
-	// the models (a one-shot run hosts its worker itself): a model whose
-	// provider credentials are missing there is then refused. Nil skips the
-	// credential check, for workers whose environment is not known here.
-	Getenv func(string) string
 	// Models, when set, is how the processes that will call the models
 	// open them (a one-shot run's, with its providers file): a model it
 	// could not open (an unknown endpoint, missing credentials) is refused.
-	// It replaces Getenv's check.
+	// Nil skips the check, for workers whose environment is not known here.
 	Models interface{ Check(ref string) error }
 	// Ceilings cap what the submission may ask (its limits, budget, task
 	// size and timeout); zero fields are the defaults.
@@ -109,15 +104,10 @@ func checkAgent(p string, a spec.Agent, opt Options) error {
 		if err := providers.CheckRef(m.ref); err != nil {
 			return fail("%s%s: %w", p, m.field, err)
 		}
-		var err error
-		switch {
-		case opt.Models != nil:
-			err = opt.Models.Check(m.ref)
-		case opt.Getenv != nil:
-			err = providers.CheckEnv(m.ref, opt.Getenv)
-		}
-		if err != nil {
-			return fail("%s%s: %w", p, m.field, err)
+		if opt.Models != nil {
+			if err := opt.Models.Check(m.ref); err != nil {
+				return fail("%s%s: %w", p, m.field, err)
+			}
 		}
 	}
 	for _, l := range []struct {

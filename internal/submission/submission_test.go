@@ -13,15 +13,19 @@ import (
 )
 
 func TestCheck(t *testing.T) {
-	env := func(vars ...string) func(string) string {
-		return func(k string) string {
+	env := func(vars ...string) Options {
+		eps, err := providers.Parse([]byte("endpoints: {}\n"), func(k string) string {
 			for _, v := range vars {
 				if name, val, _ := strings.Cut(v, "="); name == k {
 					return val
 				}
 			}
 			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
+		return Options{Models: &providers.Opener{Endpoints: eps}}
 	}
 	ok := func() wire.RunSubmit {
 		return wire.RunSubmit{RunID: "r-1", Task: "t", Agent: spec.Agent{Name: "a", Model: "sim", Tools: []string{"agent"}}}
@@ -64,10 +68,10 @@ func TestCheck(t *testing.T) {
 		{"bad harness glob", func(s *wire.RunSubmit) { s.Agent.Harness.Tools = []string{"read_[file"} }, Options{}, `harness.tools: "read_[file" is not a valid glob`},
 		{"no glob among direct tools", func(s *wire.RunSubmit) { s.Agent.Tools = []string{"*_file"} }, Options{}, `tools: unknown tool "*_file"`},
 		{"base tool", func(s *wire.RunSubmit) { s.Agent.Tools = []string{"agent", "bash"} }, Options{}, ""},
-		{"missing key known", func(s *wire.RunSubmit) { s.Agent.Model = "openai:gpt-4o" }, Options{Getenv: env()}, "needs OPENAI_API_KEY"},
+		{"missing key known", func(s *wire.RunSubmit) { s.Agent.Model = "openai:gpt-4o" }, env(), "needs OPENAI_API_KEY"},
 		{"missing key unknown", func(s *wire.RunSubmit) { s.Agent.Model = "openai:gpt-4o" }, Options{}, ""},
-		{"local server", func(s *wire.RunSubmit) { s.Agent.Model = "openai:llama" }, Options{Getenv: env("OPENAI_BASE_URL=http://x/v1")}, ""},
-		{"anthropic key", func(s *wire.RunSubmit) { s.Agent.Model = "anthropic:claude" }, Options{Getenv: env("OPENAI_API_KEY=k")}, "needs ANTHROPIC_API_KEY"},
+		{"local server", func(s *wire.RunSubmit) { s.Agent.Model = "openai:llama" }, env("OPENAI_BASE_URL=http://x/v1"), ""},
+		{"anthropic key", func(s *wire.RunSubmit) { s.Agent.Model = "anthropic:claude" }, env("OPENAI_API_KEY=k"), "needs ANTHROPIC_API_KEY"},
 		{"unknown endpoint", func(s *wire.RunSubmit) { s.Agent.Helper.Model = "slow/m" }, Options{Models: &providers.Opener{}},
 			`helper.model: unknown model endpoint "slow" in "slow/m"`},
 		{"declared endpoint", func(s *wire.RunSubmit) { s.Agent.Model = "fast/m" }, Options{Models: &providers.Opener{Endpoints: fastEndpoint(t)}}, ""},
