@@ -26,7 +26,7 @@ type Server struct {
 }
 
 // StartServer starts an embedded NATS server and waits, bounded by
-// cfg.ReadyTimeout and ctx, until it accepts connections. A start-up failure
+// readyTimeout and ctx, until it accepts connections. A start-up failure
 // the server only logs (port in use, unusable store) is returned at once.
 //
 // StartServer does not wait for a clustered JetStream node's meta leader:
@@ -61,8 +61,7 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 }
 
 func (s *Server) waitReady(ctx context.Context) error {
-	bound := cmp.Or(s.cfg.ReadyTimeout, DefaultReadyTimeout)
-	timer := time.NewTimer(bound)
+	timer := time.NewTimer(readyTimeout)
 	defer timer.Stop()
 	for {
 		// Short polls so a fatal log or a cancelled ctx is seen promptly.
@@ -75,7 +74,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-timer.C:
-			return fmt.Errorf("%w: not accepting connections after %s", ErrNotReady, bound)
+			return fmt.Errorf("%w: not accepting connections after %s", ErrNotReady, readyTimeout)
 		default:
 		}
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// DefaultReadyTimeout bounds how long StartServer waits for the server to
-// accept connections.
-const DefaultReadyTimeout = 10 * time.Second
+// readyTimeout bounds how long StartServer waits for the server to accept
+// connections.
+const readyTimeout = 10 * time.Second
 
 // ServerConfig configures an embedded NATS server. The zero value is an
 // in-process-only server without JetStream; the coordinator sets JetStream
@@ -71,10 +71,6 @@ type ServerConfig struct {
 	// (1 MiB). Larger payloads belong in the object store.
 	MaxPayload int32
 
-	// ReadyTimeout bounds the wait for the server to accept connections;
-	// 0 means DefaultReadyTimeout.
-	ReadyTimeout time.Duration
-
 	// Logger receives the server's log; nil discards it. Debug and trace
 	// output are produced only when the handler enables those levels (trace
 	// is slog.LevelDebug-4).
@@ -119,9 +115,6 @@ func (c *ServerConfig) options() (*server.Options, error) {
 	}
 	if c.MaxPayload < 0 {
 		errs = append(errs, invalid("negative MaxPayload %d", c.MaxPayload))
-	}
-	if c.ReadyTimeout < 0 {
-		errs = append(errs, invalid("negative ReadyTimeout %s", c.ReadyTimeout))
 	}
 	switch {
 	case c.Token != "" && (c.User != "" || c.Password != ""):
