@@ -27,11 +27,8 @@ type Snapshot struct {
 // Learned is what a limiter learned of its provider's quota.
 type Learned struct {
 	// RequestsPerMinute is the provider's request limit: its header's, or
-	// else the pace measured from its refusals (FromRefusals); 0 unknown.
+	// else the pace measured from its refusals; 0 unknown.
 	RequestsPerMinute float64
-	FromRefusals      bool
-	// Burst is the most requests the provider was seen to accept at once.
-	Burst float64
 	// The token limits the provider's headers gave; 0 unknown.
 	TokensPerMinute, InputTokensPerMinute, OutputTokensPerMinute int64
 }
@@ -45,15 +42,14 @@ func (l *Limiter) Snapshot() Snapshot {
 		PausedUntil: l.pausedUntil, Waiting: l.blocked,
 		Grants: l.grants, Refusals: l.refusals, Waits: l.waits, WaitTime: l.waited,
 		Learned: Learned{
-			Burst:           l.aimdBurst,
 			TokensPerMinute: l.hdr[tokB], InputTokensPerMinute: l.hdr[inB], OutputTokensPerMinute: l.hdr[outB],
 		},
 	}
 	switch {
 	case l.hdr[reqB] > 0:
-		s.Learned.RequestsPerMinute, s.Learned.Burst = float64(l.hdr[reqB]), l.hdrBurst
+		s.Learned.RequestsPerMinute = float64(l.hdr[reqB])
 	case l.aimd > 0:
-		s.Learned.RequestsPerMinute, s.Learned.FromRefusals = l.aimd*60, true
+		s.Learned.RequestsPerMinute = l.aimd * 60
 	}
 	return s
 }
