@@ -28,7 +28,7 @@ var ErrNoAuthority = errors.New("auth: no NATS trust in this data dir")
 
 // Authority is the trust of one Formica deployment.
 type Authority struct {
-	operator, system, account, signer  nkeys.KeyPair
+	signer                             nkeys.KeyPair
 	operatorJWT, systemJWT, accountJWT string
 	accountPub, systemPub              string
 	operatorClaims                     *jwt.OperatorClaims
@@ -94,7 +94,7 @@ func NewEphemeral() (*Authority, error) {
 }
 
 func build(op, sys, acc, signer nkeys.KeyPair) (*Authority, error) {
-	a := &Authority{operator: op, system: sys, account: acc, signer: signer}
+	a := &Authority{signer: signer}
 	opPub, _ := op.PublicKey()
 	a.systemPub, _ = sys.PublicKey()
 	a.accountPub, _ = acc.PublicKey()
