@@ -212,7 +212,7 @@ func inputWords(req model.Request) int64 {
 		}
 	}
 	for _, t := range req.Tools {
-		n += words(t.Description) + words(string(t.Parameters))
+		n += words(t.Description) + words(t.Parameters)
 	}
 	return int64(max(n, 1))
 }
@@ -225,7 +225,17 @@ func outputWords(resp model.Response) int64 {
 	return int64(max(n, 1))
 }
 
-// words counts the runs of s between ASCII spaces, tabs and line breaks.
-func words(s string) int {
-	return len(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\n' || r == '\t' || r == '\r' }))
+// words counts runs of non-space bytes, as len(strings.Fields(s)) would for
+// ASCII text, without allocating: usage is counted on every call, over the
+// whole request, and the bench's spawn figures include it.
+func words[T ~string | ~[]byte](s T) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		space := s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'
+		if !space && !in {
+			n++
+		}
+		in = !space
+	}
+	return n
 }
