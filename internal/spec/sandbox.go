@@ -24,7 +24,8 @@ type Sandbox struct {
 	// FileSize is the largest file a process may write, like Memory.
 	FileSize string `json:"file_size,omitempty" yaml:"file_size,omitempty" msgpack:"file_size,omitempty"`
 	// Timeout is bash's wall-clock timeout when a call gives none, a Go
-	// duration; the worker's --bash-max-timeout caps it.
+	// duration, capped at 10 minutes or the worker's own bash timeout,
+	// whichever is longer.
 	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty" msgpack:"timeout,omitempty"`
 }
 
