@@ -46,41 +46,42 @@ type toolCall struct {
 	Name string `yaml:"name"`
 	// Arguments is a mapping (re-encoded as JSON) or a string (kept raw).
 	Arguments yaml.Node `yaml:"arguments"`
+	// json is Arguments as the JSON text the model returns, set by decode.
+	json string
 }
 
 // decode parses and checks a script, turning each tool call's arguments into
 // the JSON text the model will return.
-func decode(data []byte, name string) ([]response, [][]string, error) {
+func decode(data []byte, name string) ([]response, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f file
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, nil, fmt.Errorf("%w: %s: empty file", ErrBadScript, name)
+			return nil, fmt.Errorf("%w: %s: empty file", ErrBadScript, name)
 		}
-		return nil, nil, yamlError(err, name)
+		return nil, yamlError(err, name)
 	}
 	if len(f.Responses) == 0 {
-		return nil, nil, fmt.Errorf("%w: %s: no responses", ErrBadScript, name)
+		return nil, fmt.Errorf("%w: %s: no responses", ErrBadScript, name)
 	}
-	args := make([][]string, len(f.Responses))
 	for i, r := range f.Responses {
 		at := fmt.Sprintf("responses[%d]", i)
 		if r.Error != "" && (r.Text != "" || len(r.ToolCalls) > 0) {
-			return nil, nil, fmt.Errorf("%w: %s: %s: error excludes text and tool_calls", ErrBadScript, name, at)
+			return nil, fmt.Errorf("%w: %s: %s: error excludes text and tool_calls", ErrBadScript, name, at)
 		}
-		for j, c := range r.ToolCalls {
+		for j := range r.ToolCalls {
+			c := &r.ToolCalls[j]
 			if c.Name == "" {
-				return nil, nil, fmt.Errorf("%w: %s: %s.tool_calls[%d].name: required", ErrBadScript, name, at, j)
+				return nil, fmt.Errorf("%w: %s: %s.tool_calls[%d].name: required", ErrBadScript, name, at, j)
 			}
-			a, err := argumentsJSON(&c.Arguments)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %s: %s.tool_calls[%d].arguments: %v", ErrBadScript, name, at, j, err)
+			var err error
+			if c.json, err = argumentsJSON(&c.Arguments); err != nil {
+				return nil, fmt.Errorf("%w: %s: %s.tool_calls[%d].arguments: %v", ErrBadScript, name, at, j, err)
 			}
-			args[i] = append(args[i], a)
 		}
 	}
-	return f.Responses, args, nil
+	return f.Responses, nil
 }
 
 // argumentsJSON is a string argument as written, anything else as JSON;

@@ -38,7 +38,6 @@ import (
 type Model struct {
 	name      string
 	responses []response
-	args      [][]string // args[i][j]: JSON arguments of responses[i].ToolCalls[j]
 }
 
 // Load reads the script at path; errors name the path.
@@ -54,11 +53,11 @@ func Load(path string) (*Model, error) {
 func Parse(data []byte) (*Model, error) { return parse(data, "scripted") }
 
 func parse(data []byte, name string) (*Model, error) {
-	rs, args, err := decode(data, name)
+	rs, err := decode(data, name)
 	if err != nil {
 		return nil, err
 	}
-	return &Model{name: name, responses: rs, args: args}, nil
+	return &Model{name: name, responses: rs}, nil
 }
 
 // Generate returns the scripted response for req; see the package documentation.
@@ -77,7 +76,7 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 		}
 	}
 	seen := 0
-	for i, r := range m.responses {
+	for _, r := range m.responses {
 		if r.When != "" && !strings.Contains(first, r.When) {
 			continue
 		}
@@ -85,21 +84,20 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 			seen++
 			continue
 		}
-		return m.response(i, k)
+		return r.answer(k)
 	}
 	return model.Response{}, fmt.Errorf("%w: %s: k=%d assistant messages, but only %d responses match the conversation starting %q",
 		ErrExhausted, m.name, k, seen, excerpt(first))
 }
 
-func (m *Model) response(i, k int) (model.Response, error) {
-	r := m.responses[i]
+func (r response) answer(k int) (model.Response, error) {
 	if r.Error != "" {
 		return model.Response{}, &Error{Text: r.Error}
 	}
 	out := model.Response{Text: r.Text, Usage: r.Usage.model(), StopReason: "stop"}
 	for j, c := range r.ToolCalls {
 		id := cmp.Or(c.ID, fmt.Sprintf("call_%d_%d", k, j+1))
-		out.ToolCalls = append(out.ToolCalls, model.ToolCall{ID: id, Name: c.Name, Arguments: m.args[i][j]})
+		out.ToolCalls = append(out.ToolCalls, model.ToolCall{ID: id, Name: c.Name, Arguments: c.json})
 	}
 	if len(out.ToolCalls) > 0 {
 		out.StopReason = "tool_calls"
