@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -67,7 +68,7 @@ func goroutineFloor(samples int, window time.Duration) Floor {
 		<-reply
 		lat[i] = time.Since(t0)
 	}
-	rate, cpu := parallelRate(window, func() func() error {
+	rate, cpu, _ := parallelRate(window, func() func() error {
 		reply := make(chan int, 1)
 		return func() error {
 			reqs <- req{1, reply}
@@ -127,17 +128,13 @@ func rawRoundTrips(dial func(string) (*nats.Conn, error), samples int, window ti
 	if window <= 0 {
 		return lat, 0, 0, nil
 	}
-	var failed atomic.Value
-	rate, cpuUs = parallelRate(window, func() func() error {
+	rate, cpuUs, err = parallelRate(window, func() func() error {
 		return func() error {
 			_, err := req.Request(subject, payload, 5*time.Second)
-			if err != nil {
-				failed.Store(err)
-			}
 			return err
 		}
 	})
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		return nil, 0, 0, fmt.Errorf("raw request, %d in flight: %w", inFlight, err)
 	}
 	return lat, rate, cpuUs, nil
@@ -145,9 +142,9 @@ func rawRoundTrips(dial func(string) (*nats.Conn, error), samples int, window ti
 
 // parallelRate runs 64 callers, each calling its own op in a loop for
 // window, and returns completed calls per second and the process CPU time
-// per call in microseconds. newOp is called once per caller, before the
-// clock starts.
-func parallelRate(window time.Duration, newOp func() func() error) (rate, cpuUs float64) {
+// per call in microseconds, or an error of a caller that stopped on one.
+// newOp is called once per caller, before the clock starts.
+func parallelRate(window time.Duration, newOp func() func() error) (rate, cpuUs float64, err error) {
 	ops := make([]func() error, inFlight)
 	for i := range ops {
 		ops[i] = newOp()
@@ -155,11 +152,12 @@ func parallelRate(window time.Duration, newOp func() func() error) (rate, cpuUs 
 	var done atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	errs := make([]error, len(ops))
 	start, cpu0 := time.Now(), cpuTime()
-	for _, op := range ops {
+	for i, op := range ops {
 		wg.Go(func() {
 			for !stop.Load() {
-				if op() != nil {
+				if errs[i] = op(); errs[i] != nil {
 					return
 				}
 				done.Add(1)
@@ -171,8 +169,8 @@ func parallelRate(window time.Duration, newOp func() func() error) (rate, cpuUs 
 	n := done.Load()
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	wg.Wait()
-	if n == 0 {
-		return 0, 0
+	if err := cmp.Or(errs...); err != nil || n == 0 {
+		return 0, 0, err
 	}
-	return float64(n) / elapsed.Seconds(), float64(cpu) / float64(time.Microsecond) / float64(n)
+	return float64(n) / elapsed.Seconds(), float64(cpu) / float64(time.Microsecond) / float64(n), nil
 }
