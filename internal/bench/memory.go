@@ -186,7 +186,7 @@ func (m *memProbe) await(ctx context.Context, timeout time.Duration, what string
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s after %v (%+v)", errNotReady, what, timeout, s)
+			return fmt.Errorf("not ready: %s after %v (%+v)", what, timeout, s)
 		}
 		select {
 		case <-ctx.Done():

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -258,5 +257,3 @@ func (t *tailBuffer) String() string {
 	}
 	return s
 }
-
-var errNotReady = errors.New("not ready")

@@ -82,7 +82,7 @@ func (b *suite) spawnLatency(ctx context.Context, tcp bool) (*SpawnLatency, erro
 	}
 	cpu := cpuTime() - cpu0
 	if len(lat) < b.set.Samples {
-		return nil, fmt.Errorf("%w: %d of %d spawns timed", errShort, len(lat), b.set.Samples)
+		return nil, fmt.Errorf("too few samples: %d of %d spawns timed", len(lat), b.set.Samples)
 	}
 	rawP50, p50 := percentile(raw, 0.5), percentile(lat, 0.5)
 	return &SpawnLatency{
