@@ -87,9 +87,6 @@ type Config struct {
 	Respond func(Request) Reply
 }
 
-// DefaultChunkEvery is ChunkEvery's default.
-const DefaultChunkEvery = 100 * time.Millisecond
-
 // check validates cfg and fills in the defaults.
 func (cfg Config) check() (Config, error) {
 	switch cfg.Format {
@@ -112,7 +109,7 @@ func (cfg Config) check() (Config, error) {
 		return cfg, fmt.Errorf("quotaserver: negative limit or duration in config")
 	}
 	cfg.Burst = cmp.Or(cfg.Burst, cfg.RequestsPerMinute)
-	cfg.ChunkEvery = cmp.Or(cfg.ChunkEvery, DefaultChunkEvery)
+	cfg.ChunkEvery = cmp.Or(cfg.ChunkEvery, 100*time.Millisecond)
 	if cfg.Respond == nil {
 		cfg.Respond = DefaultReply
 	}
