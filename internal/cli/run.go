@@ -224,10 +224,7 @@ func runOnce(f runFlags, positional []string, stdio Stdio) (int, error) {
 		announceRun(stdio.Err, sub.RunID)
 	}
 	view.start()
-	sink := event.SinkFunc(func(e event.Event) {
-		view.rec.Emit(e)
-		view.Emit(e)
-	})
+	sink := event.SinkFunc(func(e event.Event) { view.send(0, e) })
 	run, err := cl.Run(ctx, sub, sink, approver)
 	if err != nil {
 		view.stop()
@@ -361,13 +358,8 @@ func readTask(positional []string, in io.Reader) (string, error) {
 // chooseModel picks the root model: --model, else the spec's, else
 // $FORMICA_MODEL, else the sim model with a notice saying how to set one.
 func chooseModel(flagRef, specRef, envRef string, stderr io.Writer) string {
-	switch {
-	case flagRef != "":
-		return flagRef
-	case specRef != "":
-		return specRef
-	case envRef != "":
-		return envRef
+	if ref := cmp.Or(flagRef, specRef, envRef); ref != "" {
+		return ref
 	}
 	fmt.Fprintln(stderr, "formica: no model configured, using the built-in sim model; set --model or FORMICA_MODEL (e.g. openai:gpt-4o with OPENAI_API_KEY)")
 	return providers.Sim
