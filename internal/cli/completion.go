@@ -19,9 +19,7 @@ var builtins = map[string]string{"completion": "", "help": "print the commands",
 
 // completionSpec is what a completion script offers: every command, with
 // its line of the usage text, and each table command's flags.
-type completionSpec struct {
-	commands []completionCommand
-}
+type completionSpec []completionCommand
 
 type completionCommand struct {
 	name, about string
@@ -103,7 +101,7 @@ func newCompletionSpec() completionSpec {
 					value: !ok || !b.IsBoolFlag()})
 			})
 		}
-		s.commands = append(s.commands, c)
+		s = append(s, c)
 	}
 	return s
 }
@@ -158,7 +156,7 @@ func (s completionSpec) bash() string {
 	b.WriteString("    fi\n")
 	b.WriteString("    local words=\n")
 	b.WriteString("    case ${COMP_WORDS[1]} in\n")
-	for _, c := range s.commands {
+	for _, c := range s {
 		var w []string
 		for _, f := range c.flags {
 			w = append(w, "--"+f.name)
@@ -190,7 +188,7 @@ func (s completionSpec) zsh() string {
 	b.WriteString("_formica() {\n")
 	b.WriteString("    local -a commands\n")
 	b.WriteString("    commands=(\n")
-	for _, c := range s.commands {
+	for _, c := range s {
 		fmt.Fprintf(&b, "        %s\n", zshQuote(strings.ReplaceAll(c.name, ":", `\:`)+":"+c.about))
 	}
 	b.WriteString("    )\n")
@@ -201,7 +199,7 @@ func (s completionSpec) zsh() string {
 	b.WriteString("    shift words\n")
 	b.WriteString("    (( CURRENT-- ))\n")
 	b.WriteString("    case $words[1] in\n")
-	for _, c := range s.commands {
+	for _, c := range s {
 		if len(c.args) > 0 {
 			fmt.Fprintf(&b, "        %s) _arguments '1:shell:(%s)' ;;\n", c.name, strings.Join(c.args, " "))
 			continue
@@ -235,10 +233,10 @@ func (s completionSpec) fish() string {
 	var b strings.Builder
 	b.WriteString("# fish completion for formica (formica completion fish)\n")
 	b.WriteString("complete -c formica -n __fish_use_subcommand -f\n")
-	for _, c := range s.commands {
+	for _, c := range s {
 		fmt.Fprintf(&b, "complete -c formica -n __fish_use_subcommand -f -a %s -d %s\n", fishQuote(c.name), fishQuote(c.about))
 	}
-	for _, c := range s.commands {
+	for _, c := range s {
 		cond := fishQuote("__fish_seen_subcommand_from " + c.name)
 		if len(c.args) > 0 {
 			fmt.Fprintf(&b, "complete -c formica -n %s -f -a %s\n", cond, fishQuote(strings.Join(c.args, " ")))
@@ -256,7 +254,7 @@ func (s completionSpec) fish() string {
 
 func (s completionSpec) names() []string {
 	var n []string
-	for _, c := range s.commands {
+	for _, c := range s {
 		n = append(n, c.name)
 	}
 	return n
