@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -150,11 +151,7 @@ func printTranscript(w io.Writer, t api.Transcript) {
 		case journal.KindPlacement:
 			fmt.Fprintf(w, "-- placed on %s (attempt %d)\n", e.Worker, e.Attempt)
 		case journal.KindEnd:
-			text := e.Output
-			if e.Error != "" {
-				text = e.Error
-			}
-			section(w, "end: "+string(e.Status), text)
+			section(w, "end: "+string(e.Status), cmp.Or(e.Error, e.Output))
 		}
 	}
 }
