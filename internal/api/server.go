@@ -97,11 +97,10 @@ type Config struct {
 // Server is the HTTP API. Handler serves it on any http.Server; Start and
 // Shutdown run it on its own.
 type Server struct {
-	cfg     Config
-	b       Backend
-	log     *slog.Logger
-	handler http.Handler
-	srv     *http.Server
+	cfg Config
+	b   Backend
+	log *slog.Logger
+	srv *http.Server
 	// sess issues and checks browser sessions; nil without a token.
 	sess *sessions
 	// streams ends when Shutdown begins, ending every event stream (clients
@@ -165,9 +164,8 @@ func New(cfg Config, b Backend) (*Server, error) {
 		s.sess = newSessions(cfg.Token, time.Now)
 	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
-	s.handler = s.buildHandler()
 	s.srv = &http.Server{
-		Handler:           s.handler,
+		Handler:           s.buildHandler(),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -200,7 +198,7 @@ func isLoopback(host string) bool {
 
 // Handler returns the API's handler, middleware included, to serve on an
 // http.Server of the caller's (Shutdown still ends its event streams).
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.srv.Handler }
 
 // Start listens on Config.Addr and serves in the background. It returns once
 // the listener is open, so Addr is then the real address.
