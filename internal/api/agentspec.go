@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/formica-run/formica/internal/spec"
 )
@@ -80,7 +81,7 @@ func yamlSafeJSON(raw []byte) ([]byte, error) {
 		case json.Number:
 			out.WriteString(v.String())
 		case bool:
-			out.WriteString(map[bool]string{true: "true", false: "false"}[v])
+			out.WriteString(strconv.FormatBool(v))
 		case nil:
 			out.WriteString("null")
 		}
