@@ -183,15 +183,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 // other site can log a person out.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
-	if s.sess != nil {
-		nonce, exp, ok := s.session(r)
-		if ok && !s.sess.csrfOK(nonce, csrfValue(r)) {
+	if nonce, exp, ok := s.session(r); ok {
+		if !s.sess.csrfOK(nonce, csrfValue(r)) {
 			writeErrorBody(w, http.StatusForbidden, codeForbidden, "the CSRF value ("+CSRFHeader+") is missing or wrong")
 			return
 		}
-		if ok {
-			s.sess.revoke(nonce, exp)
-		}
+		s.sess.revoke(nonce, exp)
 	}
 	setCookie(w, r, SessionCookie, "", true, -1)
 	setCookie(w, r, CSRFCookie, "", false, -1)
@@ -211,18 +208,15 @@ func csrfValue(r *http.Request) string { return r.Header.Get(CSRFHeader) }
 func (s *Server) servePage(ui http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The login page's style sheet is the one file anyone may read.
-		if s.sess != nil && r.URL.Path != "/assets/login.css" {
-			if _, _, ok := s.session(r); !ok {
-				if !s.tokenOK(r) {
-					if r.URL.Path == "/" {
-						noStore(w)
-						http.Redirect(w, r, "/login", http.StatusSeeOther)
-						return
-					}
-					writeErrorBody(w, http.StatusUnauthorized, codeUnauthorized, "log in first (/login)")
-					return
-				}
+		_, _, inSession := s.session(r)
+		if s.sess != nil && r.URL.Path != "/assets/login.css" && !inSession && !s.tokenOK(r) {
+			if r.URL.Path == "/" {
+				noStore(w)
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
 			}
+			writeErrorBody(w, http.StatusUnauthorized, codeUnauthorized, "log in first (/login)")
+			return
 		}
 		ui.ServeHTTP(w, r)
 	})
