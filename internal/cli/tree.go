@@ -48,10 +48,9 @@ func newTreeView(w io.Writer, tty bool) *treeView {
 	if f, ok := w.(*os.File); ok {
 		fd = int(f.Fd())
 	}
-	v := &treeView{w: w, tty: tty, color: tty && os.Getenv("NO_COLOR") == "", fd: fd,
+	return &treeView{w: w, tty: tty, color: tty && os.Getenv("NO_COLOR") == "", fd: fd,
+		rec:    record.NewRecorder(nil), // the ticker redraws
 		stopCh: make(chan struct{}), done: make(chan struct{}), t0: time.Now()}
-	v.rec = record.NewRecorder(nil) // the ticker redraws
-	return v
 }
 
 // send takes a run's followed event into the record and the view.
