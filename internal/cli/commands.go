@@ -424,15 +424,14 @@ func budgetLine(u limits.Use) string {
 		if !ok {
 			continue
 		}
-		if k == limits.KindUSD {
+		switch k {
+		case limits.KindUSD:
 			parts = append(parts, fmt.Sprintf("%s %s/%s", k, limits.FormatUSD(a.Used), limits.FormatUSD(a.Limit)))
-			continue
-		}
-		if k == limits.KindDuration {
+		case limits.KindDuration:
 			parts = append(parts, fmt.Sprintf("%s %s/%s", k, time.Duration(a.Used)*time.Millisecond, time.Duration(a.Limit)*time.Millisecond))
-			continue
+		default:
+			parts = append(parts, fmt.Sprintf("%s %d/%d", k, a.Used, a.Limit))
 		}
-		parts = append(parts, fmt.Sprintf("%s %d/%d", k, a.Used, a.Limit))
 	}
 	return strings.Join(parts, ", ")
 }
