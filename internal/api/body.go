@@ -32,10 +32,6 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 		return bodyError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
 		return badRequest("the body must hold one JSON object and nothing after it")
 	}
 	return nil
