@@ -18,9 +18,9 @@ const (
 	maxKey = 64
 )
 
-// Secret is the key messages are signed with. Its String and LogValue
-// never show the key, so a Secret that reaches a log line or an error
-// stays secret.
+// Secret is the key messages are signed with. Its String never shows the
+// key and the key is unexported, so a Secret that reaches a log line (text
+// or JSON) or an error stays secret.
 type Secret struct{ key []byte }
 
 // ParseSecret reads a secret written as whsec_ and the key in standard
