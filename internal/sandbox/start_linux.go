@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,10 +58,10 @@ func New(opts Options) (*Sandbox, error) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out capture
+	var out strings.Builder
 	exit, err := s.Run(ctx, Request{Dir: dir, Argv: []string{"/bin/sh", "-c", "exit 0"}, Env: []string{"PATH=/usr/bin:/bin"}}, &out)
 	if err == nil && !exit.Success() {
-		err = fmt.Errorf("probe exited %+v: %s", exit, out.buf)
+		err = fmt.Errorf("probe exited %+v: %s", exit, out.String())
 	}
 	if err != nil {
 		s.Close()
@@ -193,14 +194,4 @@ func exitOf(ws syscall.WaitStatus) Exit {
 		return Exit{Code: -1, Signal: ws.Signal()}
 	}
 	return Exit{Code: ws.ExitStatus()}
-}
-
-// capture collects a little output (the probe's).
-type capture struct{ buf []byte }
-
-func (c *capture) Write(p []byte) (int, error) {
-	if len(c.buf) < 4096 {
-		c.buf = append(c.buf, p[:min(len(p), 4096-len(c.buf))]...)
-	}
-	return len(p), nil
 }
