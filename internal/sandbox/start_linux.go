@@ -24,16 +24,12 @@ const waitDelay = time.Second
 
 // Sandbox starts confined commands. It is safe for concurrent use.
 type Sandbox struct {
-	uid, gid    int
-	denyNetwork bool
-	ceiling     Limits
+	// info is the tool user's ids (the worker's own when rootless), the
+	// network rule, the ceiling and whether the sandbox is rootless.
+	info Info
 	// userns holds the user namespace whose mapping idmaps the working
 	// directory for the tool user (see newIDMap); nil when rootless.
 	userns *os.File
-	// rootless: the worker is not root, so each call gets a user namespace
-	// of its own mapping only the worker's ids, and tools run as the
-	// worker's own uid (there is no other to drop to).
-	rootless bool
 }
 
 // New checks that this machine can sandbox and returns a Sandbox; the error
@@ -44,9 +40,9 @@ func New(opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{uid: uid, gid: gid, denyNetwork: opts.DenyNetwork, ceiling: opts.Ceiling.orDefault()}
+	s := &Sandbox{info: Info{UID: uid, GID: gid, DenyNetwork: opts.DenyNetwork, Ceiling: opts.Ceiling.orDefault()}}
 	if os.Geteuid() != 0 {
-		s.rootless, s.uid, s.gid = true, os.Geteuid(), os.Getegid()
+		s.info.Rootless, s.info.UID, s.info.GID = true, os.Geteuid(), os.Getegid()
 	} else if s.userns, err = newIDMap(os.Geteuid(), os.Getegid(), uid, gid); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -71,9 +67,7 @@ func New(opts Options) (*Sandbox, error) {
 }
 
 // Info describes s.
-func (s *Sandbox) Info() Info {
-	return Info{UID: s.uid, GID: s.gid, DenyNetwork: s.denyNetwork, Ceiling: s.ceiling, Rootless: s.rootless}
-}
+func (s *Sandbox) Info() Info { return s.info }
 
 // Close releases the sandbox's user namespace. Safe to call twice.
 func (s *Sandbox) Close() error {
@@ -101,9 +95,9 @@ func (s *Sandbox) Run(ctx context.Context, r Request, out io.Writer) (Exit, erro
 		}
 	}
 	cfg := initConfig{
-		Dir: r.Dir, Argv: r.Argv, Env: r.Env, UID: s.uid, GID: s.gid,
-		Network: r.Network && !s.denyNetwork, Limits: r.Limits.clamp(s.ceiling), Parent: os.Getpid(),
-		Rootless: s.rootless, ReadOnly: r.ReadOnly,
+		Dir: r.Dir, Argv: r.Argv, Env: r.Env, UID: s.info.UID, GID: s.info.GID,
+		Network: r.Network && !s.info.DenyNetwork, Limits: r.Limits.clamp(s.info.Ceiling), Parent: os.Getpid(),
+		Rootless: s.info.Rootless, ReadOnly: r.ReadOnly,
 	}
 	js, err := json.Marshal(cfg)
 	if err != nil {
@@ -136,12 +130,12 @@ func (s *Sandbox) Run(ctx context.Context, r Request, out io.Writer) (Exit, erro
 	cmd.Stdin = r.Stdin
 	cmd.ExtraFiles = []*os.File{statusW, guardR, s.userns} // fds 3, 4, 5 (none when rootless)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if s.rootless {
+	if s.info.Rootless {
 		// The init is the worker's uid in a user namespace of its own, keeping
 		// across its exec the capabilities it needs there to build the view.
 		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}}
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: s.info.UID, HostID: s.info.UID, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: s.info.GID, HostID: s.info.GID, Size: 1}}
 		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN}
 	}
 	cmd.WaitDelay = waitDelay
