@@ -168,17 +168,12 @@ func yamlError(err error, filename string) error {
 	return errors.Join(errs...)
 }
 
-// withFile prefixes every joined validation error with the file name.
+// withFile prefixes every validation error, as Validate joins them, with
+// the file name.
 func withFile(err error, filename string) error {
-	list := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		if _, one := err.(*FieldError); !one {
-			list = j.Unwrap()
-		}
-	}
-	out := make([]error, len(list))
-	for i, e := range list {
-		out[i] = fmt.Errorf("%s: %w", filename, e)
+	var out []error
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		out = append(out, fmt.Errorf("%s: %w", filename, e))
 	}
 	return errors.Join(out...)
 }
