@@ -21,14 +21,6 @@ const (
 	MaxDepth = 64
 )
 
-// checkSize refuses a spec larger than MaxBytes.
-func checkSize(data []byte, filename string) error {
-	if len(data) > MaxBytes {
-		return &posError{file: filename, msg: fmt.Sprintf("%d bytes is more than a spec may have (%d)", len(data), MaxBytes)}
-	}
-	return nil
-}
-
 // checkExpansion refuses a document that, with its aliases expanded,
 // holds more than MaxNodes nodes or nests deeper than MaxDepth. Each node's
 // expanded size is computed once, so the check costs the document's own

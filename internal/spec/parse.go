@@ -40,8 +40,8 @@ func Parse(data []byte, filename string) (*File, error) {
 	if filename == "" {
 		filename = "spec"
 	}
-	if err := checkSize(data, filename); err != nil {
-		return nil, err
+	if len(data) > MaxBytes {
+		return nil, &posError{file: filename, msg: fmt.Sprintf("%d bytes is more than a spec may have (%d)", len(data), MaxBytes)}
 	}
 	root, err := parseNode(data, filename)
 	if err != nil {
