@@ -175,12 +175,9 @@ func decodeStatus(msg []byte, state *os.ProcessState, waitErr error) (Exit, erro
 		return Exit{}, fmt.Errorf("sandbox: %w", waitErr)
 	}
 	// No report: the init died before the command ended.
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok {
-		e := exitOf(ws)
-		e.Killed = true
-		return e, nil
-	}
-	return Exit{Code: state.ExitCode(), Killed: true}, nil
+	e := exitOf(state.Sys().(syscall.WaitStatus))
+	e.Killed = true
+	return e, nil
 }
 
 func exitOf(ws syscall.WaitStatus) Exit {
