@@ -283,11 +283,7 @@ func run(o *options) error {
 		if err := srv.Start(); err != nil {
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		}()
+		defer role.Shutdown(srv)
 		logger.Info("http api listening", "addr", srv.Addr())
 	}
 	logger.Info("coordinator ready", "id", stack.Coordinator.ID(), "local_workers", o.localWorkers, "version", version.Version())

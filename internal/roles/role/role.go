@@ -4,11 +4,13 @@
 package role
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/formica-run/formica/internal/broker"
 	"github.com/formica-run/formica/internal/envflag"
@@ -100,4 +102,12 @@ func (f *Flags) Models(logger *slog.Logger) (*providers.Opener, *pricing.Table) 
 		os.Exit(2)
 	}
 	return &providers.Opener{Endpoints: endpoints, Logger: logger}, prices
+}
+
+// Shutdown shuts the command's HTTP listener srv down, giving requests in
+// flight five seconds.
+func Shutdown(srv interface{ Shutdown(context.Context) error }) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(ctx)
 }

@@ -116,11 +116,7 @@ func run(o *options) error {
 		if err != nil {
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		}()
+		defer role.Shutdown(srv)
 		logger.Info("http listening", "addr", srv.Addr())
 	}
 
