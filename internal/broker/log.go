@@ -37,11 +37,7 @@ func newServerLogger(l *slog.Logger) *serverLogger {
 }
 
 func (s *serverLogger) logf(level slog.Level, format string, v []any) {
-	ctx := context.Background()
-	if !s.log.Enabled(ctx, level) {
-		return
-	}
-	s.log.Log(ctx, level, fmt.Sprintf(format, v...))
+	s.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
 }
 
 func (s *serverLogger) Noticef(format string, v ...any) { s.logf(slog.LevelInfo, format, v) }

@@ -51,12 +51,10 @@ func ConnectRetry(ctx context.Context, cfg ClientConfig, timeout time.Duration, 
 		last = err
 		wait := pause + rand.N(pause/4+1)
 		log.Warn("nats not reachable yet, retrying", "servers", redact(cfg.servers()), "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "err", err)
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil, errors.Join(err, context.Cause(ctx))
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		pause = min(2*pause, RetryMaxPause)
 	}
