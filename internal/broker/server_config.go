@@ -213,11 +213,8 @@ func parseListen(field, addr string, allowRemote bool) (string, int, error) {
 }
 
 func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	// A host that is no IP parses to nil, which is not loopback.
+	return strings.EqualFold(host, "localhost") || net.ParseIP(host).IsLoopback()
 }
 
 // splitList flattens comma-separated entries and drops empty ones, so

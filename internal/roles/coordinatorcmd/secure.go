@@ -56,11 +56,8 @@ func secureServer(s *broker.ServerConfig, cfg *embedded.Config, insecure bool, c
 
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil || host == "" || host == "localhost" {
-		return err == nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	// A host that is no IP parses to nil, which is not loopback.
+	return err == nil && (host == "" || host == "localhost" || net.ParseIP(host).IsLoopback())
 }
 
 // creds is `coordinator creds`: it writes a standard NATS credentials file
