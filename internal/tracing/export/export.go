@@ -43,12 +43,9 @@ var ErrConfig = errors.New("tracing: bad OTEL configuration")
 
 // Setup installs a tracer provider for service (the default
 // OTEL_SERVICE_NAME) when the environment asks for one, and returns a
-// shutdown that flushes it, bounded by its ctx. getenv nil means os.Getenv.
+// shutdown that flushes it, bounded by its ctx. getenv reads the environment.
 // enabled says whether spans are exported.
 func Setup(ctx context.Context, service string, getenv func(string) string) (shutdown func(context.Context) error, enabled bool, err error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
 	noop := func(context.Context) error { return nil }
 	kind := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
 	endpoint := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
@@ -180,7 +177,7 @@ const ShutdownTimeout = 5 * time.Second
 // returns a stop that flushes them within ShutdownTimeout and logs a
 // failure to.
 func Start(ctx context.Context, service string, logger *slog.Logger) (stop func(), err error) {
-	shutdown, enabled, err := Setup(ctx, service, nil)
+	shutdown, enabled, err := Setup(ctx, service, os.Getenv)
 	if err != nil {
 		return func() {}, err
 	}
