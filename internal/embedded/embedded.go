@@ -87,10 +87,7 @@ type Stack struct {
 // Start starts the stack's components and returns once workers have
 // announced themselves.
 func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
-	s := &Stack{connect: cfg.Connect}
-	if cfg.Connect == nil {
-		s.authority = cfg.Authority
-	}
+	s := &Stack{connect: cfg.Connect, authority: cfg.Authority}
 	if cfg.Store.JournalFailed == nil && cfg.Metrics != nil {
 		cfg.Store.JournalFailed = cfg.Metrics.JournalWriteFailed
 	}
