@@ -159,10 +159,8 @@ func run(o *options) error {
 	wc.Harness.Sandbox, wc.MCP = sb, mcpPool
 	wc.Conn, wc.Models, wc.Logger = nc, models, logger
 	wc.Metrics, wc.Prices = mx, prices
+	wc.ID = cmp.Or(wc.ID, worker.NewID())
 	// Results larger than the NATS max payload travel through the object store.
-	if wc.ID == "" {
-		wc.ID = worker.NewID()
-	}
 	if st, err := store.OpenTransfers(ctx, nc, wc.ID, store.Config{Logger: logger, JournalFailed: mx.JournalWriteFailed}); err != nil {
 		logger.Warn("no JetStream run store: results over the NATS max payload will fail and threads keep no journal", "err", err)
 	} else {
