@@ -23,7 +23,8 @@ func (c *ClientConfig) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // RegisterServerFlags binds the embedded-server flags to c. Current field
-// values are the defaults. Any cluster flag creates c.Cluster.
+// values are the defaults, but for the cluster flags: any of them creates
+// c.Cluster if needed, and --nats-routes adds to its Routes.
 func (c *ServerConfig) RegisterServerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "`dir` for the JetStream store")
 	fs.StringVar(&c.Listen, "nats-listen", c.Listen, "NATS client listen `addr` (host:port); empty: in-process clients only")
@@ -36,25 +37,25 @@ func (c *ServerConfig) RegisterServerFlags(fs *flag.FlagSet) {
 		}
 		return c.Cluster
 	}
-	var name, listen string
-	var routes []string
-	if c.Cluster != nil {
-		name, listen, routes = c.Cluster.Name, c.Cluster.Listen, c.Cluster.Routes
-	}
-	fs.Var(&funcValue{cur: name, set: func(v string) { cluster().Name = v }},
-		"nats-cluster-name", "NATS cluster `name`; joins a cluster")
-	fs.Var(&funcValue{cur: listen, set: func(v string) { cluster().Listen = v }},
-		"nats-cluster-listen", "NATS cluster route listen `addr` (host:port)")
-	fs.Var(&listValue{list: &routes, onSet: func() { cluster().Routes = routes }},
-		"nats-routes", "NATS cluster routes `URL[,URL...]` (every node, self included is fine)")
+	fs.Func("nats-cluster-name", "NATS cluster `name`; joins a cluster", func(v string) error {
+		cluster().Name = v
+		return nil
+	})
+	fs.Func("nats-cluster-listen", "NATS cluster route listen `addr` (host:port)", func(v string) error {
+		cluster().Listen = v
+		return nil
+	})
+	fs.Func("nats-routes", "NATS cluster routes `URL[,URL...]` (every node, self included is fine)", func(v string) error {
+		cluster().Routes = append(cluster().Routes, splitList([]string{v})...)
+		return nil
+	})
 }
 
 // listValue is a repeatable, comma-separated list flag. The first Set
 // replaces the default; later ones append.
 type listValue struct {
-	list  *[]string
-	set   bool
-	onSet func()
+	list *[]string
+	set  bool
 }
 
 func (v *listValue) String() string {
@@ -69,27 +70,5 @@ func (v *listValue) Set(s string) error {
 		*v.list, v.set = nil, true
 	}
 	*v.list = append(*v.list, splitList([]string{s})...)
-	if v.onSet != nil {
-		v.onSet()
-	}
-	return nil
-}
-
-// funcValue is a string flag that allocates its target only when set.
-type funcValue struct {
-	cur string
-	set func(string)
-}
-
-func (v *funcValue) String() string {
-	if v == nil {
-		return ""
-	}
-	return v.cur
-}
-
-func (v *funcValue) Set(s string) error {
-	v.cur = s
-	v.set(s)
 	return nil
 }
