@@ -148,11 +148,10 @@ func run(o *options) error {
 		client.InboxPrefix = cmp.Or(client.InboxPrefix, auth.InboxPrefix(auth.Worker, id.ID))
 	}
 	nc, err := broker.ConnectRetry(ctx, client, o.connectTimeout)
+	if broker.Refused(err) {
+		return fmt.Errorf("%w; %s", err, auth.Remedy(auth.Worker))
+	}
 	if err != nil {
-		var re *broker.RefusedError
-		if errors.As(err, &re) {
-			return fmt.Errorf("%w; %s", err, auth.Remedy(auth.Worker))
-		}
 		return err
 	}
 	defer broker.Drain(nc, 5*time.Second)
