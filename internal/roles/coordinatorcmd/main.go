@@ -224,11 +224,9 @@ func run(o *options) error {
 		return errors.New("--nats-token, --nats-user, --nats-creds and --nats-nkey configure the connection to an external NATS (--nats); the embedded server trusts the credentials of `coordinator creds`")
 	}
 	if len(o.Client.URLs) > 0 {
-		client := o.Client
-		client.Logger = logger
 		cfg.Connect = func(name string) (*nats.Conn, error) {
-			c := client
-			c.Name = name
+			c := o.Client
+			c.Name, c.Logger = name, logger
 			return broker.ConnectRetry(ctx, c, o.connectTimeout)
 		}
 	} else {
